@@ -1,0 +1,50 @@
+"""rlblocks: deep reinforcement learning for PyTorch, a small core plus plugins composed by name.
+
+Names are imported lazily so that ``import rlblocks`` (and ``rlblocks list``) never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Batch": "rlblocks.batch",
+    "ReplayBuffer": "rlblocks.buffer",
+    "Collector": "rlblocks.collector",
+    "CollectStats": "rlblocks.collector",
+    "train": "rlblocks.experiment",
+    "resume": "rlblocks.experiment",
+    "make_vector_env": "rlblocks.experiment",
+    "make_buffer": "rlblocks.experiment",
+    "make_policy": "rlblocks.experiment",
+    "OffPolicyTrainer": "rlblocks.trainer",
+    "RlblocksError": "rlblocks.errors",
+    "UnknownComponentError": "rlblocks.errors",
+    "ConfigError": "rlblocks.errors",
+}
+
+__all__ = sorted([*_LAZY, "__version__"])
+
+if TYPE_CHECKING:
+    from rlblocks.batch import Batch
+    from rlblocks.buffer import ReplayBuffer
+    from rlblocks.collector import Collector, CollectStats
+    from rlblocks.errors import ConfigError, RlblocksError, UnknownComponentError
+    from rlblocks.experiment import make_buffer, make_policy, make_vector_env, resume, train
+    from rlblocks.trainer import OffPolicyTrainer
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlblocks' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

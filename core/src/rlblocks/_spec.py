@@ -1,0 +1,23 @@
+"""Specs of core's own built-in components, registered through core's entry points like any plugin."""
+
+from attrs import define, field, validators
+
+from rlblocks.plugins.spec import BufferSpec
+
+
+@define(kw_only=True)
+class ReplayConfig:
+    """Options of the base replay buffer (``size`` and ``num_envs`` are set by the run)."""
+
+    stack_num: int = field(default=1, validator=validators.ge(1))
+    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
+    ignore_obs_next: bool = False
+    """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
+
+
+REPLAY = BufferSpec(
+    name="replay",
+    summary="Circular replay buffer with episode links, frame stacking and hdf5 files.",
+    impl="rlblocks.buffer:ReplayBuffer",
+    config=ReplayConfig,
+)

@@ -1,0 +1,123 @@
+"""Plugin specs: the small, import-light description every component registers.
+
+An entry point in one of the ``rlblocks.*`` groups points at a spec object defined in the
+plugin's light ``_spec.py`` module, which imports nothing heavier than attrs. The spec names the
+heavy implementation by a string import path, so listing and validating plugins never imports
+torch or the plugin's code (the registry's tiers 0 and 1); only building a component does (tier 2).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, ClassVar
+
+from attrs import field, frozen
+
+#: Bumped when the contract between core and plugins changes incompatibly.
+PLUGIN_API_VERSION = 1
+
+
+def _check_import_path(_inst: object, attribute: Any, value: str) -> None:
+    module, sep, attr = value.partition(":")
+    if not (module and sep and attr):
+        raise ValueError(
+            f"{attribute.name}={value!r} is not an import path; write it as 'package.module:object'"
+        )
+
+
+def import_object(path: str) -> Any:
+    """Import ``'package.module:attr.sub'`` and return the object it names."""
+    module_name, _, attr_path = path.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr_path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@frozen(kw_only=True)
+class PluginSpec:
+    """What every component spec carries.
+
+    ``impl`` is the import path of the implementation (a class or factory), imported only when a
+    component is built. ``config`` is the component's attrs config class (or None when it takes no
+    options); it must live in an import-light module too, because configs are validated before
+    anything is built.
+    """
+
+    kind: ClassVar[str] = "component"
+
+    name: str
+    summary: str
+    impl: str = field(validator=_check_import_path)
+    config: type | None = None
+    api_version: int = PLUGIN_API_VERSION
+
+    def load(self) -> Any:
+        """Import and return the implementation object (tier 2)."""
+        return import_object(self.impl)
+
+    def describe(self) -> dict[str, Any]:
+        """Capabilities as plain data, for ``rlblocks list --details``."""
+        out: dict[str, Any] = {}
+        for a in self.__attrs_attrs__:  # type: ignore[attr-defined]
+            if a.name in {"name", "summary", "impl"}:
+                continue
+            value = getattr(self, a.name)
+            if isinstance(value, type):
+                value = f"{value.__module__}:{value.__qualname__}"
+            elif isinstance(value, frozenset | tuple):
+                value = sorted(value) if isinstance(value, frozenset) else list(value)
+            out[a.name] = value
+        return out
+
+
+@frozen(kw_only=True)
+class AlgoSpec(PluginSpec):
+    """An algorithm. ``impl`` names a Policy class built as
+    ``Cls(observation_space, action_space, config=config, device=device)``.
+
+    ``observation_spaces`` / ``action_spaces`` list gymnasium space class names it accepts
+    (``"Box"``, ``"Discrete"``, ``"MultiDiscrete"``, ``"Dict"``...). ``training`` is one of
+    ``"on-policy"``, ``"off-policy"``, ``"offline"``; it picks the trainer loop.
+    """
+
+    kind: ClassVar[str] = "algo"
+
+    observation_spaces: tuple[str, ...] = ("Box",)
+    action_spaces: tuple[str, ...] = ("Discrete",)
+    training: str = field(default="off-policy")
+    recurrent: bool = False
+
+    @training.validator
+    def _check_training(self, _attr: Any, value: str) -> None:
+        if value not in {"on-policy", "off-policy", "offline"}:
+            raise ValueError(
+                f"training={value!r}; use 'on-policy', 'off-policy' or 'offline'"
+            )
+
+
+@frozen(kw_only=True)
+class BufferSpec(PluginSpec):
+    """A replay buffer type. ``impl`` names a class built as
+    ``Cls(size=..., num_envs=..., **config_fields)``."""
+
+    kind: ClassVar[str] = "buffer"
+
+
+@frozen(kw_only=True)
+class EnvBackendSpec(PluginSpec):
+    """A vector-env backend. ``impl`` names a class built as ``Cls(env_fns, **config_fields)``
+    where ``env_fns`` is a list of zero-argument callables returning gymnasium envs."""
+
+    kind: ClassVar[str] = "env"
+
+    supports_async: bool = False
+    multiprocess: bool = False
+
+
+@frozen(kw_only=True)
+class LoggerSpec(PluginSpec):
+    """A logger. ``impl`` names a class built as ``Cls(run_dir, config)``; the instance is then
+    registered as a pluggy hook implementation for the run."""
+
+    kind: ClassVar[str] = "logger"
