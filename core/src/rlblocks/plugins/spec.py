@@ -87,6 +87,9 @@ class AlgoSpec(PluginSpec):
     action_spaces: tuple[str, ...] = ("Discrete",)
     training: str = field(default="off-policy")
     recurrent: bool = False
+    defaults: dict[str, dict[str, Any]] = field(factory=dict)
+    """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
+    between the sections' own defaults and the user's config file and flags."""
 
     @training.validator
     def _check_training(self, _attr: Any, value: str) -> None:

@@ -1,0 +1,310 @@
+"""The Collector: runs a policy in a vector env and writes every transition into a buffer.
+
+One ``collect`` call either gathers at least ``n_step`` env steps (RLlib's truncate-episodes
+mode: episodes continue across calls) or exactly ``n_episode`` whole episodes (complete-episodes
+mode: every env starts a fresh episode and no more than ``n_episode`` episodes are started). The
+collector resets finished envs itself, so no transition ever spans two episodes.
+
+Hot loop per vector step (N = number of active envs)::
+
+    obs [N, ...] -> policy.forward -> act [N] -> exploration_noise -> map_action -> env.step
+    -> buffer.add(obs, act, rew, terminated, truncated, obs_next[, policy]) -> reset finished envs
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from attrs import define, field
+
+from rlblocks.batch import Batch
+from rlblocks.protocols import Buffer, VectorEnv
+
+
+@define
+class CollectStats:
+    """What one ``collect`` call did."""
+
+    n_step: int = 0
+    """Env steps taken (summed over envs)."""
+    n_episode: int = 0
+    """Episodes finished."""
+    returns: np.ndarray = field(factory=lambda: np.zeros(0))
+    """Undiscounted return of each finished episode, in finishing order."""
+    lengths: np.ndarray = field(factory=lambda: np.zeros(0, dtype=np.int64))
+    """Length of each finished episode."""
+    seconds: float = 0.0
+    """Wall time of the call."""
+
+    @property
+    def steps_per_s(self) -> float:
+        """Env steps per second of wall time."""
+        return self.n_step / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mean_return(self) -> float:
+        """Mean episode return (nan when no episode finished)."""
+        return float(self.returns.mean()) if len(self.returns) else float("nan")
+
+    @property
+    def std_return(self) -> float:
+        return float(self.returns.std()) if len(self.returns) else float("nan")
+
+    def as_scalars(self) -> dict[str, float]:
+        """Scalars for logging."""
+        out = {"n_step": float(self.n_step), "n_episode": float(self.n_episode),
+               "steps_per_s": self.steps_per_s}
+        if len(self.returns):
+            out.update(
+                return_mean=self.mean_return,
+                return_std=self.std_return,
+                length_mean=float(self.lengths.mean()),
+            )
+        return out
+
+
+def _reset_state_rows(state: Any, rows: np.ndarray) -> Any:
+    """Zero the recurrent state of finished envs (tensor, array, dict or Batch of them)."""
+    if state is None:
+        return None
+    if isinstance(state, torch.Tensor | np.ndarray):
+        state[rows] = 0
+        return state
+    if isinstance(state, dict | Batch):
+        for key in list(state.keys()):
+            state[key] = _reset_state_rows(state[key], rows)
+        return state
+    raise TypeError(f"cannot reset recurrent state of type {type(state).__name__}")
+
+
+class Collector:
+    """Collects transitions from ``envs`` with ``policy`` into ``buffer`` (which may be None,
+    e.g. for test collection). ``exploration`` applies the policy's exploration noise while the
+    policy is in training mode."""
+
+    def __init__(
+        self,
+        policy: Any,
+        envs: VectorEnv,
+        buffer: Buffer | None = None,
+        exploration: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        self.policy = policy
+        self.envs = envs
+        self.buffer = buffer
+        self.exploration = exploration
+        self.num_envs = envs.num_envs
+        self.action_space: gym.Space = envs.action_space
+        self._rng = np.random.default_rng(seed)
+        self._obs: Any = None  # current observation of every env [num_envs, ...]
+        self._state: Any = None
+        self._ep_return = np.zeros(self.num_envs)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._seed = seed
+        self.total_steps = 0
+        self.total_episodes = 0
+        self._store_policy = True
+
+    # -- episode bookkeeping ------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        """Reset every env and forget partial episodes and recurrent state."""
+        seed = self._seed if seed is None else seed
+        self._obs, _ = self.envs.reset(seed=seed)
+        self._seed = None  # seed once; later resets continue the envs' own RNG streams
+        self._state = None
+        self._ep_return[:] = 0
+        self._ep_len[:] = 0
+
+    def _random_actions(self, n: int) -> np.ndarray:
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return space.start + self._rng.integers(space.n, size=n)
+        if isinstance(space, gym.spaces.Box) and np.all(np.isfinite(space.low)) and np.all(
+            np.isfinite(space.high)
+        ):
+            return self._rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(
+                space.dtype
+            )
+        return np.stack([space.sample() for _ in range(n)])
+
+    # -- the loop ----------------------------------------------------------------------------
+    def collect(
+        self,
+        n_step: int | None = None,
+        n_episode: int | None = None,
+        random: bool = False,
+        render: float | None = None,
+    ) -> CollectStats:
+        """Collect at least ``n_step`` env steps, or exactly ``n_episode`` whole episodes.
+
+        ``random`` uses uniformly random actions (warm-up). ``render`` renders every env and
+        sleeps that many seconds per step.
+        """
+        if (n_step is None) == (n_episode is None):
+            raise ValueError("pass exactly one of n_step or n_episode")
+        if n_step is not None and n_step <= 0:
+            raise ValueError(f"n_step must be positive, got {n_step}")
+        if n_episode is not None and n_episode <= 0:
+            raise ValueError(f"n_episode must be positive, got {n_episode}")
+        start = time.perf_counter()
+        if n_episode is not None or self._obs is None:
+            self.reset()
+        policy, envs, buffer = self.policy, self.envs, self.buffer
+        num_envs = self.num_envs
+        ep_return, ep_len = self._ep_return, self._ep_len
+
+        # Complete-episodes mode: start at most n_episode episodes, one per env at first.
+        if n_episode is not None:
+            active = np.arange(min(num_envs, n_episode))
+            started = len(active)
+        else:
+            active = np.arange(num_envs)
+            started = 0
+        all_active = len(active) == num_envs
+        done_returns: list[np.ndarray] = []
+        done_lengths: list[np.ndarray] = []
+        steps = episodes = 0
+        use_policy = not random
+        explore = self.exploration and getattr(policy, "training", False)
+
+        with torch.inference_mode():
+            while True:
+                obs = self._obs if all_active else _take(self._obs, active)
+                policy_out = None
+                if use_policy:
+                    state = self._state if all_active or self._state is None else _take(
+                        self._state, active
+                    )
+                    result = policy(Batch(obs=obs), state)
+                    act = _to_numpy(result.act)
+                    if explore:
+                        act = policy.exploration_noise(act, result)
+                    env_act = policy.map_action(act)
+                    new_state = result.get("state", None)
+                    if new_state is not None:
+                        if self._state is None or all_active:
+                            self._state = new_state
+                        else:
+                            _put(self._state, active, new_state)
+                    policy_out = result.get("policy", None)
+                else:
+                    env_act = self._random_actions(len(active))
+                    act = policy.map_action_inverse(env_act) if policy is not None else env_act
+                obs_next, rew, terminated, truncated, _info = envs.step(
+                    env_act, None if all_active else active
+                )
+                if buffer is not None:
+                    data = {
+                        "obs": obs,
+                        "act": act,
+                        "rew": rew,
+                        "terminated": terminated,
+                        "truncated": truncated,
+                        "obs_next": obs_next,
+                    }
+                    if policy_out is not None and self._store_policy:
+                        data["policy"] = _to_numpy_tree(policy_out)
+                    buffer.add(data, env_ids=active)
+                if render:
+                    envs.render(active)  # type: ignore[attr-defined]
+                    time.sleep(render)
+                n = len(active)
+                steps += n
+                ep_return[active] += rew
+                ep_len[active] += 1
+                done = terminated | truncated
+                if done.any():
+                    rows = np.flatnonzero(done)
+                    finished = active[rows]
+                    episodes += len(finished)
+                    done_returns.append(ep_return[finished].copy())
+                    done_lengths.append(ep_len[finished].copy())
+                    ep_return[finished] = 0
+                    ep_len[finished] = 0
+                    if self._state is not None:
+                        self._state = _reset_state_rows(self._state, finished)
+                    if n_episode is not None:
+                        # keep only as many envs running as episodes may still be started
+                        restart = max(0, min(len(finished), n_episode - started))
+                        started += restart
+                        keep_rows = rows[:restart]
+                        drop = finished[restart:]
+                    else:
+                        keep_rows, drop = rows, finished[:0]
+                    if len(keep_rows):
+                        reset_ids = active[keep_rows]
+                        reset_obs, _ = envs.reset(reset_ids)
+                        _assign_rows(obs_next, keep_rows, reset_obs)
+                    _write_obs(self, active, obs_next, all_active)
+                    if len(drop):
+                        active = active[~np.isin(active, drop)]
+                        all_active = False
+                else:
+                    _write_obs(self, active, obs_next, all_active)
+                if n_step is not None and steps >= n_step:
+                    break
+                if n_episode is not None and (episodes >= n_episode or len(active) == 0):
+                    break
+
+        if n_episode is not None:
+            # the next n_step collect must not continue envs that were left mid-way or idle
+            self._obs = None
+        self.total_steps += steps
+        self.total_episodes += episodes
+        return CollectStats(
+            n_step=steps,
+            n_episode=episodes,
+            returns=np.concatenate(done_returns) if done_returns else np.zeros(0),
+            lengths=np.concatenate(done_lengths) if done_lengths else np.zeros(0, dtype=np.int64),
+            seconds=time.perf_counter() - start,
+        )
+
+
+# -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------
+def _take(tree: Any, rows: np.ndarray) -> Any:
+    if isinstance(tree, dict):
+        return {k: _take(v, rows) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_take(v, rows) for v in tree)
+    if isinstance(tree, Batch):
+        return tree[rows]
+    return tree[rows]
+
+
+def _put(tree: Any, rows: np.ndarray, value: Any) -> None:
+    if isinstance(tree, dict | Batch):
+        for k in tree.keys():
+            _put(tree[k], rows, value[k])
+    elif isinstance(tree, tuple):
+        for t, v in zip(tree, value):
+            _put(t, rows, v)
+    else:
+        tree[rows] = value
+
+
+def _assign_rows(tree: Any, rows: np.ndarray, value: Any) -> None:
+    _put(tree, rows, value)
+
+
+def _write_obs(self: Collector, active: np.ndarray, obs_next: Any, all_active: bool) -> None:
+    if all_active:
+        self._obs = obs_next
+    else:
+        _put(self._obs, active, obs_next)
+
+
+def _to_numpy(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _to_numpy_tree(x: Any) -> Any:
+    if isinstance(x, dict | Batch):
+        return {k: _to_numpy_tree(v) for k, v in x.items()}
+    return _to_numpy(x)

@@ -1,0 +1,69 @@
+"""Core's own terminal reporter: a progress bar during the run and a short summary at the end.
+
+A hook implementation like any logger plugin (pytest's terminal reporter is the model).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlblocks.plugins.hookspecs import hookimpl
+
+
+class ConsoleReporter:
+    """Shows env steps, the last test return and speed; prints where the logs are at the end."""
+
+    def __init__(self, total_env_steps: int, progress: bool = True, stream: Any = None) -> None:
+        self.total = total_env_steps
+        self.progress = progress
+        self.stream = stream or sys.stderr
+        self._bar: Any = None
+        self._last = 0
+        self._postfix: dict[str, str] = {}
+
+    @hookimpl
+    def rlblocks_run_start(self, config: dict, run_dir: Path | None, resumed: bool) -> None:
+        if not self.progress:
+            return
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(
+            total=self.total, unit="step", unit_scale=True, dynamic_ncols=True,
+            file=self.stream, desc="resumed" if resumed else "training", mininterval=0.5,
+        )
+
+    @hookimpl
+    def rlblocks_rollout_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+        if self._bar is not None:
+            self._bar.update(env_step - self._last)
+            self._last = env_step
+
+    @hookimpl
+    def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+        if self._bar is not None:
+            self._postfix["test"] = f"{stats.get('return_mean', math.nan):.1f}"
+            self._postfix["best"] = f"{stats.get('best_return', math.nan):.1f}"
+            self._bar.set_postfix(self._postfix, refresh=False)
+
+    @hookimpl
+    def rlblocks_run_end(self, result: Mapping[str, Any], run_dir: Path | None) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        best = result.get("best_test_return")
+        lines = [
+            f"{'solved' if result.get('solved') else 'stopped'}: {result.get('stop_reason', '')}",
+            f"  best test return {best if best is None else round(best, 2)}, "
+            f"{result.get('env_steps')} env steps, {result.get('gradient_steps')} gradient steps, "
+            f"{result.get('wall_seconds', 0.0):.1f} s",
+        ]
+        if run_dir is not None:
+            lines.append(f"  run directory: {run_dir} (config.json, result.json, checkpoints/)")
+            if (Path(run_dir) / "logs").is_dir():
+                lines.append(f"  watch it: tensorboard --logdir {Path(run_dir) / 'logs'}")
+            lines.append(f"  continue it: rlblocks resume {run_dir}")
+        print("\n".join(lines), file=self.stream)

@@ -1,0 +1,411 @@
+"""Composition by name: build vector envs, buffers, policies and whole runs from registry names.
+
+``train("dqn")`` resolves a config (section defaults < the algorithm's defaults < a config file <
+keyword flags < ``--set`` overrides), builds every component through the plugin registries, runs
+the trainer and leaves a run directory that can be inspected and resumed::
+
+    RUN_DIR/config.json      resolved config (feed it back with --config)
+    RUN_DIR/plugins.json     versions of rlblocks, every plugin used, python, torch, gymnasium
+    RUN_DIR/logs/            logger output (tensorboard, csv)
+    RUN_DIR/checkpoints/     latest.pt (resume point), best.pt (best test return)
+    RUN_DIR/buffer.h5        the replay buffer at the last checkpoint (off-policy runs)
+    RUN_DIR/result.json      best_test_return, solved, env_steps, gradient_steps, wall_seconds
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks import config as cfg
+from rlblocks.checkpoint import load_checkpoint, save_checkpoint, write_json
+from rlblocks.collector import Collector
+from rlblocks.console import ConsoleReporter
+from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.plugins.manager import make_plugin_manager
+from rlblocks.plugins.registry import get_registry
+from rlblocks.plugins.spec import PluginSpec
+from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, TrainResult
+
+EnvSource = str | Sequence[Callable[[], gym.Env]]
+
+
+def spec_lookup(kind: str, name: str) -> PluginSpec:
+    """The registry lookup configs use to find plugin option classes."""
+    return get_registry(kind).spec(name)
+
+
+def _options_dict(options: Any) -> dict[str, Any]:
+    if options is None:
+        return {}
+    if attrs.has(type(options)):
+        return attrs.asdict(options, recurse=False)
+    return dict(options)
+
+
+def _config_options(kind: str, name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate keyword options against the plugin's config class (clear errors on typos)."""
+    spec = spec_lookup(kind, name)
+    if not options:
+        return _options_dict(spec.config()) if spec.config is not None else {}
+    if spec.config is None:
+        raise ConfigError(f"{kind} {name!r} takes no options, got {sorted(options)}")
+    try:
+        built = cfg.converter.structure(dict(options), spec.config)
+    except Exception as exc:
+        raise ConfigError(f"bad options for {kind} {name!r}: {exc}") from exc
+    return _options_dict(built)
+
+
+# -- building blocks ---------------------------------------------------------------------------
+def make_env_fns(
+    env: EnvSource, num_envs: int, make_kwargs: Mapping[str, Any] | None = None
+) -> list[Callable[[], gym.Env]]:
+    """Env factories from a gymnasium id (``num_envs`` copies) or a list of factories."""
+    if isinstance(env, str):
+        try:
+            gym.spec(env)
+        except gym.error.Error as exc:
+            raise ConfigError(f"unknown gymnasium env id {env!r}: {exc}") from exc
+        kwargs = dict(make_kwargs or {})
+        return [lambda: gym.make(env, **kwargs) for _ in range(num_envs)]
+    fns = list(env)
+    if not fns or not all(callable(f) for f in fns):
+        raise ConfigError("env must be a gymnasium id or a non-empty list of env factories")
+    return fns
+
+
+def make_vector_env(
+    backend: str,
+    env: EnvSource,
+    num_envs: int = 1,
+    seed: int | None = None,
+    make_kwargs: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> Any:
+    """Build a vector env with the named backend, e.g. ``make_vector_env("dummy", "CartPole-v1",
+    num_envs=8, seed=0)``; with ``seed`` the envs are reset once, env ``i`` with ``seed + i``."""
+    cls = get_registry("env").load(backend)
+    venv = cls(make_env_fns(env, num_envs, make_kwargs), **_config_options("env", backend, options))
+    if seed is not None:
+        venv.reset(seed=seed)
+    return venv
+
+
+def make_buffer(name: str, size: int, num_envs: int = 1, **options: Any) -> Any:
+    """Build a replay buffer by name, e.g. ``make_buffer("replay", size=100_000, num_envs=8)``."""
+    cls = get_registry("buffer").load(name)
+    return cls(size=size, num_envs=num_envs, **_config_options("buffer", name, options))
+
+
+def make_policy(
+    name: str,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    device: str = "cpu",
+    config: Any = None,
+    **fields: Any,
+) -> Any:
+    """Build an algorithm's policy by name; ``fields`` override its config's defaults."""
+    reg = get_registry("algo")
+    spec = reg.spec(name)
+    _check_spaces(spec, observation_space, action_space)
+    if config is None and spec.config is not None:
+        try:
+            config = cfg.converter.structure(fields, spec.config)
+        except Exception as exc:
+            raise ConfigError(f"bad config for algo {name!r}: {exc}") from exc
+    elif fields:
+        config = attrs.evolve(config, **fields)
+    cls = reg.load(name)
+    return cls(observation_space, action_space, config=config, device=device)
+
+
+def _check_spaces(spec: Any, observation_space: gym.Space, action_space: gym.Space) -> None:
+    obs_ok = getattr(spec, "observation_spaces", None)
+    act_ok = getattr(spec, "action_spaces", None)
+    if act_ok and type(action_space).__name__ not in act_ok:
+        raise ConfigError(
+            f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has "
+            f"{type(action_space).__name__}; pick an algorithm that handles it"
+        )
+    if obs_ok and type(observation_space).__name__ not in obs_ok:
+        raise ConfigError(
+            f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has "
+            f"{type(observation_space).__name__}"
+        )
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _dist_versions(specs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gymnasium": gym.__version__,
+        "numpy": np.__version__,
+        "components": {},
+    }
+    for kind, name in specs:
+        info = next((e for e in get_registry(kind).entries() if e.name == name), None)
+        out["components"][f"{kind}:{name}"] = (
+            {"distribution": info.distribution, "version": info.version} if info else None
+        )
+    try:
+        out["rlblocks"] = metadata.version("rlblocks")
+    except metadata.PackageNotFoundError:
+        out["rlblocks"] = None
+    return out
+
+
+def default_run_dir(algo: str, env_id: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{algo}-{env_id.replace('/', '_')}-{stamp}"
+
+
+class Experiment:
+    """One run built from an :class:`~rlblocks.config.ExperimentConfig`."""
+
+    def __init__(
+        self,
+        config: cfg.ExperimentConfig,
+        run_dir: str | os.PathLike[str] | None,
+        hooks: Iterable[object] = (),
+    ) -> None:
+        self.config = config
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.extra_hooks = list(hooks)
+        self.algo_spec = spec_lookup("algo", config.algo_name)
+
+    def stop_reward(self) -> float | None:
+        c = self.config
+        if c.trainer.stop_reward is not None:
+            return c.trainer.stop_reward
+        try:
+            return gym.spec(c.env.id).reward_threshold
+        except gym.error.Error:
+            return None
+
+    def build(self, resumed: bool = False) -> BaseTrainer:
+        c = self.config
+        seed = c.run.seed
+        seed_everything(seed)
+        env_opts = _options_dict(c.env.options)
+        self.train_envs = make_vector_env(
+            c.env.backend, c.env.id, c.env.num_envs, make_kwargs=c.env.make_kwargs, **env_opts
+        )
+        self.test_envs = make_vector_env(
+            c.env.backend, c.env.id, c.env.num_test_envs, make_kwargs=c.env.make_kwargs, **env_opts
+        )
+        space_o, space_a = self.train_envs.observation_space, self.train_envs.action_space
+        self.policy = make_policy(c.algo_name, space_o, space_a, device=c.run.device, config=c.algo)
+        self.policy.seed(seed)
+        training = self.algo_spec.training
+        if training != "off-policy":
+            raise ConfigError(
+                f"algo {c.algo_name!r} needs the {training} trainer, which this version of rlblocks "
+                "does not ship yet"
+            )
+        self.buffer = make_buffer(
+            c.buffer.name, c.buffer.size, c.env.num_envs, **_options_dict(c.buffer.options)
+        )
+        if hasattr(self.buffer, "seed"):
+            self.buffer.seed(seed)
+        # train and test envs get disjoint seed ranges; a resumed run starts new episodes
+        self.train_collector = Collector(
+            self.policy, self.train_envs, self.buffer, seed=seed if not resumed else seed + 7919
+        )
+        self.test_collector = Collector(
+            self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000
+        )
+        self.pm = make_plugin_manager(self._hook_objects())
+        self.pm.hook.rlblocks_configure.call_historic(
+            kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
+        )
+        t = c.trainer
+        self.trainer = OffPolicyTrainer(
+            self.policy,
+            self.train_collector,
+            self.test_collector,
+            self.buffer,
+            max_env_steps=t.max_env_steps,
+            step_per_collect=t.step_per_collect,
+            update_per_step=t.update_per_step,
+            warmup_steps=t.warmup_steps,
+            batch_size=t.batch_size,
+            test_interval=t.test_interval,
+            test_episodes=t.test_episodes,
+            stop_reward=self.stop_reward(),
+            checkpoint_interval=t.checkpoint_interval if self.run_dir is not None else 0,
+            plugin_manager=self.pm,
+            checkpoint_fn=self.save if self.run_dir is not None else None,
+        )
+        return self.trainer
+
+    def _hook_objects(self) -> list[object]:
+        c = self.config
+        objs: list[object] = [ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress)]
+        log_dir = self.run_dir / "logs" if self.run_dir is not None else None
+        for name in c.run.loggers:
+            spec = spec_lookup("logger", name)
+            if log_dir is None:
+                raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
+            cls = get_registry("logger").load(name)
+            objs.append(cls(log_dir, spec.config() if spec.config is not None else None))
+        objs.extend(self.extra_hooks)
+        return objs
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save(self, trainer: BaseTrainer) -> None:
+        """Write the resume point: policy weights and extra state, trainer counters, RNGs, the
+        buffer, and hook contributions; ``best.pt`` too when the test return improved."""
+        assert self.run_dir is not None
+        ckpt_dir = self.run_dir / "checkpoints"
+        payload: dict[str, Any] = {
+            "format": 1,
+            "policy": self.policy.state_dict(),
+            "policy_extra": self.policy.extra_state(),
+            "trainer": trainer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "plugins": {},
+        }
+        self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"])
+        save_checkpoint(ckpt_dir / "latest.pt", payload)
+        st = trainer.state
+        if st.tests and st.best_test_return == st.last_test_return:
+            save_checkpoint(ckpt_dir / "best.pt", {"format": 1, "policy": self.policy.state_dict()})
+        if self.config.run.save_buffer and hasattr(self.buffer, "save_hdf5"):
+            self.buffer.save_hdf5(self.run_dir / "buffer.h5")
+
+    def restore(self, trainer: BaseTrainer) -> None:
+        assert self.run_dir is not None
+        payload = load_checkpoint(self.run_dir / "checkpoints" / "latest.pt")
+        self.policy.load_state_dict(payload["policy"])
+        self.policy.load_extra_state(payload.get("policy_extra", {}))
+        trainer.load_state_dict(payload["trainer"])
+        if "torch_rng" in payload:
+            torch.set_rng_state(payload["torch_rng"])
+        self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
+        buffer_file = self.run_dir / "buffer.h5"
+        if buffer_file.is_file() and hasattr(type(self.buffer), "load_hdf5"):
+            loaded = type(self.buffer).load_hdf5(buffer_file)
+            # the envs restart their episodes, so episodes left open in the file end here
+            if hasattr(loaded, "truncate_unfinished"):
+                loaded.truncate_unfinished()
+            self.buffer = loaded
+            trainer.buffer = loaded
+            self.train_collector.buffer = loaded
+
+    def run(self, resumed: bool = False) -> TrainResult:
+        trainer = self.build(resumed=resumed)
+        if resumed:
+            self.restore(trainer)
+        c = self.config
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            cfg.write_config(c, self.run_dir / "config.json")
+            write_json(
+                self.run_dir / "plugins.json",
+                _dist_versions(
+                    [("algo", c.algo_name), ("env", c.env.backend), ("buffer", c.buffer.name)]
+                    + [("logger", n) for n in c.run.loggers]
+                ),
+            )
+        self.pm.hook.rlblocks_run_start(config=cfg.to_dict(c), run_dir=self.run_dir, resumed=resumed)
+        try:
+            result = trainer.run()
+        finally:
+            self.train_envs.close()
+            self.test_envs.close()
+        result.run_dir = str(self.run_dir) if self.run_dir is not None else None
+        if self.run_dir is not None:
+            write_json(self.run_dir / "result.json", _json_safe(result.to_dict()))
+        self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
+        return result
+
+
+def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def train(
+    algo: str,
+    *,
+    env: str | None = None,
+    seed: int | None = None,
+    stop_reward: float | None = None,
+    backend: str | None = None,
+    buffer: str | None = None,
+    num_envs: int | None = None,
+    loggers: Sequence[str] | None = None,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    run_dir: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
+    max_env_steps: int | None = None,
+    hooks: Iterable[object] = (),
+) -> TrainResult:
+    """Train ``algo`` (a registry name) and return the result.
+
+    Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
+    nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
+    are extra pluggy hook implementations (callbacks, custom loggers) for this run only.
+    """
+    flags: dict[str, dict[str, Any]] = {}
+
+    def put(section: str, key: str, value: Any) -> None:
+        if value is not None:
+            flags.setdefault(section, {})[key] = value
+
+    put("env", "id", env)
+    put("env", "backend", backend)
+    put("env", "num_envs", num_envs)
+    put("buffer", "name", buffer)
+    put("trainer", "stop_reward", stop_reward)
+    put("trainer", "max_env_steps", max_env_steps)
+    put("run", "seed", seed)
+    put("run", "device", device)
+    put("run", "progress", progress)
+    put("run", "loggers", list(loggers) if loggers is not None else None)
+    put("run", "run_dir", str(run_dir) if run_dir is not None else None)
+    if config is None or isinstance(config, Mapping):
+        file_data = dict(config) if config is not None else None
+    else:
+        file_data = cfg.load_config_file(config)
+    resolved = cfg.build_config(
+        algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
+    )
+    rd = resolved.run.run_dir
+    if rd is None:
+        rd = str(default_run_dir(algo, resolved.env.id))
+        resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
+    return Experiment(resolved, rd, hooks=hooks).run()
+
+
+def resume(run_dir: str | os.PathLike[str], hooks: Iterable[object] = ()) -> TrainResult:
+    """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config."""
+    run_dir = Path(run_dir)
+    config_file = run_dir / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
+    resolved = cfg.read_config(config_file, spec_lookup)
+    return Experiment(resolved, run_dir, hooks=hooks).run(resumed=True)

@@ -1,0 +1,135 @@
+"""BasePolicy: the part every algorithm shares (update cycle, state flags, action mapping).
+
+An algorithm subclasses it and writes ``forward`` and ``learn`` (and ``process_fn`` when its
+targets need the buffer's time structure, e.g. n-step or GAE). The seed's state table:
+
+=================  ==============  ==============
+state              ``training``    ``updating``
+=================  ==============  ==============
+collecting         True            False
+updating           True            True
+testing            False           False
+=================  ==============  ==============
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlblocks.batch import Batch
+from rlblocks.protocols import Buffer
+
+
+class BasePolicy(nn.Module):
+    """Shared policy machinery. Subclasses implement :meth:`forward` and :meth:`learn`."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device = "cpu",
+        action_scaling: bool = True,
+        action_bound_method: str = "clip",
+    ) -> None:
+        super().__init__()
+        if action_bound_method not in {"clip", "tanh", "none"}:
+            raise ValueError(
+                f"action_bound_method={action_bound_method!r}; use 'clip', 'tanh' or 'none'"
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = torch.device(device)
+        self.updating = False
+        self.env_step = 0
+        self.action_scaling = action_scaling and isinstance(action_space, gym.spaces.Box)
+        self.action_bound_method = action_bound_method
+        self._rng = np.random.default_rng()
+
+    # -- acting -------------------------------------------------------------------------------
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        """Return ``Batch(act=..., state=..., policy=...)`` for ``batch.obs`` of shape [B, ...]."""
+        raise NotImplementedError
+
+    def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
+        """Add exploration to actions chosen while collecting for training (default: none)."""
+        return act
+
+    def map_action(self, act: np.ndarray) -> np.ndarray:
+        """Turn network actions into env actions: for Box spaces bound them (clip to [-1, 1] or
+        tanh) and scale [-1, 1] to the space's [low, high] when ``action_scaling``."""
+        if not isinstance(self.action_space, gym.spaces.Box):
+            return act
+        if self.action_bound_method == "clip":
+            act = np.clip(act, -1.0, 1.0) if self.action_scaling else act
+        elif self.action_bound_method == "tanh":
+            act = np.tanh(act)
+        if self.action_scaling:
+            low, high = self.action_space.low, self.action_space.high
+            act = low + (high - low) * (act + 1.0) / 2.0
+        return act.astype(self.action_space.dtype, copy=False)
+
+    def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`map_action` scaling: env actions back to [-1, 1] (for random warm-up
+        actions, which are sampled in env units but stored in network units)."""
+        if self.action_scaling:
+            low, high = self.action_space.low, self.action_space.high
+            act = (act - low) * 2.0 / (high - low) - 1.0
+        return act
+
+    def set_env_step(self, env_step: int) -> None:
+        """Told by the trainer before each collect; schedules (epsilon, lr) read ``env_step``."""
+        self.env_step = env_step
+
+    def seed(self, seed: int | None) -> None:
+        """Seed the policy's own numpy generator (exploration noise)."""
+        self._rng = np.random.default_rng(seed)
+
+    # -- learning -----------------------------------------------------------------------------
+    def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
+        """Compute targets that need the buffer's time structure (n-step, GAE). Default: none."""
+        return batch
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        """One learning step on a processed batch; return scalar statistics."""
+        raise NotImplementedError
+
+    def post_process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> None:
+        """After learning: hand new priorities to buffers that take them (``update_priority``)."""
+        update_priority = getattr(buffer, "update_priority", None)
+        if update_priority is not None and "td_error" in batch.keys():
+            update_priority(indices, batch.td_error)
+
+    def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
+        """Sample, then ``process_fn -> learn -> post_process_fn``. ``sample_size=0`` uses the
+        whole buffer in time order (on-policy algorithms)."""
+        if buffer is None or len(buffer) == 0:
+            return {}
+        batch, indices = buffer.sample(sample_size)
+        self.updating = True
+        try:
+            batch = self.process_fn(batch, buffer, indices)
+            stats = self.learn(batch, **kwargs)
+            self.post_process_fn(batch, buffer, indices)
+        finally:
+            self.updating = False
+        return stats
+
+    # -- helpers ------------------------------------------------------------------------------
+    def as_tensor(self, x: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A numpy array (or tensor) as a tensor on this policy's device, without a copy when
+        possible."""
+        return torch.as_tensor(x, dtype=dtype, device=self.device)
+
+    def extra_state(self) -> dict[str, Any]:
+        """Non-parameter state to checkpoint (optimizers, counters); override and extend."""
+        return {"env_step": self.env_step}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+        self.env_step = int(state.get("env_step", 0))

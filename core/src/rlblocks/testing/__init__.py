@@ -1,0 +1,26 @@
+"""Testing helpers for rlblocks and its plugins: pytest fixtures and conformance checks.
+
+The pytest plugin (:mod:`rlblocks.testing.plugin`) is loaded automatically by pytest once rlblocks
+is installed. The checks are imported lazily so that loading the plugin stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "check_vector_env": "rlblocks.testing.env_checks",
+}
+
+__all__ = ["check_vector_env"]
+
+if TYPE_CHECKING:
+    from rlblocks.testing.env_checks import check_vector_env
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlblocks.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

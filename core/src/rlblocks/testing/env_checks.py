@@ -1,0 +1,282 @@
+"""Conformance checks for vector-env backends (the :class:`rlblocks.protocols.VectorEnv` contract).
+
+A backend's test suite calls::
+
+    from rlblocks.testing import check_vector_env
+    from rlblocks_env_mybackend import MyVectorEnv
+
+    def test_conforms():
+        check_vector_env(MyVectorEnv)
+
+The checks run the backend on small probe envs whose observations reveal which env produced them,
+how many steps it took, which action it last received, how often it was reset and its seed, so a
+wrong order, a lost action, a hidden autoreset or a shared seed shows up as a plain assert.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlblocks.protocols import VectorEnv
+
+# Observation layout of a probe env: one float64 vector of these fields.
+_INDEX, _T, _RESETS, _LAST_ACTION, _NOISE = range(5)
+_NUM_ACTIONS = 7
+
+
+class ProbeEnv(gym.Env):
+    """Env ``index`` of a probe batch; its episode ends after ``2 + index`` steps, terminated for an
+    even ``index`` and truncated for an odd one.
+
+    Observation ``[index, t, resets, last_action, noise]``: ``t`` counts steps in the episode,
+    ``resets`` counts resets over the env's life, ``noise`` is drawn from the env's RNG at reset (so
+    it identifies the seed). Reward is ``10 * index + t``. Module-level so subprocess backends can
+    pickle its factories.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's convention)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.length = 2 + index
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(5,), dtype=np.float64)
+        self.action_space = gym.spaces.Discrete(_NUM_ACTIONS)
+        self._state = np.zeros(5, dtype=np.float64)
+        self._state[_INDEX] = index
+        self._resets = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._resets += 1
+        self._state[_T] = 0
+        self._state[_RESETS] = self._resets
+        self._state[_LAST_ACTION] = -1
+        self._state[_NOISE] = self.np_random.random()
+        return self._state.copy(), {"index": self.index}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._state[_T] += 1
+        self._state[_LAST_ACTION] = int(action)
+        t = int(self._state[_T])
+        done = t >= self.length
+        terminated = done and self.index % 2 == 0
+        truncated = done and self.index % 2 == 1
+        return self._state.copy(), float(10 * self.index + t), terminated, truncated, {}
+
+
+def probe_env_fns(num_envs: int) -> list[Callable[[], gym.Env]]:
+    """Picklable factories of ``num_envs`` probe envs (env ``i`` is ``ProbeEnv(i)``)."""
+    return [functools.partial(ProbeEnv, i) for i in range(num_envs)]
+
+
+def _obs_array(obs: Any, expected_rows: int, what: str) -> np.ndarray:
+    array = np.asarray(obs)
+    assert array.shape == (expected_rows, 5), (
+        f"{what}: obs should be stacked as [len(env_ids), *obs_shape] = {(expected_rows, 5)}, "
+        f"got shape {array.shape}"
+    )
+    return array
+
+
+def _check_infos(infos: Any, expected: int, what: str) -> None:
+    assert isinstance(infos, Sequence) and len(infos) == expected, (
+        f"{what}: infos should be a list of {expected} dicts (one per env in env_ids order), got "
+        f"{type(infos).__name__} of length {len(infos) if hasattr(infos, '__len__') else '?'}"
+    )
+    assert all(isinstance(i, dict) for i in infos), f"{what}: every info should be a dict"
+
+
+def _check_rows(obs: np.ndarray, env_ids: Sequence[int], what: str) -> None:
+    got = obs[:, _INDEX].astype(int).tolist()
+    assert got == list(env_ids), (
+        f"{what}: results must come back in env_ids order {list(env_ids)}, but the rows came from "
+        f"envs {got}"
+    )
+
+
+def _check_step(
+    result: Any, env_ids: Sequence[int], actions: np.ndarray, what: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    assert isinstance(result, tuple) and len(result) == 5, (
+        f"{what}: step should return (obs, rew, terminated, truncated, infos), got "
+        f"{type(result).__name__} of length {len(result) if hasattr(result, '__len__') else '?'}"
+    )
+    obs_raw, rew, terminated, truncated, infos = result
+    n = len(env_ids)
+    obs = _obs_array(obs_raw, n, what)
+    _check_rows(obs, env_ids, what)
+    rew = np.asarray(rew)
+    assert rew.shape == (n,), f"{what}: rew should have shape ({n},), got {rew.shape}"
+    assert np.issubdtype(rew.dtype, np.floating), f"{what}: rew should be float, got {rew.dtype}"
+    for name, flags in (("terminated", terminated), ("truncated", truncated)):
+        assert isinstance(flags, np.ndarray), (
+            f"{what}: {name} should be a numpy array, got {type(flags).__name__}"
+        )
+        assert flags.dtype == np.bool_, f"{what}: {name} should have dtype bool, got {flags.dtype}"
+        assert flags.shape == (n,), f"{what}: {name} should have shape ({n},), got {flags.shape}"
+    _check_infos(infos, n, what)
+    fresh = [int(i) for i in obs[obs[:, _T] == 0, _INDEX]]
+    assert not fresh, (
+        f"{what}: env(s) {fresh} returned the first observation of a new episode from step(); "
+        "a backend must not autoreset (the caller resets finished envs)"
+    )
+    sent = np.asarray(actions).tolist()
+    got = obs[:, _LAST_ACTION].astype(int).tolist()
+    assert got == sent, (
+        f"{what}: env_ids {list(env_ids)} were sent actions {sent} (in env_ids order) but "
+        f"received {got}; actions[k] must go to env env_ids[k]"
+    )
+    expected_rew = (10 * obs[:, _INDEX] + obs[:, _T]).tolist()
+    assert np.allclose(rew, expected_rew), f"{what}: rewards {rew.tolist()} != {expected_rew}"
+    return obs, rew, terminated, truncated
+
+
+def check_vector_env(
+    make_env: Callable[[list[Callable[[], gym.Env]]], VectorEnv], num_envs: int = 3
+) -> None:
+    """Assert that the backend ``make_env(env_fns)`` builds follows the VectorEnv protocol.
+
+    ``make_env`` receives a list of zero-argument env factories (picklable) and returns the
+    backend, e.g. the backend class itself. Checks ``num_envs`` and the spaces; reset of all envs
+    and of a subset (list or array ``env_ids``, results in ``env_ids`` order); step of all and of a
+    subset; reward, ``terminated`` and ``truncated`` shapes and dtypes; no autoreset (a finished
+    env keeps its terminal observation until the caller resets it); ``reset(seed=s)`` seeding env
+    ``i`` with ``s + i``; ``close()`` twice; and the context manager when the backend has one.
+    Raises AssertionError with a message saying which rule broke.
+    """
+    assert num_envs >= 3, "check_vector_env needs num_envs >= 3 to test subsets"
+    env = make_env(probe_env_fns(num_envs))
+    try:
+        _check_basics(env, num_envs)
+        _check_reset(env, num_envs)
+        _check_step_and_no_autoreset(env, num_envs)
+        _check_seeding(env, num_envs)
+    finally:
+        env.close()
+    env.close()  # a second close must be harmless
+
+    if hasattr(env, "__enter__"):
+        with make_env(probe_env_fns(num_envs)) as entered:
+            assert entered is not None, "__enter__ should return the vector env"
+            obs, _ = entered.reset()
+            _obs_array(obs, num_envs, "reset inside a with block")
+        entered.close()  # closing after __exit__ closed it must be harmless too
+
+
+def _check_basics(env: VectorEnv, num_envs: int) -> None:
+    assert env.num_envs == num_envs, f"num_envs is {env.num_envs}, built from {num_envs} env_fns"
+    probe = ProbeEnv(0)
+    assert env.observation_space == probe.observation_space, (
+        f"observation_space should be the space of one env, {probe.observation_space}, "
+        f"got {env.observation_space}"
+    )
+    assert env.action_space == probe.action_space, (
+        f"action_space should be the space of one env, {probe.action_space}, got {env.action_space}"
+    )
+
+
+def _actions(env_ids: Sequence[int], offset: int) -> np.ndarray:
+    """Distinct actions per env, so a misrouted action is visible."""
+    return (np.asarray(env_ids, dtype=np.int64) + offset) % _NUM_ACTIONS
+
+
+def _check_reset(env: VectorEnv, num_envs: int) -> None:
+    all_ids = list(range(num_envs))
+    obs_raw, infos = env.reset()
+    obs = _obs_array(obs_raw, num_envs, "reset()")
+    _check_rows(obs, all_ids, "reset()")
+    _check_infos(infos, num_envs, "reset()")
+    assert (obs[:, _T] == 0).all(), "reset(): every env should be at step 0"
+    resets = obs[:, _RESETS].copy()
+
+    subset = [num_envs - 1, 0]
+    for ids in (subset, np.asarray(subset)):
+        label = f"reset(env_ids={ids!r})"
+        obs_raw, infos = env.reset(env_ids=ids)
+        obs = _obs_array(obs_raw, len(subset), label)
+        _check_rows(obs, subset, label)
+        _check_infos(infos, len(subset), label)
+        assert (obs[:, _RESETS] == resets[subset] + 1).all(), f"{label}: each env must reset once"
+        resets[subset] += 1
+
+    # Stepping everything shows every env's reset count: only the subset may have been reset.
+    obs, *_ = _check_step(env.step(_actions(all_ids, 1)), all_ids, _actions(all_ids, 1), "step()")
+    for i in all_ids:
+        assert obs[i, _RESETS] == resets[i], (
+            f"env {i} was reset {int(obs[i, _RESETS] - resets[i])} extra time(s); reset(env_ids) "
+            "must reset only the envs in env_ids"
+        )
+
+
+def _check_step_and_no_autoreset(env: VectorEnv, num_envs: int) -> None:
+    all_ids = list(range(num_envs))
+    obs_raw, _ = env.reset()
+    resets = _obs_array(obs_raw, num_envs, "reset()")[:, _RESETS].copy()
+
+    # Env 0 ends (terminated) on its 2nd step, env 1 (truncated) on its 3rd, env i on step 2 + i.
+    _, _, terminated, truncated = _check_step(
+        env.step(_actions(all_ids, 2)), all_ids, _actions(all_ids, 2), "step() 1"
+    )
+    assert not (terminated.any() or truncated.any()), "step() 1: no probe episode ends this early"
+    obs, _, terminated, truncated = _check_step(
+        env.step(_actions(all_ids, 3)), all_ids, _actions(all_ids, 3), "step() 2"
+    )
+    expected_term = [i == 0 for i in all_ids]
+    assert terminated.tolist() == expected_term and not truncated.any(), (
+        f"step() 2: expected terminated={expected_term} and no truncation, got "
+        f"terminated={terminated.tolist()} truncated={truncated.tolist()}"
+    )
+    assert obs[0, _T] == 2 and obs[0, _RESETS] == resets[0], (
+        "step() 2: env 0 terminated, so its obs must be the terminal observation, not the first "
+        "observation of a new episode: the backend must not autoreset"
+    )
+
+    # A subset in a new order, including the finished env 0: the step reaches env 0 unchanged.
+    ids = [2, 0, 1]
+    for label, env_ids in (("list", ids), ("array", np.asarray(ids))):
+        actions = _actions(ids, 4 if label == "list" else 5)
+        what = f"step(env_ids={env_ids!r}) ({label})"
+        obs, _, terminated, truncated = _check_step(env.step(actions, env_ids), ids, actions, what)
+        assert obs[1, _RESETS] == resets[0], (
+            f"{what}: env 0 finished earlier and the caller did not reset it, yet it was reset; "
+            "a backend must never reset an env behind the caller's back"
+        )
+        if label == "list":
+            assert truncated.tolist() == [False, False, True], (
+                f"{what}: env 1 (odd index) ends truncated on its 3rd step; got "
+                f"truncated={truncated.tolist()}"
+            )
+            assert not terminated[2], f"{what}: truncation must not also set terminated"
+
+    # The caller resets the finished envs: exactly one reset each, back to step 0.
+    obs_raw, _ = env.reset(env_ids=[0, 1])
+    obs = _obs_array(obs_raw, 2, "reset(env_ids=[0, 1]) after episodes ended")
+    assert (obs[:, _T] == 0).all() and (obs[:, _RESETS] == resets[:2] + 1).all(), (
+        "reset(env_ids=[0, 1]) after their episodes ended: each must reset exactly once, to step 0"
+    )
+
+
+def _check_seeding(env: VectorEnv, num_envs: int) -> None:
+    seed = 123
+    obs_raw, _ = env.reset(seed=seed)
+    noise = _obs_array(obs_raw, num_envs, f"reset(seed={seed})")[:, _NOISE].copy()
+    assert len(set(noise.tolist())) == num_envs, (
+        f"reset(seed={seed}) gave several envs the same RNG state; env i must get seed + i"
+    )
+    expected = [ProbeEnv(i).reset(seed=seed + i)[0][_NOISE] for i in range(num_envs)]
+    assert noise.tolist() == expected, (
+        f"reset(seed={seed}) must seed env i with {seed} + i (the VectorEnv protocol)"
+    )
+    env.step(_actions(range(num_envs), 6))
+    obs_raw, _ = env.reset(seed=seed)
+    again = _obs_array(obs_raw, num_envs, f"second reset(seed={seed})")[:, _NOISE]
+    assert again.tolist() == noise.tolist(), (
+        f"reset(seed={seed}) twice gave different observations; seeding must be reproducible"
+    )

@@ -1,0 +1,293 @@
+"""Trainer loops: the schedule around a collector, a buffer and a policy.
+
+``OffPolicyTrainer``: collect ``step_per_collect`` env steps, then ``update_per_step`` gradient
+steps per collected env step on samples of the replay buffer; test every ``test_interval`` env
+steps; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
+or ``max_env_steps`` is spent. ``BaseTrainer`` holds what every loop shares (testing, logging,
+checkpoints, stop rule, resumable counters), so on-policy and offline loops only write ``_iterate``.
+
+Hooks fire once per collect, update round, test and run — never per env step.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+import pluggy
+from attrs import define
+
+from rlblocks.collector import Collector, CollectStats
+from rlblocks.protocols import Buffer
+
+
+@define
+class TrainerState:
+    """Counters that make a run resumable (all plain numbers, checkpoint-safe)."""
+
+    env_step: int = 0
+    gradient_step: int = 0
+    train_episodes: int = 0
+    tests: int = 0
+    last_test_step: int = -1
+    best_test_return: float = -math.inf
+    last_test_return: float = math.nan
+    next_test_step: int = 0
+    next_checkpoint_step: int = 0
+    next_log_step: int = 0
+    update_credit: float = 0.0
+    wall_seconds: float = 0.0
+    solved: bool = False
+    warmed_up: bool = False
+    stop_reason: str = ""
+
+
+@define
+class TrainResult:
+    """The outcome of a run; ``result.json`` in the run directory holds the same fields."""
+
+    best_test_return: float
+    last_test_return: float
+    solved: bool
+    env_steps: int
+    gradient_steps: int
+    wall_seconds: float
+    train_episodes: int
+    stop_reward: float | None
+    stop_reason: str
+    run_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = attrs.asdict(self)
+        for key in ("best_test_return", "last_test_return"):
+            if not math.isfinite(out[key]):
+                out[key] = None
+        return out
+
+
+class BaseTrainer:
+    """Shared trainer machinery. Subclasses implement :meth:`_iterate` (one collect + learn round)."""
+
+    def __init__(
+        self,
+        policy: Any,
+        train_collector: Collector,
+        test_collector: Collector | None,
+        buffer: Buffer | None,
+        *,
+        max_env_steps: int,
+        batch_size: int = 64,
+        test_interval: int = 5_000,
+        test_episodes: int = 100,
+        stop_reward: float | None = None,
+        checkpoint_interval: int = 0,
+        log_interval: int = 1_000,
+        plugin_manager: pluggy.PluginManager | None = None,
+        checkpoint_fn: Callable[[BaseTrainer], None] | None = None,
+    ) -> None:
+        if max_env_steps <= 0:
+            raise ValueError(f"max_env_steps must be positive, got {max_env_steps}")
+        self.policy = policy
+        self.train_collector = train_collector
+        self.test_collector = test_collector
+        self.buffer = buffer
+        self.max_env_steps = max_env_steps
+        self.batch_size = batch_size
+        self.test_interval = test_interval
+        self.test_episodes = test_episodes
+        self.stop_reward = stop_reward
+        self.checkpoint_interval = checkpoint_interval
+        self.log_interval = log_interval
+        if plugin_manager is None:
+            from rlblocks.plugins.manager import make_plugin_manager
+
+            plugin_manager = make_plugin_manager()
+        self.pm = plugin_manager
+        self.hook = plugin_manager.hook
+        self.checkpoint_fn = checkpoint_fn
+        self.state = TrainerState(
+            next_test_step=test_interval,
+            next_checkpoint_step=checkpoint_interval,
+            next_log_step=log_interval,
+        )
+        self._update_stats: dict[str, list[float]] = {}
+
+    # -- resumable state ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self.state)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        known = {a.name for a in attrs.fields(TrainerState)}
+        self.state = TrainerState(**{k: v for k, v in state.items() if k in known})
+
+    # -- pieces -------------------------------------------------------------------------------
+    def test(self) -> CollectStats | None:
+        """Run ``test_episodes`` greedy episodes on the test envs and record the result."""
+        if self.test_collector is None or self.test_episodes <= 0:
+            return None
+        self.policy.eval()
+        try:
+            stats = self.test_collector.collect(n_episode=self.test_episodes)
+        finally:
+            self.policy.train()
+        st = self.state
+        st.tests += 1
+        st.last_test_step = st.env_step
+        st.last_test_return = stats.mean_return
+        if stats.mean_return > st.best_test_return:
+            st.best_test_return = stats.mean_return
+        self.hook.rlblocks_episodes_end(
+            returns=stats.returns, lengths=stats.lengths, env_step=st.env_step, namespace="test"
+        )
+        scalars = stats.as_scalars()
+        scalars["best_return"] = st.best_test_return
+        self.hook.rlblocks_log(namespace="test", scalars=scalars, step=st.env_step)
+        self.hook.rlblocks_test_end(stats=scalars, env_step=st.env_step)
+        if self.stop_reward is not None and stats.mean_return >= self.stop_reward:
+            st.solved = True
+        return stats
+
+    def _record_collect(self, stats: CollectStats) -> None:
+        st = self.state
+        st.env_step += stats.n_step
+        st.train_episodes += stats.n_episode
+        self.hook.rlblocks_rollout_end(stats=stats.as_scalars(), env_step=st.env_step)
+        if stats.n_episode:
+            self.hook.rlblocks_episodes_end(
+                returns=stats.returns, lengths=stats.lengths, env_step=st.env_step, namespace="train"
+            )
+            self.hook.rlblocks_log(namespace="train", scalars=stats.as_scalars(), step=st.env_step)
+
+    def _record_update(self, stats: Mapping[str, float]) -> None:
+        for key, value in stats.items():
+            self._update_stats.setdefault(key, []).append(float(value))
+
+    def _flush_update_stats(self, force: bool = False) -> None:
+        st = self.state
+        if not self._update_stats or (st.env_step < st.next_log_step and not force):
+            return
+        while st.next_log_step <= st.env_step:
+            st.next_log_step += self.log_interval
+        means = {k: float(np.mean(v)) for k, v in self._update_stats.items()}
+        means["gradient_step"] = float(st.gradient_step)
+        self._update_stats.clear()
+        self.hook.rlblocks_update_end(
+            stats=means, env_step=st.env_step, gradient_step=st.gradient_step
+        )
+        self.hook.rlblocks_log(namespace="update", scalars=means, step=st.env_step)
+
+    def _should_stop(self) -> str:
+        st = self.state
+        if st.solved:
+            return f"mean test return {st.last_test_return:.1f} >= stop_reward {self.stop_reward}"
+        if st.env_step >= self.max_env_steps:
+            return f"reached max_env_steps={self.max_env_steps}"
+        verdict = self.hook.rlblocks_should_stop(state=self.state_dict())
+        if verdict:
+            return "a plugin's rlblocks_should_stop returned True"
+        return ""
+
+    def _iterate(self) -> None:
+        raise NotImplementedError
+
+    def _before_loop(self) -> None:
+        """Runs once before the loop (warm-up collection)."""
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        """Train until the stop rule fires; return the result."""
+        st = self.state
+        started = time.perf_counter() - st.wall_seconds
+        self.policy.train()
+        try:
+            self._before_loop()
+            while True:
+                self._iterate()
+                st.wall_seconds = time.perf_counter() - started
+                if st.env_step >= st.next_test_step:
+                    while st.next_test_step <= st.env_step:
+                        st.next_test_step += self.test_interval
+                    self.test()
+                self._flush_update_stats()
+                reason = self._should_stop()
+                if reason.startswith("reached") and st.last_test_step != st.env_step:
+                    # end on a test of the final policy unless one just ran at this step
+                    self.test()
+                    if st.solved:
+                        reason = self._should_stop()
+                st.wall_seconds = time.perf_counter() - started
+                if self.checkpoint_fn is not None and (
+                    reason
+                    or (self.checkpoint_interval > 0 and st.env_step >= st.next_checkpoint_step)
+                ):
+                    while self.checkpoint_interval > 0 and st.next_checkpoint_step <= st.env_step:
+                        st.next_checkpoint_step += self.checkpoint_interval
+                    self.checkpoint_fn(self)
+                if reason:
+                    st.stop_reason = reason
+                    break
+        except BaseException as exc:
+            self.hook.rlblocks_exception(exc=exc, where="trainer.run")
+            raise
+        self._flush_update_stats(force=True)
+        return self.result()
+
+    def result(self) -> TrainResult:
+        st = self.state
+        return TrainResult(
+            best_test_return=st.best_test_return,
+            last_test_return=st.last_test_return,
+            solved=st.solved,
+            env_steps=st.env_step,
+            gradient_steps=st.gradient_step,
+            wall_seconds=st.wall_seconds,
+            train_episodes=st.train_episodes,
+            stop_reward=self.stop_reward,
+            stop_reason=st.stop_reason,
+        )
+
+
+class OffPolicyTrainer(BaseTrainer):
+    """Collect a few steps, then sampled gradient steps on the replay buffer (DQN, SAC, TD3...)."""
+
+    def __init__(
+        self,
+        policy: Any,
+        train_collector: Collector,
+        test_collector: Collector | None,
+        buffer: Buffer,
+        *,
+        step_per_collect: int = 8,
+        update_per_step: float = 1.0,
+        warmup_steps: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(policy, train_collector, test_collector, buffer, **kwargs)
+        if buffer is None:
+            raise ValueError("the off-policy trainer needs a replay buffer")
+        self.step_per_collect = step_per_collect
+        self.update_per_step = update_per_step
+        self.warmup_steps = warmup_steps
+
+    def _before_loop(self) -> None:
+        st = self.state
+        if not st.warmed_up and self.warmup_steps > 0:
+            stats = self.train_collector.collect(n_step=self.warmup_steps, random=True)
+            self._record_collect(stats)
+        st.warmed_up = True
+
+    def _iterate(self) -> None:
+        st = self.state
+        self.policy.set_env_step(st.env_step)
+        stats = self.train_collector.collect(n_step=self.step_per_collect)
+        self._record_collect(stats)
+        st.update_credit += self.update_per_step * stats.n_step
+        n_updates = int(st.update_credit)
+        st.update_credit -= n_updates
+        for _ in range(n_updates):
+            self._record_update(self.policy.update(self.batch_size, self.buffer))
+            st.gradient_step += 1

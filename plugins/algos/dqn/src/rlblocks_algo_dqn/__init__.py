@@ -1,0 +1,1 @@
+"""DQN for rlblocks (``rlblocks train dqn``)."""

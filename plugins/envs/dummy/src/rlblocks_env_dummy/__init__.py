@@ -1,0 +1,1 @@
+"""In-process vector-env backend for rlblocks (``backend="dummy"``)."""

@@ -1,0 +1,161 @@
+"""The in-process vector env: a loop over gymnasium envs with stacked results and no autoreset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from rlblocks.errors import EnvWorkerError
+
+
+class DummyVectorEnv:
+    """Steps ``len(env_fns)`` envs one after the other in this process.
+
+    Finished envs are not reset automatically: the caller resets them with ``reset(env_ids)``,
+    so a returned transition never spans two episodes. Observations come back stacked as a fresh
+    array (or nested dict/tuple of arrays) of shape ``[len(env_ids), *obs_shape]``.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
+        if len(env_fns) == 0:
+            raise ValueError("DummyVectorEnv needs at least one env factory")
+        self.envs: list[gym.Env] = [fn() for fn in env_fns]
+        self.num_envs = len(self.envs)
+        self.observation_space: gym.Space = self.envs[0].observation_space
+        self.action_space: gym.Space = self.envs[0].action_space
+        for i, env in enumerate(self.envs[1:], start=1):
+            if env.observation_space != self.observation_space:
+                raise ValueError(
+                    f"env {i} has observation space {env.observation_space}, env 0 has "
+                    f"{self.observation_space}; every env of a vector env must share its spaces"
+                )
+        self._box_obs = isinstance(self.observation_space, gym.spaces.Box)
+        self._obs_shape = self.observation_space.shape
+        self._obs_dtype = self.observation_space.dtype
+        self._all_ids = np.arange(self.num_envs)
+        self._needs_reset = np.ones(self.num_envs, dtype=bool)
+        self._closed = False
+        self.spec = getattr(self.envs[0], "spec", None)
+
+    # -- stacking -----------------------------------------------------------------------------
+    def _stack(self, items: list[Any]) -> Any:
+        if self._box_obs:
+            out = np.empty((len(items), *self._obs_shape), dtype=self._obs_dtype)
+            for j, item in enumerate(items):
+                out[j] = item
+            return out
+        out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
+        return concatenate(self.observation_space, items, out)
+
+    def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        if env_ids is None:
+            return self._all_ids
+        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
+        return ids
+
+    # -- protocol -----------------------------------------------------------------------------
+    def reset(
+        self,
+        env_ids: Sequence[int] | np.ndarray | None = None,
+        seed: int | Sequence[int] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, list[dict]]:
+        """Reset the given envs; an int ``seed`` seeds env ``i`` with ``seed + i``."""
+        ids = self._ids(env_ids)
+        if seed is None:
+            seeds: Sequence[int | None] = [None] * len(ids)
+        elif isinstance(seed, int | np.integer):
+            seeds = [int(seed) + int(i) for i in ids]
+        else:
+            seeds = list(seed)
+            if len(seeds) != len(ids):
+                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} envs")
+        obs_list, infos = [], []
+        for i, s in zip(ids, seeds):
+            try:
+                obs, info = self.envs[i].reset(seed=s, options=options)
+            except Exception as exc:
+                raise EnvWorkerError(f"env {int(i)} raised in reset: {exc!r}") from exc
+            obs_list.append(obs)
+            infos.append(info)
+        self._needs_reset[ids] = False
+        return self._stack(obs_list), infos
+
+    def step(
+        self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Step the given envs with ``actions[j]`` for ``env_ids[j]``; no autoreset."""
+        ids = self._ids(env_ids)
+        n = len(ids)
+        if len(actions) != n:
+            raise ValueError(f"got {len(actions)} actions for {n} envs")
+        if self._needs_reset[ids].any():
+            bad = ids[self._needs_reset[ids]].tolist()
+            raise EnvWorkerError(
+                f"envs {bad} finished their episode (or were never reset); call reset(env_ids) first"
+            )
+        rew = np.empty(n, dtype=np.float64)
+        terminated = np.empty(n, dtype=bool)
+        truncated = np.empty(n, dtype=bool)
+        obs_list: list[Any] = [None] * n
+        infos: list[dict] = [None] * n  # type: ignore[list-item]
+        envs = self.envs
+        for j in range(n):
+            i = ids[j]
+            try:
+                obs_list[j], rew[j], terminated[j], truncated[j], infos[j] = envs[i].step(actions[j])
+            except Exception as exc:
+                raise EnvWorkerError(f"env {int(i)} raised in step: {exc!r}") from exc
+        done = terminated | truncated
+        if done.any():
+            self._needs_reset[ids[done]] = True
+        return self._stack(obs_list), rew, terminated, truncated, infos
+
+    def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
+        """Render the given envs (their ``render_mode`` decides what comes back)."""
+        return [self.envs[i].render() for i in self._ids(env_ids)]
+
+    def get_attr(self, name: str, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
+        """Read an attribute of each env (unwrapped through gymnasium's wrappers)."""
+        return [self.envs[i].get_wrapper_attr(name) for i in self._ids(env_ids)]
+
+    def set_attr(
+        self, name: str, value: Any, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """Set an attribute on each env."""
+        for i in self._ids(env_ids):
+            self.envs[i].set_wrapper_attr(name, value)
+
+    @property
+    def batched_observation_space(self) -> gym.Space:
+        """The space of a stacked observation of all envs."""
+        return batch_space(self.observation_space, self.num_envs)
+
+    def close(self) -> None:
+        """Close every env; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        for env in self.envs:
+            env.close()
+
+    def __enter__(self) -> DummyVectorEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

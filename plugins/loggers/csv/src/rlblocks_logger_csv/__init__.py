@@ -1,0 +1,1 @@
+"""CSV / JSON-lines logger plugin for rlblocks."""

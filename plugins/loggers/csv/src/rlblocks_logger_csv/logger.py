@@ -1,0 +1,105 @@
+"""CSV logger: ``<namespace>.csv`` with a ``step`` column and one column per scalar."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks_logger_csv._spec import CsvConfig
+
+
+class CsvLogger:
+    """Appends rows to one CSV per namespace; widens a file's header when a new key appears."""
+
+    def __init__(self, log_dir: str | Path, config: CsvConfig | None = None) -> None:
+        self.config = config or CsvConfig()
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._columns: dict[str, list[str]] = {}
+        self._files: dict[str, IO[str]] = {}
+        self._jsonl: IO[str] | None = None
+        for path in self.log_dir.glob("*.csv"):  # a resumed run appends to what is there
+            with path.open(newline="") as fh:
+                header = next(csv.reader(fh), None)
+            if header:
+                self._columns[path.stem] = header
+
+    def _file(self, namespace: str, keys: list[str]) -> tuple[IO[str], list[str]]:
+        columns = self._columns.get(namespace)
+        path = self.log_dir / f"{namespace}.csv"
+        if columns is None:
+            columns = ["step", *keys]
+            fh = path.open("w", newline="")
+            csv.writer(fh).writerow(columns)
+        elif any(k not in columns for k in keys):
+            fh = self._widen(namespace, path, columns + [k for k in keys if k not in columns])
+            columns = self._columns[namespace]
+        else:
+            fh = self._files.get(namespace) or path.open("a", newline="")
+        self._columns[namespace] = columns
+        self._files[namespace] = fh
+        return fh, columns
+
+    def _widen(self, namespace: str, path: Path, columns: list[str]) -> IO[str]:
+        old = self._files.pop(namespace, None)
+        if old is not None:
+            old.close()
+        rows = []
+        if path.exists():
+            with path.open(newline="") as fh:
+                rows = list(csv.DictReader(fh))
+        fh = path.open("w", newline="")
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        self._columns[namespace] = columns
+        return fh
+
+    @hookimpl
+    def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
+        keys = list(scalars)
+        fh, columns = self._file(namespace, keys)
+        row = {"step": step, **{k: _fmt(v) for k, v in scalars.items()}}
+        csv.DictWriter(fh, fieldnames=columns).writerow(row)
+        if self.config.jsonl:
+            if self._jsonl is None:
+                self._jsonl = (self.log_dir / "metrics.jsonl").open("a")
+            record = {"namespace": namespace, "step": step}
+            record.update({k: _fmt(v) for k, v in scalars.items()})
+            self._jsonl.write(json.dumps(record) + "\n")
+
+    @hookimpl
+    def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+        self.flush()
+
+    @hookimpl
+    def rlblocks_run_end(self, result: Mapping[str, Any], run_dir: Path | None) -> None:
+        self.close()
+
+    @hookimpl
+    def rlblocks_exception(self, exc: BaseException, where: str) -> None:
+        self.close()
+
+    def flush(self) -> None:
+        for fh in self._files.values():
+            fh.flush()
+        if self._jsonl is not None:
+            self._jsonl.flush()
+
+    def close(self) -> None:
+        for fh in self._files.values():
+            fh.close()
+        self._files.clear()
+        if self._jsonl is not None:
+            self._jsonl.close()
+            self._jsonl = None
+
+
+def _fmt(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None

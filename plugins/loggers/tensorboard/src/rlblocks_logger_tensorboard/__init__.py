@@ -1,0 +1,1 @@
+"""TensorBoard logger plugin for rlblocks."""
