@@ -189,6 +189,20 @@ def _setitem_leaf(target: Any, index: Any, value: Any, key: str) -> None:
         raise
 
 
+def _mixed_op(op: Callable[[Any, Any], Any], leaf: Any, other: Any, inplace: bool) -> Any:
+    """``op(leaf, other)`` where one side may be a numpy array and the other a tensor: the array
+    becomes a tensor on the tensor's device, except that an in-place op keeps a numpy leaf."""
+    if isinstance(other, np.ndarray):
+        if isinstance(leaf, torch.Tensor):
+            other = torch.as_tensor(other, device=leaf.device)
+    elif isinstance(other, torch.Tensor) and isinstance(leaf, np.ndarray):
+        if inplace:
+            other = other.detach().cpu().numpy()
+        else:
+            leaf = torch.as_tensor(leaf, device=other.device)
+    return op(leaf, other)
+
+
 def _rsub(a: Any, b: Any) -> Any:
     return b - a
 
@@ -244,6 +258,8 @@ class Batch:
         d = self.__dict__
         if data is not None:
             if isinstance(data, Batch):
+                if type(self) is not Batch and not self._reserved.isdisjoint(data.__dict__):
+                    self._check_key(next(k for k in data.__dict__ if k in self._reserved))
                 d.update(data.__dict__)
             elif isinstance(data, Mapping):
                 for k, v in data.items():
@@ -361,8 +377,10 @@ class Batch:
     def update(self, other: Mapping[str, Any] | Batch | None = None, /, **kwargs: Any) -> None:
         """Set keys from ``other`` and ``kwargs``, converting values as on construction. Like
         ``dict.update`` this replaces values; nested Batches are not merged."""
-        src = Batch(other, **kwargs)
-        self.__dict__.update(src.__dict__)
+        src = Batch(other, **kwargs).__dict__
+        if not self._reserved.isdisjoint(src):  # a subclass may reserve more names than Batch
+            self._check_key(next(k for k in src if k in self._reserved))
+        self.__dict__.update(src)
 
     # --- array-like -------------------------------------------------------------------------
 
@@ -556,28 +574,22 @@ class Batch:
         od = out.__dict__
         if isinstance(other, Mapping):
             other = Batch(other)
+        src = None
         if isinstance(other, Batch):
             _check_same_keys([self, other], "arithmetic", "")
             src = other.__dict__
-            for k, v in self.__dict__.items():
-                if isinstance(v, _OPERANDS):
-                    try:
-                        od[k] = op(v, src[k])
-                    except Exception as e:
-                        e.add_note(f"in Batch arithmetic on key {k!r}")
-                        raise
-                elif not inplace:
-                    od[k] = v
-        else:
-            for k, v in self.__dict__.items():
-                if isinstance(v, _OPERANDS):
-                    try:
-                        od[k] = op(v, other)
-                    except Exception as e:
-                        e.add_note(f"in Batch arithmetic on key {k!r}")
-                        raise
-                elif not inplace:
-                    od[k] = v
+        # numpy and torch do not mix in binary operators; only then is coercion needed
+        may_mix = src is not None or isinstance(other, _ARRAYS)
+        for k, v in self.__dict__.items():
+            if isinstance(v, _OPERANDS):
+                o = other if src is None else src[k]
+                try:
+                    od[k] = _mixed_op(op, v, o, inplace) if may_mix else op(v, o)
+                except Exception as e:
+                    e.add_note(f"in Batch arithmetic on key {k!r}")
+                    raise
+            elif not inplace:
+                od[k] = v
         return out
 
     def __add__(self, other: Any) -> Batch:

@@ -45,9 +45,23 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _flatten(mapping: dict, prefix: str = "") -> list[str]:
+    items = []
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            items += _flatten(value, f"{prefix}{key}.")
+        else:
+            items.append(f"{prefix}{key}={_format_value(value)}")
+    return items
+
+
 def _format_value(value: Any) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, list | tuple):
         return ", ".join(map(str, value)) or "-"
+    if isinstance(value, dict):
+        return ", ".join(_flatten(value)) or "-"
     return str(value)
 
 
@@ -180,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", parents=[common], help="train an agent")
     p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
     p.add_argument("--env", metavar="ID", help="gymnasium env id")
-    p.add_argument("--seed", type=int, help="random seed")
+    p.add_argument("--seed", type=int, metavar="N", help="random seed")
     p.add_argument("--stop-reward", type=float, metavar="R",
                    help="stop when the mean test return reaches R (default: the env's threshold)")
     p.add_argument("--backend", metavar="NAME", help="vector-env backend (see `rlblocks list env`)")

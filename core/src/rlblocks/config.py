@@ -41,9 +41,7 @@ from cattrs.errors import (
     AttributeValidationNote,
     BaseValidationError,
     ClassValidationError,
-    ForbiddenExtraKeysError,
     IterableValidationError,
-    StructureHandlerNotFoundError,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, mapping_structure_factory
 
@@ -62,6 +60,7 @@ __all__ = [
     "load_config_file",
     "parse_override",
     "read_config",
+    "structure_options",
     "to_dict",
     "write_config",
 ]
@@ -180,6 +179,11 @@ class RunConfig:
     """Directory for config, logs and checkpoints; None picks a fresh one under ``runs/``."""
     progress: bool = True
     """Show a progress bar."""
+    torch_threads: int = field(default=1, validator=_int_at_least(0))
+    """Torch intra-op threads; 1 is fastest for the small networks of most RL runs (and leaves
+    cores to the envs), 0 keeps torch's default of one per core."""
+    save_buffer: bool = True
+    """Write the replay buffer to ``buffer.h5`` at each checkpoint so a resumed run keeps it."""
 
 
 @define(kw_only=True)
@@ -206,6 +210,11 @@ _SECTIONS: dict[str, type] = {
     "run": RunConfig,
 }
 _SECTION_NAMES = ("algo", *_SECTIONS)
+
+
+@define
+class _NoOptions:
+    """Stands in for the config class of a plugin that takes no options."""
 
 
 # --- errors raised inside structuring, turned into lines by _error_lines -----------------------
@@ -430,34 +439,22 @@ def _structure_experiment(value: Any, _type: Any) -> ExperimentConfig:
     ]
     parts: dict[str, Any] = {}
     algo_name = value.get("algo_name")
-    if not isinstance(algo_name, str):
+    if isinstance(algo_name, str):
+        algo_cls = _plugin_config_class("algo", algo_name)
+        sections: dict[str, type] = {"algo": algo_cls or _NoOptions, **_SECTIONS}
+    else:
         missing = KeyError("algo_name") if algo_name is None else _WrongType("str", algo_name)
         errors.append(_noted(missing, "algo_name", str))
-    else:
-        algo_cls = _plugin_config_class("algo", algo_name)
-        algo_data = value.get("algo", {})
-        if algo_cls is not None:
-            try:
-                parts["algo"] = converter.structure(algo_data, algo_cls)
-            except Exception as exc:
-                errors.append(_noted(exc, "algo", algo_cls))
-        elif not isinstance(algo_data, Mapping):
-            errors.append(_noted(_WrongType("a table", algo_data), "algo", None))
-        elif algo_data:
-            unknown = [_noted(_UnknownKey(k, ()), k, None) for k in algo_data]
-            errors.append(_noted(ClassValidationError("algo", unknown, object), "algo", None))
-        else:
-            parts["algo"] = None
-    for name, cls in _SECTIONS.items():
-        if name in value:
-            try:
-                parts[name] = converter.structure(value[name], cls)
-            except Exception as exc:
-                errors.append(_noted(exc, name, cls))
-        else:
-            parts[name] = converter.structure({}, cls)
+        sections = _SECTIONS
+    for name, cls in sections.items():
+        try:
+            parts[name] = converter.structure(value.get(name, {}), cls)
+        except Exception as exc:
+            errors.append(_noted(exc, name, cls))
     if errors:
         raise ClassValidationError("While structuring ExperimentConfig", errors, ExperimentConfig)
+    if isinstance(parts["algo"], _NoOptions):
+        parts["algo"] = None
     return ExperimentConfig(algo_name=algo_name, **parts)
 
 
@@ -506,8 +503,8 @@ def _join_path(path: str, key: Any) -> str:
     return f"{path}[{key!r}]"
 
 
-def _unknown_key_line(path: str, exc: _UnknownKey, labels: Mapping[str, str]) -> str:
-    match = difflib.get_close_matches(exc.key, exc.candidates, n=1)
+def _unknown_key_line(path: str, parent: str, exc: _UnknownKey, labels: Mapping[str, str]) -> str:
+    match = difflib.get_close_matches(str(exc.key), exc.candidates, n=1)
     if exc.section:
         what, listing = "unknown section", "sections"
         if not match:  # a field written at the top level: point at its section
@@ -515,8 +512,8 @@ def _unknown_key_line(path: str, exc: _UnknownKey, labels: Mapping[str, str]) ->
                 f"{s}.{exc.key}" for s, c in _SECTIONS.items() if exc.key in attrs.fields_dict(c)
             ]
     else:
-        parent = path.rpartition(".")[0].removeprefix("$").removeprefix(".")
-        what, listing = "unknown field", f"fields of {labels.get(parent, parent)}"
+        section = parent.removeprefix("$").removeprefix(".")
+        what, listing = "unknown field", f"fields of {labels.get(section, section)}"
     hint = f"; did you mean {match[0]!r}?" if match else ";"
     listed = ", ".join(exc.candidates) if exc.candidates else "(none)"
     return f"{path}: {what}{hint} {listing}: {listed}"
@@ -525,8 +522,6 @@ def _unknown_key_line(path: str, exc: _UnknownKey, labels: Mapping[str, str]) ->
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return "required field missing"
-    if isinstance(exc, StructureHandlerNotFoundError):
-        return f"no way to read a value of type {exc.type_!r}"
     return str(exc) or type(exc).__name__
 
 
@@ -536,7 +531,11 @@ def _error_lines(exc: BaseException, path: str, labels: Mapping[str, str]) -> li
         with_notes, without = exc.group_exceptions()
         lines = []
         for sub, note in with_notes:
-            lines += _error_lines(sub, _join_path(path, note.name), labels)
+            child = _join_path(path, note.name)
+            if isinstance(sub, _UnknownKey):
+                lines.append(_unknown_key_line(child, path, sub, labels))
+            else:
+                lines += _error_lines(sub, child, labels)
         for sub in without:
             lines += _error_lines(sub, path, labels)
         return lines
@@ -548,15 +547,6 @@ def _error_lines(exc: BaseException, path: str, labels: Mapping[str, str]) -> li
         for sub in without:
             lines += _error_lines(sub, path, labels)
         return lines
-    if isinstance(exc, _UnknownKey):
-        return [_unknown_key_line(path, exc, labels)]
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return [
-            _unknown_key_line(
-                _join_path(path, k), _UnknownKey(k, attrs.fields_dict(exc.cl)), labels
-            )
-            for k in sorted(exc.extra_fields)
-        ]
     return [f"{path}: {_describe(exc)}"]
 
 
@@ -706,13 +696,23 @@ def build_config(
         raise ConfigError("\n".join(_error_lines(exc, "$", labels))) from None
 
 
+def structure_options(config_class: type, data: Mapping[str, Any], *, label: str) -> Any:
+    """Build a plugin's config instance from keyword options (``make_buffer(..., alpha=0.6)``),
+    checked like :func:`build_config` checks files; ``label`` names the options in messages,
+    e.g. ``"buffer (prioritized)"``. Raises ConfigError with one ``$.field: ...`` line each."""
+    try:
+        return converter.structure(dict(data), config_class)
+    except BaseValidationError as exc:
+        raise ConfigError("\n".join(_error_lines(exc, "$", {"": label}))) from None
+
+
 # --- writing back ------------------------------------------------------------------------------
 
 
 def to_dict(config: ExperimentConfig) -> dict[str, Any]:
     """The flat user-facing form (plugin options inside their section, ``algo_name`` at the top),
-    made of dicts, lists, str, int, float, bool and None. TOML has no null: a TOML writer must
-    leave out None values (JSON keeps them)."""
+    made of plain dicts, lists, scalars and None (fixed-length tuple fields stay tuples). TOML has
+    no null: a TOML writer must leave out None values; JSON keeps them."""
     return converter.unstructure(config)
 
 

@@ -62,10 +62,7 @@ def _config_options(kind: str, name: str, options: Mapping[str, Any]) -> dict[st
         return _options_dict(spec.config()) if spec.config is not None else {}
     if spec.config is None:
         raise ConfigError(f"{kind} {name!r} takes no options, got {sorted(options)}")
-    try:
-        built = cfg.converter.structure(dict(options), spec.config)
-    except Exception as exc:
-        raise ConfigError(f"bad options for {kind} {name!r}: {exc}") from exc
+    built = cfg.structure_options(spec.config, options, label=f"{kind} ({name})")
     return _options_dict(built)
 
 
@@ -123,10 +120,7 @@ def make_policy(
     spec = reg.spec(name)
     _check_spaces(spec, observation_space, action_space)
     if config is None and spec.config is not None:
-        try:
-            config = cfg.converter.structure(fields, spec.config)
-        except Exception as exc:
-            raise ConfigError(f"bad config for algo {name!r}: {exc}") from exc
+        config = cfg.structure_options(spec.config, fields, label=f"algo ({name})")
     elif fields:
         config = attrs.evolve(config, **fields)
     cls = reg.load(name)
@@ -208,6 +202,8 @@ class Experiment:
         c = self.config
         seed = c.run.seed
         seed_everything(seed)
+        if c.run.torch_threads > 0:
+            torch.set_num_threads(c.run.torch_threads)
         env_opts = _options_dict(c.env.options)
         self.train_envs = make_vector_env(
             c.env.backend, c.env.id, c.env.num_envs, make_kwargs=c.env.make_kwargs, **env_opts

@@ -50,8 +50,8 @@ def reverse_linear_scan(x: np.ndarray, coef: np.ndarray) -> np.ndarray:
     ``coef[t] == 0`` resets the recursion, which is how episode boundaries are expressed.
 
     Implemented as a log-depth doubling scan: after the pass with shift ``s`` every ``y[t]`` holds
-    the sum over the next ``2s`` steps and ``c[t]`` the product of their coefficients; the loop stops
-    as soon as every remaining product is zero (all pieces covered), so its length is
+    the sum over the next ``2s`` steps and ``c[t]`` the product of their coefficients; the loop
+    stops as soon as every remaining product is zero (all pieces covered), so its length is
     ``log2(longest piece)``, not ``log2(T)``.
     """
     y = np.array(x, copy=True)

@@ -31,7 +31,10 @@ def _describe(plugin: object) -> str:
 
 def _unknown_hook_message(plugin: object, hook: str) -> str:
     known = hook_names()
-    close = difflib.get_close_matches(hook, known, n=3, cutoff=0.6)
+    # Compare without the shared prefix, which would make every hook look alike.
+    bare = {name.removeprefix(_PREFIX): name for name in known}
+    matches = difflib.get_close_matches(hook.removeprefix(_PREFIX), list(bare), n=3, cutoff=0.6)
+    close = [bare[m] for m in matches]
     lines = [f"{_describe(plugin)} implements {hook!r}, which is not an rlblocks hook."]
     if close:
         lines.append(f"Did you mean: {', '.join(close)}?")

@@ -139,7 +139,7 @@ def _check_step(
 
 
 def check_vector_env(
-    make_env: Callable[[list[Callable[[], gym.Env]]], VectorEnv], num_envs: int = 3
+    make_env: Callable[[list[Callable[[], gym.Env]]], VectorEnv], num_envs: int = 4
 ) -> None:
     """Assert that the backend ``make_env(env_fns)`` builds follows the VectorEnv protocol.
 
@@ -149,9 +149,10 @@ def check_vector_env(
     subset; reward, ``terminated`` and ``truncated`` shapes and dtypes; no autoreset (a finished
     env keeps its terminal observation until the caller resets it); ``reset(seed=s)`` seeding env
     ``i`` with ``s + i``; ``close()`` twice; and the context manager when the backend has one.
+    Stepping an env whose episode ended, without resetting it, may raise; it must not reset it.
     Raises AssertionError with a message saying which rule broke.
     """
-    assert num_envs >= 3, "check_vector_env needs num_envs >= 3 to test subsets"
+    assert num_envs >= 4, "check_vector_env needs num_envs >= 4 to test subsets"
     env = make_env(probe_env_fns(num_envs))
     try:
         _check_basics(env, num_envs)
@@ -238,28 +239,46 @@ def _check_step_and_no_autoreset(env: VectorEnv, num_envs: int) -> None:
         "observation of a new episode: the backend must not autoreset"
     )
 
-    # A subset in a new order, including the finished env 0: the step reaches env 0 unchanged.
-    ids = [2, 0, 1]
-    for label, env_ids in (("list", ids), ("array", np.asarray(ids))):
-        actions = _actions(ids, 4 if label == "list" else 5)
-        what = f"step(env_ids={env_ids!r}) ({label})"
-        obs, _, terminated, truncated = _check_step(env.step(actions, env_ids), ids, actions, what)
-        assert obs[1, _RESETS] == resets[0], (
-            f"{what}: env 0 finished earlier and the caller did not reset it, yet it was reset; "
-            "a backend must never reset an env behind the caller's back"
+    # Subsets in a new order, as a list and as an array, leaving out the finished envs.
+    ids = [2, 1]
+    obs, _, terminated, truncated = _check_step(
+        env.step(_actions(ids, 4), ids), ids, _actions(ids, 4), f"step(env_ids={ids})"
+    )
+    assert truncated.tolist() == [False, True] and not terminated.any(), (
+        f"step(env_ids={ids}): env 1 (odd index) ends truncated on its 3rd step, env 2 goes on; "
+        f"got terminated={terminated.tolist()} truncated={truncated.tolist()}"
+    )
+    ids_array = np.asarray([3, 2])
+    obs, _, terminated, truncated = _check_step(
+        env.step(_actions(ids_array, 5), ids_array), [3, 2], _actions(ids_array, 5),
+        f"step(env_ids={ids_array!r})",
+    )
+    assert terminated.tolist() == [False, True] and not truncated.any(), (
+        f"step(env_ids={ids_array!r}): env 2 ends terminated on its 4th step, env 3 goes on; got "
+        f"terminated={terminated.tolist()} truncated={truncated.tolist()}"
+    )
+
+    # Stepping a finished env without resetting it: a backend may refuse (raise), but it must not
+    # quietly start a new episode.
+    try:
+        result = env.step(_actions([0], 6), [0])
+    except Exception:
+        pass
+    else:
+        obs, *_ = _check_step(result, [0], _actions([0], 6), "step(env_ids=[0]) after env 0 ended")
+        assert obs[0, _RESETS] == resets[0], (
+            "step(env_ids=[0]) after env 0 ended: the env was reset without the caller asking; a "
+            "backend must never reset an env behind the caller's back"
         )
-        if label == "list":
-            assert truncated.tolist() == [False, False, True], (
-                f"{what}: env 1 (odd index) ends truncated on its 3rd step; got "
-                f"truncated={truncated.tolist()}"
-            )
-            assert not terminated[2], f"{what}: truncation must not also set terminated"
 
     # The caller resets the finished envs: exactly one reset each, back to step 0.
-    obs_raw, _ = env.reset(env_ids=[0, 1])
-    obs = _obs_array(obs_raw, 2, "reset(env_ids=[0, 1]) after episodes ended")
-    assert (obs[:, _T] == 0).all() and (obs[:, _RESETS] == resets[:2] + 1).all(), (
-        "reset(env_ids=[0, 1]) after their episodes ended: each must reset exactly once, to step 0"
+    finished = [0, 1, 2]
+    obs_raw, _ = env.reset(env_ids=finished)
+    obs = _obs_array(obs_raw, 3, f"reset(env_ids={finished}) after their episodes ended")
+    assert (obs[:, _T] == 0).all() and (obs[:, _RESETS] == resets[finished] + 1).all(), (
+        f"reset(env_ids={finished}) after their episodes ended: each must have been reset exactly "
+        f"once, now, back to step 0 (resets before {resets[finished].tolist()}, after "
+        f"{obs[:, _RESETS].tolist()})"
     )
 
 

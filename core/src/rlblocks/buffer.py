@@ -1,0 +1,794 @@
+"""``ReplayBuffer``: the base circular buffer with explicit episode links.
+
+One circular storage of ``maxsize`` slots holds the transitions of one or several envs, in the
+order they were added. Each key is stored as one preallocated numpy array of shape
+``[maxsize, *item_shape]`` (nested dicts, e.g. ``Dict`` observations, become nested storage), made
+on the first :meth:`ReplayBuffer.add` from that batch's shapes and dtypes.
+
+Because several envs' steps interleave in one storage, the episode structure is not "the slot
+before/after" but kept in link arrays: every slot knows the previous and next slot of the same
+env's episode (:meth:`ReplayBuffer.prev` / :meth:`ReplayBuffer.next`). A link ends at a slot itself:
+``prev(i) == i`` at the first step of an episode or when the previous step has been overwritten,
+``next(i) == i`` at a done step or at the newest step of an episode that has not ended. Frame
+stacking, obs_next rebuilding, GAE and n-step returns all follow these links, so they never cross
+an episode boundary or mix envs.
+
+Reserved keys: ``obs, act, rew, terminated, truncated, obs_next, info, policy``; ``done`` is
+derived (``terminated | truncated``). Any other key is stored too.
+
+Hot paths (``add``, ``sample``, ``__getitem__``) work on the raw arrays; a :class:`Batch` is built
+only for what is returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any
+
+import numpy as np
+
+from rlblocks.batch import Batch
+
+__all__ = ["ReplayBuffer"]
+
+#: Keys with a meaning to the buffer, in the order they are stored and shown.
+RESERVED_KEYS = ("obs", "act", "rew", "terminated", "truncated", "obs_next", "info", "policy")
+#: Keys that ``stack_num > 1`` stacks along a new axis 1.
+STACKED_KEYS = frozenset({"obs", "obs_next", "info", "policy"})
+_RANK = {k: i for i, k in enumerate(RESERVED_KEYS)}
+_HDF5_FORMAT = "rlblocks.buffer"
+_HDF5_VERSION = 1
+
+Path = tuple[str, ...]
+Tree = dict[str, Any]  # nested dict whose leaves are storage arrays
+
+
+def _flatten(obj: Any, prefix: Path, out: dict[Path, Any]) -> None:
+    """Collect the leaves of a nested dict/Batch as ``{path: value}``; empty dicts and ``None``
+    leave nothing."""
+    for key, value in obj.items():
+        if isinstance(value, np.ndarray):
+            out[(*prefix, key)] = value
+        elif isinstance(value, Batch | Mapping):
+            _flatten(value, (*prefix, key), out)
+        elif value is not None:
+            out[(*prefix, key)] = value
+
+
+def _name(path: Path) -> str:
+    return "/".join(path)
+
+
+def _tree_leaves(tree: Tree, prefix: Path = ()) -> list[tuple[Path, np.ndarray]]:
+    out: list[tuple[Path, np.ndarray]] = []
+    for key, node in tree.items():
+        if isinstance(node, dict):
+            out.extend(_tree_leaves(node, (*prefix, key)))
+        else:
+            out.append(((*prefix, key), node))
+    return out
+
+
+def _tree_map(tree: Tree, fn: Any) -> dict[str, Any]:
+    """Apply ``fn`` to every storage array; the result is a nested dict (Batch-ready)."""
+    return {k: _tree_map(v, fn) if isinstance(v, dict) else fn(v) for k, v in tree.items()}
+
+
+def _to_batch(tree: Mapping[str, Any]) -> Batch:
+    return Batch({k: _to_batch(v) if isinstance(v, dict) else v for k, v in tree.items()})
+
+
+def _storage_dtype(path: Path, value: np.ndarray) -> np.dtype:
+    top = path[0]
+    if top in ("terminated", "truncated") and len(path) == 1:
+        return np.dtype(bool)
+    if top == "rew" and len(path) == 1:
+        return value.dtype if value.dtype.kind == "f" else np.dtype(np.float64)
+    if value.dtype.kind == "U":  # fixed-width text would silently truncate longer strings later
+        return np.dtype(object)
+    return value.dtype
+
+
+class ReplayBuffer:
+    """Circular replay buffer for one or several envs, with episode links.
+
+    Args:
+        size: number of slots (``maxsize``); the oldest transitions are overwritten first.
+        num_envs: how many envs may add to it (env ids ``0 .. num_envs - 1``).
+        stack_num: frames to stack along axis 1 when reading obs/obs_next/info/policy (1 = none).
+        ignore_obs_next: do not store ``obs_next``; it is rebuilt as ``obs[next(i)]`` when read.
+        seed: seed of the buffer's own random generator (used by :meth:`sample_index`).
+
+    ``len(buf)`` is the number of valid transitions. ``buf.obs``, ``buf.act``... expose the raw
+    storage arrays (length ``maxsize``; nested keys as a Batch of them), ``buf.done`` the derived
+    flag and ``buf.env_id`` the env of every slot.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        num_envs: int = 1,
+        stack_num: int = 1,
+        ignore_obs_next: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if int(size) < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if int(stack_num) < 1:
+            raise ValueError(f"stack_num must be >= 1, got {stack_num}")
+        self.maxsize = int(size)
+        self.num_envs = int(num_envs)
+        self.stack_num = int(stack_num)
+        self.ignore_obs_next = bool(ignore_obs_next)
+        self._rng = np.random.default_rng(seed)
+        self._data: Tree | None = None
+        # (path, storage array, item shape) of every stored key, in storage order
+        self._leaves: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
+        self._slots = np.arange(self.maxsize, dtype=np.int64)  # read-only helper: 0..maxsize-1
+        self._env_range = np.arange(self.num_envs, dtype=np.int64)
+        self._prev = np.arange(self.maxsize, dtype=np.int64)  # [maxsize] slot links
+        self._next = np.arange(self.maxsize + 1, dtype=np.int64)  # last entry: spare sink
+        self._env = np.zeros(self.maxsize, dtype=np.int64)  # [maxsize] env id of each slot
+        self._index = 0  # next slot to write
+        self._size = 0
+        # per env: newest slot of the episode in progress (maxsize: no chain to continue)
+        self._last = np.full(self.num_envs, self.maxsize, dtype=np.int64)
+        # per env running episode statistics
+        self._ep_rew = np.zeros(self.num_envs, dtype=np.float64)  # [num_envs, *rew_item_shape]
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._ep_start = np.zeros(self.num_envs, dtype=np.int64)
+
+    # --- basic access -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getattr__(self, name: str) -> Any:
+        # only called when normal lookup fails: stored keys and the derived ``done``
+        if name.startswith("_"):
+            raise AttributeError(name)
+        data = self.__dict__.get("_data")
+        if data is not None:
+            if name == "done":
+                return data["terminated"] | data["truncated"]
+            if name in data:
+                node = data[name]
+                return _to_batch(node) if isinstance(node, dict) else node
+        raise AttributeError(
+            f"{type(self).__name__} has no attribute or stored key {name!r}"
+            + ("" if data is not None else " (nothing has been added yet)")
+        )
+
+    @property
+    def env_id(self) -> np.ndarray:
+        """``[maxsize]`` int64: the env that wrote each slot."""
+        return self._env
+
+    def keys(self) -> list[str]:
+        """Stored top-level keys in storage order (``done`` is derived and not listed)."""
+        return [] if self._data is None else list(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is a stored top-level key (as listed by :meth:`keys`)."""
+        return self._data is not None and key in self._data
+
+    def seed(self, seed: int | None = None) -> None:
+        """Reseed the generator that :meth:`sample_index` draws from."""
+        self._rng = np.random.default_rng(seed)
+
+    def _init_kwargs(self) -> dict[str, Any]:
+        """Constructor arguments that rebuild an empty buffer like this one (saved in hdf5
+        files; subclasses with more arguments extend it)."""
+        return {
+            "size": self.maxsize,
+            "num_envs": self.num_envs,
+            "stack_num": self.stack_num,
+            "ignore_obs_next": self.ignore_obs_next,
+        }
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        if self._data is None or self._size == 0:
+            return f"{name}()"
+        valid = slice(0, self._size)  # the valid slots, in storage order
+        text = repr(self._batch_of(valid, stack_num=1, storage_order=True))
+        return name + text[len("Batch") :]
+
+    # --- storage ------------------------------------------------------------------------------
+
+    def _allocate(self, leaves: dict[Path, Any], single: bool, n: int) -> None:
+        """Create the storage arrays from the first batch's shapes and dtypes."""
+        order = sorted(leaves, key=lambda p: _RANK.get(p[0], len(_RANK)))
+        tree: Tree = {}
+        flat: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
+        for path in order:
+            value = np.asarray(leaves[path])
+            if single:
+                item = value.shape
+            else:
+                if value.ndim == 0 or value.shape[0] != n:
+                    raise ValueError(
+                        f"key {_name(path)!r} has shape {value.shape}, but rew says this is one "
+                        f"step of {n} envs: every value needs a leading axis of length {n}"
+                    )
+                item = value.shape[1:]
+            arr = np.zeros((self.maxsize, *item), dtype=_storage_dtype(path, value))
+            node = tree
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+                if not isinstance(node, dict):
+                    raise ValueError(f"key {_name(path)!r} is both a leaf and a nested dict")
+            node[path[-1]] = arr
+            flat.append((path, arr, tuple(item)))
+        self._set_storage(tree)
+        rew_item = tree["rew"].shape[1:]
+        if rew_item != self._ep_rew.shape[1:]:
+            self._ep_rew = np.zeros((self.num_envs, *rew_item), dtype=np.float64)
+
+    def _set_storage(self, tree: Tree) -> None:
+        self._data = tree
+        self._leaves = [(p, a, a.shape[1:]) for p, a in _tree_leaves(tree)]
+        self._term = tree["terminated"]  # [maxsize] bool, shortcuts for add()
+        self._trunc = tree["truncated"]
+
+    def _key_error(self, given: set[Path], what: str) -> ValueError:
+        stored = {p for p, _, _ in self._leaves}
+        missing = sorted(_name(p) for p in stored - given)
+        extra = sorted(_name(p) for p in given - stored)
+        parts = []
+        if missing:
+            parts.append(f"missing key(s) {missing}")
+        if extra:
+            parts.append(f"unknown key(s) {extra}")
+        return ValueError(
+            f"{what} does not match the buffer's storage: {'; '.join(parts)}. The keys are fixed "
+            f"by the first add ({sorted(_name(p) for p in stored)}); call reset() keeps them too, "
+            "so make a new buffer to store other keys"
+        )
+
+    # --- adding -------------------------------------------------------------------------------
+
+    def _check_env_ids(self, env_ids: Any, n: int) -> np.ndarray:
+        """``[n]`` int64 env ids: ``0..n-1`` by default, else validated (in range, distinct)."""
+        if n > self.maxsize:
+            raise ValueError(
+                f"cannot add {n} transitions at once to a buffer of size {self.maxsize}"
+            )
+        if env_ids is None:
+            if n > self.num_envs:
+                raise ValueError(
+                    f"a step of {n} envs was added to a buffer made for num_envs={self.num_envs}; "
+                    "pass env_ids or make the buffer with a larger num_envs"
+                )
+            return self._env_range[:n]
+        envs = np.asarray(env_ids, dtype=np.int64)
+        if envs.shape != (n,):
+            envs = envs.reshape(-1)
+            if envs.shape[0] != n:
+                raise ValueError(f"env_ids has {envs.shape[0]} entries for a step of {n} envs")
+        try:  # one pass finds negative, too large and repeated ids
+            counts = np.bincount(envs, minlength=self.num_envs)
+            bad = len(counts) > self.num_envs or np.count_nonzero(counts) != n
+        except ValueError:  # negative ids
+            bad = True
+        if bad:
+            raise ValueError(
+                f"env_ids {envs.tolist()} must be distinct and in [0, {self.num_envs}) "
+                f"(num_envs={self.num_envs})"
+            )
+        return envs
+
+    def add(
+        self, batch: Batch | Mapping[str, Any], env_ids: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Add one step of one env (``rew`` is 0-d) or of ``N`` envs (``rew`` has shape ``[N]``).
+
+        ``batch`` holds ``obs, act, rew, terminated, truncated`` (or ``done`` in place of the two
+        flags; truncated is then False), usually ``obs_next``, and optionally ``info``, ``policy``
+        and any other key; every value has a leading axis ``N`` unless it is a single step.
+        ``env_ids`` (``[N]``, distinct) says which env each row belongs to; it defaults to
+        ``0 .. N-1``.
+
+        Returns ``(index, ep_rew, ep_len, ep_start)``, each of shape ``[N]``: the slots written;
+        for envs whose episode ended at this step its return and length (else 0 and 0); and the
+        slot where each env's current (or just finished) episode started.
+        """
+        leaves: dict[Path, Any] = {}
+        _flatten(batch, (), leaves)
+        done = leaves.pop(("done",), None)
+        term = leaves.get(("terminated",))
+        if term is None:
+            if done is None:
+                raise KeyError("add() needs 'terminated' and 'truncated' (or 'done') in the batch")
+            leaves[("terminated",)] = done
+        rew = leaves.get(("rew",))
+        if rew is None:
+            raise KeyError("add() needs 'rew' in the batch")
+        rew = np.asarray(rew)
+        single = rew.ndim == 0
+        n = 1 if single else rew.shape[0]
+        if ("truncated",) not in leaves:
+            leaves[("truncated",)] = False if single else np.zeros(n, dtype=bool)
+        if self.ignore_obs_next:
+            for path in [p for p in leaves if p[0] == "obs_next"]:
+                del leaves[path]
+        envs = self._check_env_ids(env_ids, n)
+        if n == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, np.zeros((0, *self._ep_rew.shape[1:])), empty.copy(), empty.copy()
+
+        if self._data is None:
+            self._allocate(leaves, single, n)
+
+        # check every key and shape before writing anything
+        if len(leaves) != len(self._leaves):
+            raise self._key_error(set(leaves), "the added batch")
+        writes = []
+        for path, arr, item in self._leaves:
+            value = leaves.get(path, leaves)  # `leaves` itself marks "missing"
+            if value is leaves:
+                raise self._key_error(set(leaves), "the added batch")
+            shape = value.shape if type(value) is np.ndarray else np.shape(value)
+            if single:
+                if shape != item:
+                    raise ValueError(
+                        f"key {_name(path)!r} has shape {tuple(shape)}, the buffer stores "
+                        f"{item} per step"
+                    )
+            elif shape[:1] != (n,) or shape[1:] != item:
+                raise ValueError(
+                    f"key {_name(path)!r} has shape {tuple(shape)} for a step of {n} envs, "
+                    f"expected {(n, *item)}"
+                )
+            writes.append((arr, value))
+
+        ptr, size, maxsize = self._index, self._size, self.maxsize
+        if ptr + n <= maxsize:
+            where: Any = slice(ptr, ptr + n)
+            pos = self._slots[where]
+        else:
+            pos = (ptr + self._env_range[:n]) % maxsize  # n <= num_envs: env ids are distinct
+            where = pos
+        for arr, value in writes:
+            arr[where] = value
+
+        if size + n > maxsize:
+            self._unlink_overwritten(pos if size == maxsize else pos[pos < size])
+
+        # episode links; envs without a chain have _last == maxsize, a spare slot of _next
+        last = self._last[envs]
+        self._next[last] = pos
+        fresh = last == maxsize
+        np.copyto(last, pos, where=fresh)
+        self._prev[where] = last
+        self._next[where] = pos
+        self._env[where] = envs
+        self._last[envs] = pos
+        # read the flags back from storage: bool arrays whatever the caller passed
+        term_now, trunc_now = self._term[where], self._trunc[where]
+        any_done = np.count_nonzero(term_now) + np.count_nonzero(trunc_now)
+        if any_done:
+            done_mask = term_now | trunc_now
+            self._last[envs[done_mask]] = maxsize
+
+        # running episode statistics
+        ep_len = self._ep_len[envs]
+        start = self._ep_start[envs]
+        np.copyto(start, pos, where=ep_len == 0)
+        self._ep_start[envs] = start
+        ep_len += 1
+        self._ep_len[envs] = ep_len
+        ep_rew = self._ep_rew[envs]
+        ep_rew += rew
+        self._ep_rew[envs] = ep_rew
+        if any_done:
+            ended = envs[done_mask]
+            self._ep_rew[ended] = 0.0
+            self._ep_len[ended] = 0
+            ep_len *= done_mask
+            ep_rew[~done_mask] = 0.0
+        else:
+            ep_len = np.zeros(n, dtype=np.int64)
+            ep_rew = np.zeros(ep_rew.shape)
+
+        self._index = (ptr + n) % maxsize
+        self._size = min(size + n, maxsize)
+        return pos.copy(), ep_rew, ep_len, start
+
+    def _unlink_overwritten(self, old: np.ndarray) -> None:
+        """Slots ``old`` (the oldest valid ones) are about to be rewritten: their successors
+        become first steps, and an env whose newest step is overwritten starts a fresh chain."""
+        succ = self._next[old]
+        moved = succ[succ != old]
+        self._prev[moved] = moved
+        old_env = self._env[old]
+        hit = self._last[old_env] == old
+        self._last[old_env[hit]] = self.maxsize
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _time_order(self) -> np.ndarray:
+        if self._size < self.maxsize:
+            return self._slots[: self._size].copy()
+        return np.concatenate([self._slots[self._index :], self._slots[: self._index]])
+
+    def sample_index(self, batch_size: int) -> np.ndarray:
+        """``batch_size > 0``: that many uniformly random valid slots (with replacement);
+        ``0``: every valid slot in time (insertion) order; ``< 0``: an empty array."""
+        if batch_size > 0:
+            if self._size == 0:
+                raise ValueError("cannot sample from an empty buffer; add transitions first")
+            return self._rng.integers(self._size, size=batch_size, dtype=np.int64)
+        if batch_size == 0:
+            return self._time_order()
+        return np.zeros(0, dtype=np.int64)
+
+    def sample(self, batch_size: int) -> tuple[Batch, np.ndarray]:
+        """``(self[indices], indices)`` with ``indices = self.sample_index(batch_size)``."""
+        indices = self.sample_index(batch_size)
+        return self[indices], indices
+
+    def prev(self, index: Any) -> np.ndarray:
+        """Slot of the previous step of the same episode; the slot itself at an episode's first
+        (stored) step."""
+        return self._prev[index]
+
+    def next(self, index: Any) -> np.ndarray:
+        """Slot of the next step of the same episode; the slot itself at a done step or at the
+        newest step of an episode that has not ended."""
+        return self._next[index]
+
+    def unfinished_index(self) -> np.ndarray:
+        """The newest slot of every env's episode that has not ended (in env id order)."""
+        last = self._last
+        return last[last != self.maxsize]
+
+    def _resolve(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return self._time_order()[index]
+        if isinstance(index, int | np.integer):
+            return int(index)
+        return np.asarray(index)
+
+    def _stack_index(self, index: Any, stack_num: int) -> Any:
+        """``[..., stack_num]`` slots: ``stack_num - 1`` steps back along ``prev`` up to
+        ``index`` (the first step of an episode repeats)."""
+        idx = np.asarray(index)
+        frames = np.empty((*idx.shape, stack_num), dtype=np.int64)
+        frames[..., -1] = idx
+        cur = idx
+        for k in range(stack_num - 2, -1, -1):
+            cur = self._prev[cur]
+            frames[..., k] = cur
+        return frames
+
+    def _gather(self, node: Any, index: Any, stack_num: int) -> Any:
+        if stack_num > 1:
+            index = self._stack_index(index, stack_num)
+        if isinstance(node, dict):
+            return _tree_map(node, lambda a: a[index])
+        return node[index]
+
+    def _batch_of(self, index: Any, stack_num: int, storage_order: bool = False) -> Batch:
+        """Batch of all keys at resolved ``index`` (the ``storage_order`` flag only skips
+        obs_next rebuilding, for the repr)."""
+        assert self._data is not None
+        out: dict[str, Any] = {}
+        for key, node in self._data.items():
+            out[key] = self._gather(node, index, stack_num if key in STACKED_KEYS else 1)
+            if key == "truncated":
+                out["done"] = out["terminated"] | out["truncated"]
+        if self.ignore_obs_next and not storage_order:
+            nxt = self._next[index]
+            out["obs_next"] = self._gather(self._data["obs"], nxt, stack_num)
+            # keep the reserved key order: obs_next before info/policy/extras
+            out = dict(
+                sorted(out.items(), key=lambda kv: _RANK.get(kv[0], 4.5 if kv[0] == "done" else 99))
+            )
+        return _to_batch(out)
+
+    def __getitem__(self, index: Any) -> Batch:
+        """Transitions at ``index`` (int / index array: slots; slice: positions in time order, so
+        ``buf[:]`` is ``buf[buf.sample_index(0)]``), with every stored key plus ``done``;
+        obs/obs_next/info/policy stacked along axis 1 when ``stack_num > 1``, and ``obs_next``
+        rebuilt as ``obs[next(i)]`` when it is not stored."""
+        if self._data is None:
+            raise IndexError(f"{type(self).__name__} is empty: nothing has been added yet")
+        return self._batch_of(self._resolve(index), self.stack_num)
+
+    def get(
+        self, index: Any, key: str, default: Any = None, stack_num: int | None = None
+    ) -> Any:
+        """Value of ``key`` at ``index`` (as in ``__getitem__``); ``default`` if not stored.
+
+        obs/obs_next/info/policy are stacked along axis 1 by following ``prev`` (``stack_num``
+        defaults to the buffer's); ``obs_next`` is rebuilt when not stored; ``done`` is derived.
+        Nested keys come back as a Batch.
+        """
+        stack = self.stack_num if stack_num is None else int(stack_num)
+        if stack < 1:
+            raise ValueError(f"stack_num must be >= 1, got {stack_num}")
+        data = self._data
+        if data is None:
+            return default
+        idx = self._resolve(index)
+        if key == "done":
+            return data["terminated"][idx] | data["truncated"][idx]
+        if key == "obs_next" and self.ignore_obs_next:
+            key, idx = "obs", self._next[idx]
+        node = data.get(key)
+        if node is None:
+            return default
+        value = self._gather(node, idx, stack if key in STACKED_KEYS else 1)
+        return _to_batch(value) if isinstance(value, dict) else value
+
+    # --- bulk operations ------------------------------------------------------------------------
+
+    def _raw_columns(self, index: np.ndarray, with_obs_next: bool) -> dict[Path, np.ndarray]:
+        """Unstacked values of every stored key at ``index``; obs_next rebuilt from ``next``
+        when asked for and not stored."""
+        cols = {p: arr[index] for p, arr, _ in self._leaves}
+        if with_obs_next and self.ignore_obs_next:
+            nxt = self._next[index]
+            for p, arr, _ in self._leaves:
+                if p[0] == "obs":
+                    cols[("obs_next", *p[1:])] = arr[nxt]
+        if not with_obs_next:
+            cols = {p: v for p, v in cols.items() if p[0] != "obs_next"}
+        return cols
+
+    def update(self, other: ReplayBuffer) -> np.ndarray:
+        """Append ``other``'s valid transitions in its time order; return the slots written.
+
+        Links are rebuilt from env ids and done flags as if the transitions had been added one
+        by one: a transition continues the newest step of the same env unless that step was done
+        (so an unfinished episode in ``self`` continues into ``other``'s first steps of that env).
+        Running episode statistics advance the same way. Keys must match; ``obs_next`` is rebuilt
+        from ``other`` when ``self`` stores it and ``other`` does not. When ``other`` holds more
+        than ``maxsize`` transitions, only its newest ``maxsize`` remain.
+        """
+        if other is self:
+            raise ValueError("a buffer cannot update from itself")
+        if not isinstance(other, ReplayBuffer):
+            raise TypeError(f"update() takes a ReplayBuffer, got {type(other).__name__}")
+        oidx = other.sample_index(0)
+        total = len(oidx)
+        if total == 0 or other._data is None:
+            return np.zeros(0, dtype=np.int64)
+        cols = other._raw_columns(oidx, with_obs_next=not self.ignore_obs_next)
+        envs = other._env[oidx]
+        if envs.max() >= self.num_envs:
+            raise ValueError(
+                f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
+                f"num_envs={self.num_envs}"
+            )
+        if self._data is None:
+            self._allocate(cols, single=False, n=total)
+        if set(cols) != {p for p, _, _ in self._leaves}:
+            raise self._key_error(set(cols), "the other buffer")
+        rew = cols[("rew",)]
+        done = cols[("terminated",)] | cols[("truncated",)]
+        maxsize, ptr, size = self.maxsize, self._index, self._size
+        pos_all = (ptr + np.arange(total, dtype=np.int64)) % maxsize  # as if added one by one
+
+        self._advance_episode_stats(envs, rew, done, pos_all)
+
+        keep = min(total, maxsize)
+        if total > maxsize:  # everything already here is overwritten
+            self._last[:] = maxsize
+        pos = pos_all[total - keep :]
+        envs, done = envs[total - keep :], done[total - keep :]
+        for p, arr, _ in self._leaves:
+            arr[pos] = cols[p][total - keep :]
+        if size + keep > maxsize and total <= maxsize:
+            self._unlink_overwritten(pos if size == maxsize else pos[pos < size])
+
+        # links: sort by env (stable keeps time order), then chain consecutive same-env steps
+        order = np.argsort(envs, kind="stable")
+        se, sp, sd = envs[order], pos[order], done[order]
+        same = se[1:] == se[:-1]
+        link = same & ~sd[:-1]
+        prev_s, next_s = sp.copy(), sp.copy()
+        prev_s[1:][link] = sp[:-1][link]
+        next_s[:-1][link] = sp[1:][link]
+        first = np.ones(keep, dtype=bool)
+        first[1:] = ~same
+        firsts = np.flatnonzero(first)
+        before = self._last[se[firsts]]
+        cont = before != maxsize
+        prev_s[firsts[cont]] = before[cont]
+        self._next[before] = sp[firsts]  # envs without a chain write into the spare slot
+        self._prev[sp] = prev_s
+        self._next[sp] = next_s
+        self._env[pos] = envs
+        lasts = np.flatnonzero(np.append(~same, True))
+        self._last[se[lasts]] = np.where(sd[lasts], maxsize, sp[lasts])
+
+        self._index = int((ptr + total) % maxsize)
+        self._size = min(size + total, maxsize)
+        return pos
+
+    def _advance_episode_stats(
+        self, envs: np.ndarray, rew: np.ndarray, done: np.ndarray, pos: np.ndarray
+    ) -> None:
+        """Running return/length/start per env after appending steps ``(envs, rew, done)`` at
+        slots ``pos`` in time order, exactly as one-by-one adds would leave them."""
+        n = len(envs)
+        j = np.arange(n)
+        last_done = np.full(self.num_envs, -1, dtype=np.int64)
+        np.maximum.at(last_done, envs[done], j[done])
+        tail = j > last_done[envs]  # steps of the episode still running at the end
+        tail_env = envs[tail]
+        tail_rew = np.zeros_like(self._ep_rew)
+        np.add.at(tail_rew, tail_env, rew[tail])
+        tail_len = np.bincount(tail_env, minlength=self.num_envs)
+        first_tail = np.full(self.num_envs, n, dtype=np.int64)
+        np.minimum.at(first_tail, tail_env, j[tail])
+        tail_start = pos[np.minimum(first_tail, n - 1)]
+
+        present = np.zeros(self.num_envs, dtype=bool)
+        present[envs] = True
+        restart = present & (last_done >= 0)  # an episode ended here: the tail is a new one
+        fresh = present & ((self._ep_len == 0) | restart) & (tail_len > 0)
+        self._ep_start = np.where(fresh, tail_start, self._ep_start)
+        self._ep_rew[restart] = 0.0
+        self._ep_len[restart] = 0
+        self._ep_rew += tail_rew
+        self._ep_len += tail_len
+
+    def reset(self, keep_statistics: bool = False) -> None:
+        """Forget all transitions (the storage arrays and their keys stay allocated).
+
+        With ``keep_statistics`` the running return/length of episodes in progress survive, so
+        an on-policy loop that clears the buffer between updates still reports whole episodes;
+        their next step starts a fresh link chain either way."""
+        self._index = 0
+        self._size = 0
+        self._prev[:] = self._slots
+        self._next[: self.maxsize] = self._slots
+        self._env[:] = 0
+        self._last[:] = self.maxsize
+        if not keep_statistics:
+            self._ep_rew[:] = 0.0
+            self._ep_len[:] = 0
+            self._ep_start[:] = 0
+
+    def truncate_unfinished(self) -> np.ndarray:
+        """Mark the newest step of every unfinished episode as truncated and end it there (e.g.
+        after loading a buffer whose envs restart); return those slots."""
+        idx = self.unfinished_index()
+        if len(idx) and self._data is not None:
+            self._data["truncated"][idx] = True
+            envs = self._env[idx]
+            self._last[envs] = self.maxsize
+            self._ep_rew[envs] = 0.0
+            self._ep_len[envs] = 0
+        return idx
+
+    # --- files ----------------------------------------------------------------------------------
+
+    def save_hdf5(self, path: str | os.PathLike[str], compression: str | None = None) -> None:
+        """Write the whole buffer (storage, links, pointer, running episode stats, generator
+        state) to an hdf5 file. Nested keys become groups; nothing is pickled, so object arrays
+        are refused with an error naming the key.
+
+        The file is written atomically: to a temporary file in the same directory, flushed and
+        fsynced, then renamed over ``path``; a failure leaves an existing file untouched.
+        ``compression`` is passed to h5py for the data arrays (``"gzip"``, ``"lzf"``).
+        """
+        import h5py
+
+        for p, arr, _ in self._leaves:
+            if arr.dtype.kind in "OUV":
+                raise TypeError(
+                    f"cannot save key {_name(p)!r} (dtype {arr.dtype}) to hdf5: the file format "
+                    "holds only numeric, bool and fixed-width bytes arrays and never pickles. "
+                    "Store that key as such an array (e.g. np.asarray(x, dtype='S')), leave it "
+                    "out of the batches you add, or pickle the buffer if you trust its readers"
+                )
+        target = os.path.abspath(os.fspath(path))
+        directory, base = os.path.split(target)
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        try:
+            with h5py.File(tmp, "w", track_order=True) as f:
+                self._write_hdf5(f, compression)
+                f.flush()
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with suppress(OSError):  # make the rename itself durable (not possible everywhere)
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def _write_hdf5(self, f: Any, compression: str | None) -> None:
+        cls = type(self)
+        f.attrs["format"] = _HDF5_FORMAT
+        f.attrs["format_version"] = _HDF5_VERSION
+        f.attrs["class"] = f"{cls.__module__}:{cls.__qualname__}"
+        f.attrs["init_kwargs"] = json.dumps(self._init_kwargs())
+        f.attrs["index"] = self._index
+        f.attrs["size"] = self._size
+        f.attrs["rng_state"] = json.dumps(self._rng.bit_generator.state)
+        meta = f.create_group("meta")
+        for name in ("prev", "next", "env", "last", "ep_rew", "ep_len", "ep_start"):
+            meta.create_dataset(name, data=getattr(self, f"_{name}"))
+        if self._data is None:
+            return
+
+        def write(group: Any, tree: Tree) -> None:
+            for key, node in tree.items():
+                if isinstance(node, dict):
+                    write(group.create_group(key, track_order=True), node)
+                else:
+                    group.create_dataset(key, data=node, compression=compression)
+
+        write(f.create_group("data", track_order=True), self._data)
+
+    @classmethod
+    def load_hdf5(cls, path: str | os.PathLike[str]) -> ReplayBuffer:
+        """Read a buffer written by :meth:`save_hdf5` (nothing is unpickled)."""
+        import h5py
+
+        with h5py.File(os.fspath(path), "r") as f:
+            if f.attrs.get("format") != _HDF5_FORMAT:
+                raise ValueError(f"{os.fspath(path)!r} is not an rlblocks buffer file")
+            version = int(f.attrs["format_version"])
+            if version > _HDF5_VERSION:
+                raise ValueError(
+                    f"{os.fspath(path)!r} has buffer format {version}; this rlblocks reads up to "
+                    f"{_HDF5_VERSION}, upgrade it"
+                )
+            saved = str(f.attrs["class"])
+            mine = f"{cls.__module__}:{cls.__qualname__}"
+            if saved != mine:
+                raise ValueError(
+                    f"{os.fspath(path)!r} holds a {saved}; load it with that class's load_hdf5 "
+                    f"(this is {mine})"
+                )
+            buf = cls(**json.loads(f.attrs["init_kwargs"]))
+            buf._read_hdf5(f)
+        return buf
+
+    def _read_hdf5(self, f: Any) -> None:
+        import h5py
+
+        self._index = int(f.attrs["index"])
+        self._size = int(f.attrs["size"])
+        self._rng.bit_generator.state = json.loads(f.attrs["rng_state"])
+        meta = f["meta"]
+        for name in ("prev", "next", "env", "last", "ep_rew", "ep_len", "ep_start"):
+            value = np.asarray(meta[name][()])
+            current = getattr(self, f"_{name}")
+            if value.shape[:1] != current.shape[:1]:
+                raise ValueError(f"hdf5 metadata {name!r} has shape {value.shape}, "
+                                 f"expected {current.shape}")
+            setattr(self, f"_{name}", value.astype(current.dtype, copy=False))
+        if "data" not in f:
+            return
+
+        def read(group: Any) -> Tree:
+            tree: Tree = {}
+            for key, node in group.items():
+                tree[key] = read(node) if isinstance(node, h5py.Group) else np.asarray(node[()])
+            return tree
+
+        tree = read(f["data"])
+        for p, arr in _tree_leaves(tree):
+            if arr.shape[:1] != (self.maxsize,):
+                raise ValueError(f"hdf5 key {_name(p)!r} has {arr.shape[0]} slots, expected "
+                                 f"{self.maxsize}")
+        self._set_storage(tree)

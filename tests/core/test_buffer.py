@@ -1,0 +1,600 @@
+"""ReplayBuffer: the seed's examples, invariants over random add sequences, files, errors."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+
+import h5py
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+from rlblocks.testing.buffer_checks import History, _add_script, _script_obs_next, check_buffer
+
+# --- the seed's examples (gymnasium names: done= is accepted and means terminated) -------------
+
+
+def test_seed_example_add_update_links_pickle_hdf5(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    buf = ReplayBuffer(size=20)
+    for i in range(3):
+        buf.add(Batch(obs=i, act=i, rew=i, done=0, obs_next=i + 1, info={}))
+    assert repr(buf.obs) == repr(
+        np.array([0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    )
+    assert len(buf.obs) == 20
+    assert len(buf) == 3
+    with open("buf.pkl", "wb") as f:
+        pickle.dump(buf, f)
+    buf.save_hdf5("buf.hdf5")
+
+    buf2 = ReplayBuffer(size=10)
+    for i in range(15):
+        done = i % 4 == 0
+        buf2.add(Batch(obs=i, act=i, rew=i, done=done, obs_next=i + 1, info={}))
+    assert len(buf2) == 10
+    assert buf2.obs.tolist() == [10, 11, 12, 13, 14, 5, 6, 7, 8, 9]
+
+    written = buf.update(buf2)
+    assert written.tolist() == list(range(3, 13))
+    assert buf.obs.tolist() == [0, 1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] + [0] * 7
+
+    indice = buf.sample_index(0)
+    assert indice.tolist() == list(range(13))
+    assert buf.prev(indice).tolist() == [0, 0, 1, 2, 3, 4, 5, 7, 7, 8, 9, 11, 11]
+    assert buf.next(indice).tolist() == [1, 2, 3, 4, 5, 6, 6, 8, 9, 10, 10, 12, 12]
+
+    batch_data, indice = buf.sample(batch_size=4)
+    assert (batch_data.obs == buf[indice].obs).tolist() == [True] * 4
+    assert len(buf) == 13
+
+    with open("buf.pkl", "rb") as f:
+        buf = pickle.load(f)
+    assert len(buf) == 3
+    buf = ReplayBuffer.load_hdf5("buf.hdf5")
+    assert len(buf) == 3
+    assert buf.obs.tolist() == [0, 1, 2] + [0] * 17
+
+
+STACK_REPR = """\
+ReplayBuffer(
+    obs: Batch(
+             id: array([ 9, 10, 11, 12, 13, 14, 15,  7,  8]),
+         ),
+    act: array([ 9, 10, 11, 12, 13, 14, 15,  7,  8]),
+    rew: array([ 9., 10., 11., 12., 13., 14., 15.,  7.,  8.]),
+    terminated: array([False,  True, False, False, False, False,  True, False, False]),
+    truncated: array([False, False, False, False, False, False, False, False, False]),
+    done: array([False,  True, False, False, False, False,  True, False, False]),
+)"""
+
+STACK_OBS = """\
+[[ 7  7  8  9]
+ [ 7  8  9 10]
+ [11 11 11 11]
+ [11 11 11 12]
+ [11 11 12 13]
+ [11 12 13 14]
+ [12 13 14 15]
+ [ 7  7  7  7]
+ [ 7  7  7  8]]"""
+
+STACK_OBS_NEXT = """\
+[[ 7  7  7  8]
+ [ 7  7  8  9]
+ [ 7  8  9 10]
+ [ 7  8  9 10]
+ [11 11 11 12]
+ [11 11 12 13]
+ [11 12 13 14]
+ [12 13 14 15]
+ [12 13 14 15]]"""
+
+
+def test_seed_example_stack_num_and_ignore_obs_next(capsys):
+    buf = ReplayBuffer(size=9, stack_num=4, ignore_obs_next=True)
+    for i in range(16):
+        done = i % 5 == 0
+        _ptr, ep_rew, ep_len, _ep_idx = buf.add(
+            Batch(obs={"id": i}, act=i, rew=i, done=done, obs_next={"id": i + 1})
+        )
+        print(i, ep_len, ep_rew)
+    lines = capsys.readouterr().out.splitlines()
+    want = {0: "[1] [0.]", 5: "[5] [15.]", 10: "[5] [40.]", 15: "[5] [65.]"}
+    assert lines == [f"{i} {want.get(i, '[0] [0.]')}" for i in range(16)]
+
+    assert str(buf) == STACK_REPR  # obs_next is not stored
+    index = np.arange(len(buf))
+    assert str(buf.get(index, "obs").id) == STACK_OBS
+    assert abs(buf.get(index, "obs")["id"] - buf[index].obs.id).sum().sum() == 0
+    # buf[:] reads in time order: index [7, 8, 0, 1, ..., 6]
+    assert str(buf[:].obs_next.id) == STACK_OBS_NEXT
+    full_index = np.array([7, 8, 0, 1, 2, 3, 4, 5, 6])
+    assert np.allclose(buf[:].obs_next.id, buf[full_index].obs_next.id)
+    assert "obs_next" not in buf
+    assert buf.get(index, "obs_next").id.shape == (9, 4)  # get() rebuilds it too
+    assert buf.get(index, "act").shape == (9,)  # only obs/obs_next/info/policy stack
+    assert buf.get(index, "obs", stack_num=1).id.tolist() == buf.obs.id.tolist()
+
+
+# --- random add sequences ------------------------------------------------------------------------
+
+flag = st.sampled_from([False, False, False, True])
+
+
+@st.composite
+def add_calls(draw, num_envs, min_size=1, max_size=25):
+    """A list of add() calls: (distinct env ids, terminated, truncated)."""
+    calls = []
+    for _ in range(draw(st.integers(min_size, max_size))):
+        envs = draw(st.lists(st.integers(0, num_envs - 1), min_size=1, max_size=num_envs,
+                             unique=True))
+        term = [draw(flag) for _ in envs]
+        trunc = [draw(flag) for _ in envs]
+        calls.append((envs, term, trunc))
+    return calls
+
+
+@st.composite
+def scenario(draw):
+    num_envs = draw(st.integers(1, 4))
+    size = draw(st.integers(num_envs, 12))
+    return num_envs, size, draw(add_calls(num_envs)), draw(st.booleans())
+
+
+def uid_reader(buf, dict_obs):
+    def read(slots):
+        obs = buf.get(slots, "obs", stack_num=1)
+        return np.asarray(obs["uid"] if dict_obs else obs)
+
+    return read
+
+
+def fill(buf, calls, dict_obs, check_each=True):
+    history = History(buf.num_envs)
+    reader = uid_reader(buf, dict_obs)
+
+    def check(where):
+        if check_each:
+            history.verify(buf, reader, where)
+
+    _add_script(buf, history, calls, dict_obs, check, obs_next_ids=_script_obs_next(calls))
+    history.verify(buf, reader, "end")
+    return history
+
+
+@settings(max_examples=120, deadline=None)
+@given(scenario(), st.integers(1, 3))
+def test_random_adds_match_history(case, stack_num):
+    """len, add() results, prev/next within one env's episode and never across a done,
+    sample_index(0) time order and unfinished_index, after every add."""
+    num_envs, size, calls, dict_obs = case
+    buf = ReplayBuffer(size, num_envs=num_envs, stack_num=stack_num)
+    fill(buf, calls, dict_obs)
+    valid = buf.sample_index(0)
+    assert len(buf) == min(size, sum(len(c[0]) for c in calls))
+    # links stay inside one env's episode
+    prev, nxt = buf.prev(valid), buf.next(valid)
+    assert np.array_equal(buf.env_id[prev], buf.env_id[valid])
+    assert np.array_equal(buf.env_id[nxt], buf.env_id[valid])
+    assert not buf.done[prev[prev != valid]].any(), "prev crossed a done"
+    # a step without a successor is done or the newest of its env's unfinished episode
+    ends = valid[nxt == valid]
+    assert set(ends[~buf.done[ends]].tolist()) <= set(buf.unfinished_index().tolist())
+    # frame stacking follows prev
+    frames = buf.get(valid, "obs", stack_num=stack_num)
+    frames = np.asarray(frames["uid"] if dict_obs else frames).reshape(len(valid), stack_num)
+    cur = valid
+    for k in range(stack_num - 1, -1, -1):
+        want = buf.get(cur, "obs", stack_num=1)
+        want = np.asarray(want["uid"] if dict_obs else want)
+        assert np.array_equal(frames[:, k], want)
+        cur = buf.prev(cur)
+
+
+@settings(max_examples=120, deadline=None)
+@given(scenario())
+def test_obs_next_rebuild_equals_stored(case):
+    num_envs, size, calls, dict_obs = case
+    stored = ReplayBuffer(size, num_envs=num_envs)
+    rebuilt = ReplayBuffer(size, num_envs=num_envs, ignore_obs_next=True)
+    fill(stored, calls, dict_obs, check_each=False)
+    fill(rebuilt, calls, dict_obs, check_each=False)
+    valid = stored.sample_index(0)
+    known = stored.next(valid) != valid  # rebuilt obs_next is known when the episode goes on
+    a, b = stored[:].obs_next, rebuilt[:].obs_next
+    if dict_obs:
+        for key in ("uid", "pos"):
+            assert np.array_equal(a[key][known], b[key][known])
+    else:
+        assert np.array_equal(a[known], b[known])
+    assert "obs_next" not in rebuilt and "obs_next" in stored
+
+
+def _row(buf, i):
+    """One valid transition of ``buf`` as a single-step batch for add()."""
+    out = buf[int(i)]
+    out.pop("done")
+    return out
+
+
+def _assert_same_state(a, b):
+    assert len(a) == len(b)
+    valid = a.sample_index(0)
+    assert np.array_equal(valid, b.sample_index(0))
+    assert np.array_equal(a.prev(valid), b.prev(valid))
+    assert np.array_equal(a.next(valid), b.next(valid))
+    assert np.array_equal(a.env_id[valid], b.env_id[valid])
+    assert np.array_equal(a.unfinished_index(), b.unfinished_index())
+    assert a._index == b._index
+    for (pa, xa, _), (pb, xb, _) in zip(a._leaves, b._leaves, strict=True):
+        assert pa == pb
+        assert np.array_equal(xa[valid], xb[valid]), pa
+    assert np.allclose(a._ep_rew, b._ep_rew) and np.array_equal(a._ep_len, b._ep_len)
+    running = a._ep_len > 0
+    assert np.array_equal(a._ep_start[running], b._ep_start[running])
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenario(), st.data())
+def test_update_equals_adding_one_by_one(case, data):
+    num_envs, size, calls, dict_obs = case
+    other_envs = data.draw(st.integers(1, num_envs))
+    other_size = data.draw(st.integers(other_envs, 16))
+    other_calls = data.draw(add_calls(other_envs, min_size=0))
+    ignore_self, ignore_other = data.draw(st.booleans()), data.draw(st.booleans())
+    start_empty = data.draw(st.booleans())
+
+    buf = ReplayBuffer(size, num_envs=num_envs, ignore_obs_next=ignore_self)
+    if not start_empty:
+        fill(buf, calls, dict_obs, check_each=False)
+    other = ReplayBuffer(other_size, num_envs=other_envs, ignore_obs_next=ignore_other)
+    if other_calls:
+        fill(other, other_calls, dict_obs, check_each=False)
+
+    expected = copy.deepcopy(buf)
+    slots = []
+    for i in other.sample_index(0):
+        index, *_ = expected.add(_row(other, i), env_ids=[int(other.env_id[i])])
+        slots.append(int(index[0]))
+
+    got = buf.update(other)
+    assert got.tolist() == slots[len(slots) - len(got):]
+    assert len(got) == min(len(slots), size)
+    if len(other) == 0 and start_empty:
+        assert len(buf) == 0
+        return
+    _assert_same_state(buf, expected)
+
+
+def test_update_continues_running_episode_stats():
+    a, b = ReplayBuffer(10), ReplayBuffer(10)
+    for i in range(3):
+        a.add({"obs": i, "act": 0, "rew": 1.0, "done": False, "obs_next": i + 1})
+    for i in range(3, 5):
+        b.add({"obs": i, "act": 0, "rew": 1.0, "done": False, "obs_next": i + 1})
+    a.update(b)
+    _, ep_rew, ep_len, ep_start = a.add({"obs": 5, "act": 0, "rew": 1.0, "done": True,
+                                         "obs_next": 6})
+    assert ep_rew.tolist() == [6.0] and ep_len.tolist() == [6] and ep_start.tolist() == [0]
+    assert a.prev(np.arange(6)).tolist() == [0, 0, 1, 2, 3, 4]
+
+
+def test_update_rejects_foreign_env_ids_and_keys():
+    a = ReplayBuffer(5, num_envs=1)
+    b = ReplayBuffer(5, num_envs=2)
+    b.add({"obs": np.zeros(2), "act": np.zeros(2), "rew": np.zeros(2), "terminated": [0, 0],
+           "truncated": [0, 0], "obs_next": np.zeros(2)})
+    with pytest.raises(ValueError, match="num_envs=1"):
+        a.update(b)
+    c = ReplayBuffer(5, num_envs=2)
+    c.add({"obs": np.zeros(2), "act": np.zeros(2), "rew": np.zeros(2), "done": [0, 0],
+           "obs_next": np.zeros(2), "extra": np.ones(2)})
+    with pytest.raises(ValueError, match="extra"):
+        c.update(b)
+    with pytest.raises(ValueError, match="itself"):
+        c.update(c)
+
+
+# --- add() details -------------------------------------------------------------------------------
+
+
+def test_add_many_envs_returns_and_subsets():
+    buf = ReplayBuffer(6, num_envs=3)
+    step = {"obs": np.arange(3), "act": np.arange(3), "rew": np.array([1.0, 2.0, 3.0]),
+            "terminated": np.array([False, True, False]), "truncated": np.zeros(3, bool),
+            "obs_next": np.arange(3) + 1}
+    index, ep_rew, ep_len, ep_start = buf.add(step)
+    assert index.dtype == np.int64 and index.tolist() == [0, 1, 2]
+    assert ep_rew.tolist() == [0.0, 2.0, 0.0] and ep_len.tolist() == [0, 1, 0]
+    assert ep_start.tolist() == [0, 1, 2]
+    sub = {k: v[[2, 0]] for k, v in step.items()}
+    sub["truncated"] = np.array([True, False])
+    index, ep_rew, ep_len, ep_start = buf.add(sub, env_ids=[2, 0])
+    assert index.tolist() == [3, 4]
+    assert ep_rew.tolist() == [6.0, 0.0] and ep_len.tolist() == [2, 0]
+    assert ep_start.tolist() == [2, 0]
+    assert buf.prev(np.array([3, 4])).tolist() == [2, 0]
+    assert buf.next(np.array([0, 2])).tolist() == [4, 3]
+    assert buf.unfinished_index().tolist() == [4]  # env 1 ended, env 2 truncated
+    assert buf.env_id[:5].tolist() == [0, 1, 2, 2, 0]
+    assert buf.done[:5].tolist() == [False, True, False, True, False]
+    # wrap around: 3 rows at slot 5 go to 5, 0, 1
+    index, *_ = buf.add(step)
+    assert index.tolist() == [5, 0, 1]
+    assert len(buf) == 6
+
+
+def test_add_accepts_batch_dict_tensors_and_extra_keys():
+    buf = ReplayBuffer(4, num_envs=2)
+    buf.add(Batch(obs=torch.zeros(2, 3), act=torch.tensor([1, 2]), rew=torch.tensor([0.5, 1.0]),
+                  terminated=torch.tensor([False, False]), truncated=torch.tensor([False, True]),
+                  obs_next=torch.ones(2, 3), policy={"logp": torch.tensor([-1.0, -2.0])},
+                  weight=np.array([3, 4])))
+    assert buf.obs.shape == (4, 3) and buf.obs.dtype == np.float32
+    assert buf.rew.dtype == np.float32  # floating rewards keep their dtype
+    assert buf.policy.logp[:2].tolist() == [-1.0, -2.0]
+    assert buf.weight[:2].tolist() == [3, 4]
+    assert buf.keys() == ["obs", "act", "rew", "terminated", "truncated", "obs_next", "policy",
+                          "weight"]
+    out = buf[np.array([0, 1])]
+    assert list(out.keys()) == ["obs", "act", "rew", "terminated", "truncated", "done",
+                                "obs_next", "policy", "weight"]
+    ints = ReplayBuffer(2)
+    ints.add({"obs": 1, "act": 1, "rew": 1, "done": True, "obs_next": 1})
+    assert ints.rew.dtype == np.float64 and ints.terminated.dtype == np.bool_
+
+
+def test_add_errors_name_the_key():
+    buf = ReplayBuffer(4, num_envs=2)
+    good = {"obs": np.zeros((2, 3)), "act": np.zeros(2), "rew": np.zeros(2),
+            "terminated": np.zeros(2, bool), "truncated": np.zeros(2, bool),
+            "obs_next": np.zeros((2, 3))}
+    buf.add(good)
+    with pytest.raises(ValueError, match=r"'obs_next'.*shape"):
+        buf.add({**good, "obs_next": np.zeros((2, 4))})
+    with pytest.raises(ValueError, match=r"missing key\(s\) \['act'\]"):
+        buf.add({k: v for k, v in good.items() if k != "act"})
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['extra'\]"):
+        buf.add({**good, "extra": np.zeros(2)})
+    with pytest.raises(ValueError, match="'obs'"):
+        buf.add({**good, "obs": np.zeros(3)})  # no env axis
+    with pytest.raises(ValueError, match="env_ids"):
+        buf.add(good, env_ids=[1, 1])
+    with pytest.raises(ValueError, match="env_ids"):
+        buf.add(good, env_ids=[0, 2])
+    with pytest.raises(ValueError, match="env_ids"):
+        buf.add(good, env_ids=[-1, 0])
+    with pytest.raises(KeyError, match="terminated"):
+        buf.add({k: v for k, v in good.items() if k not in ("terminated",)})
+    with pytest.raises(ValueError, match="num_envs"):
+        ReplayBuffer(4, num_envs=1).add(good)
+    assert len(buf) == 1 * 2  # failed adds wrote nothing
+    assert buf.obs[2:].sum() == 0
+
+
+def test_multi_dim_reward():
+    buf = ReplayBuffer(4, num_envs=2)
+    step = {"obs": np.zeros(2), "act": np.zeros(2), "rew": np.ones((2, 3)),
+            "terminated": np.array([True, False]), "truncated": np.zeros(2, bool),
+            "obs_next": np.zeros(2)}
+    _, ep_rew, _, _ = buf.add(step)
+    assert ep_rew.shape == (2, 3) and ep_rew.tolist() == [[1, 1, 1], [0, 0, 0]]
+    _, ep_rew, _ep_len, _ = buf.add({**step, "terminated": np.array([False, True])})
+    assert ep_rew.tolist() == [[0, 0, 0], [2, 2, 2]]
+
+
+def test_sample_and_getitem_forms():
+    buf = ReplayBuffer(5, seed=1)
+    with pytest.raises(ValueError, match="empty"):
+        buf.sample_index(3)
+    with pytest.raises(IndexError):
+        buf[:]
+    assert repr(buf) == "ReplayBuffer()"
+    for i in range(7):
+        buf.add({"obs": i, "act": i, "rew": float(i), "done": i == 3, "obs_next": i + 1})
+    assert buf.sample_index(0).tolist() == [2, 3, 4, 0, 1]
+    assert buf[:].obs.tolist() == [2, 3, 4, 5, 6]
+    assert buf[1:3].obs.tolist() == [3, 4]
+    assert buf[-1].obs == 4  # ints index slots, slices index time order
+    assert buf[[0, 1]].obs.tolist() == [5, 6]
+    assert buf.sample_index(-1).shape == (0,)
+    idx = buf.sample_index(1000)
+    assert set(idx.tolist()) == {0, 1, 2, 3, 4}
+    again = ReplayBuffer(5, seed=1)
+    for i in range(7):
+        again.add({"obs": i, "act": i, "rew": float(i), "done": i == 3, "obs_next": i + 1})
+    assert np.array_equal(again.sample_index(1000), idx)  # seedable
+    assert buf.get([0, 1], "missing", default="x") == "x"
+    assert buf.get([0, 1], "done").tolist() == [False, False]
+    assert buf.get(3, "done")
+
+
+def test_reset_keep_statistics_and_truncate_unfinished():
+    buf = ReplayBuffer(5)
+    for i in range(3):
+        buf.add({"obs": i, "act": 0, "rew": 1.0, "done": False, "obs_next": i + 1})
+    buf.reset(keep_statistics=True)
+    assert len(buf) == 0 and buf.unfinished_index().tolist() == []
+    index, ep_rew, ep_len, _ = buf.add({"obs": 3, "act": 0, "rew": 1.0, "done": True,
+                                        "obs_next": 4})
+    assert index.tolist() == [0] and ep_rew.tolist() == [4.0] and ep_len.tolist() == [4]
+    assert buf.prev(0) == 0
+    buf.reset()
+    buf.add({"obs": 0, "act": 0, "rew": 1.0, "done": False, "obs_next": 1})
+    buf.add({"obs": 1, "act": 0, "rew": 1.0, "done": False, "obs_next": 2})
+    assert buf.truncate_unfinished().tolist() == [1]
+    assert buf.truncated[1] and buf.next(1) == 1 and buf.unfinished_index().tolist() == []
+    _, ep_rew, ep_len, ep_start = buf.add({"obs": 5, "act": 0, "rew": 1.0, "done": True,
+                                           "obs_next": 6})
+    assert ep_len.tolist() == [1] and ep_start.tolist() == [2] and buf.prev(2) == 2
+
+
+def test_overwritten_newest_step_starts_fresh_chain():
+    buf = ReplayBuffer(3, num_envs=2)
+    add = lambda e, i: buf.add(  # noqa: E731
+        {"obs": i, "act": 0, "rew": 0.0, "done": False, "obs_next": i + 1}, env_ids=[e]
+    )
+    add(0, 0)  # slot 0, env 0's newest step
+    add(1, 1)
+    add(1, 2)
+    add(1, 3)  # overwrites slot 0
+    assert buf.unfinished_index().tolist() == [0]  # env 1's newest, slot 0
+    add(0, 4)  # env 0's previous step is gone
+    assert buf.prev(1) == 1
+    assert buf.prev(2) == 2 and buf.next(2) == 0  # slot 2 (obs 2) lost its predecessor
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+def _dict_obs_buffer(**kw):
+    buf = ReplayBuffer(6, num_envs=2, seed=3, **kw)
+    rng = np.random.default_rng(0)
+    for i in range(9):
+        obs = {"img": rng.integers(0, 255, (2, 2, 3), dtype=np.uint8),
+               "vec": {"pos": rng.normal(size=(2, 2)).astype(np.float32), "id": np.array([i, i])}}
+        buf.add({"obs": obs, "act": rng.normal(size=(2, 1)), "rew": rng.normal(size=2),
+                 "terminated": np.array([i % 4 == 3, False]),
+                 "truncated": np.array([False, i == 5]),
+                 "obs_next": obs, "info": {"flag": np.array([b"a", b"bb"])}})
+    return buf
+
+
+def _assert_buffers_equal(a, b):
+    _assert_same_state(a, b)
+    assert a._size == b._size and a.maxsize == b.maxsize and a.stack_num == b.stack_num
+    assert a.ignore_obs_next == b.ignore_obs_next and a.num_envs == b.num_envs
+    for (pa, xa, _), (pb, xb, _) in zip(a._leaves, b._leaves, strict=True):
+        assert pa == pb and xa.dtype == xb.dtype and np.array_equal(xa, xb)
+    assert np.array_equal(a._prev, b._prev) and np.array_equal(a._next, b._next)
+    assert np.array_equal(a._last, b._last) and np.array_equal(a._ep_start, b._ep_start)
+    assert str(a) == str(b)
+    assert np.array_equal(a.sample_index(50), b.sample_index(50))  # generator state too
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.parametrize("ignore_obs_next", [False, True])
+def test_hdf5_round_trip_nested(tmp_path, compression, ignore_obs_next):
+    buf = _dict_obs_buffer(stack_num=2, ignore_obs_next=ignore_obs_next)
+    path = tmp_path / "buf.h5"
+    buf.save_hdf5(path, compression=compression)
+    with h5py.File(path) as f:
+        assert isinstance(f["data/obs/vec"], h5py.Group)
+        assert f["data/obs/vec/pos"].dtype == np.float32
+        assert f["data/obs/vec/pos"].compression == compression
+        assert list(f["data"].keys())[:3] == ["obs", "act", "rew"]
+    loaded = ReplayBuffer.load_hdf5(path)
+    _assert_buffers_equal(loaded, buf)
+    assert os.listdir(tmp_path) == ["buf.h5"]
+
+
+def test_pickle_round_trip_nested():
+    buf = _dict_obs_buffer()
+    _assert_buffers_equal(pickle.loads(pickle.dumps(buf)), buf)
+    _assert_buffers_equal(copy.deepcopy(buf), buf)
+
+
+def test_hdf5_of_empty_buffer(tmp_path):
+    buf = ReplayBuffer(3, num_envs=2, stack_num=2)
+    buf.save_hdf5(tmp_path / "e.h5")
+    loaded = ReplayBuffer.load_hdf5(tmp_path / "e.h5")
+    assert len(loaded) == 0 and loaded.num_envs == 2 and loaded.stack_num == 2
+
+
+def test_hdf5_refuses_object_arrays_and_writes_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "buf.h5"
+    good = _dict_obs_buffer()
+    good.save_hdf5(path)
+    before = path.read_bytes()
+
+    bad = ReplayBuffer(3)
+    bad.add({"obs": 0, "act": 0, "rew": 0.0, "done": False, "obs_next": 0,
+             "info": {"note": np.array("some text")}})
+    assert bad.info.note.dtype == object
+    with pytest.raises(TypeError, match=r"'info/note'.*never pickles"):
+        bad.save_hdf5(path)
+    assert path.read_bytes() == before
+
+    # a failure in the middle of writing leaves the old file and no temporary file
+    calls = {"n": 0}
+    real = h5py.Group.create_dataset
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 10:
+            raise OSError("disk full")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(h5py.Group, "create_dataset", flaky)
+    with pytest.raises(OSError, match="disk full"):
+        _dict_obs_buffer().save_hdf5(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+
+    def no_replace(src, dst):
+        raise OSError("rename failed")
+
+    monkeypatch.setattr(os, "replace", no_replace)
+    with pytest.raises(OSError, match="rename failed"):
+        _dict_obs_buffer().save_hdf5(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["buf.h5"]
+    _assert_buffers_equal(ReplayBuffer.load_hdf5(path), good)
+
+
+def test_load_hdf5_rejects_other_files(tmp_path):
+    with h5py.File(tmp_path / "x.h5", "w") as f:
+        f["a"] = np.zeros(3)
+    with pytest.raises(ValueError, match="not an rlblocks buffer"):
+        ReplayBuffer.load_hdf5(tmp_path / "x.h5")
+
+    class Other(ReplayBuffer):
+        pass
+
+    Other(3).save_hdf5(tmp_path / "o.h5")
+    with pytest.raises(ValueError, match="Other"):
+        ReplayBuffer.load_hdf5(tmp_path / "o.h5")
+
+
+# --- conformance kit and registration ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"stack_num": 3}, {"ignore_obs_next": True}, {"seed": 0}]
+)
+def test_check_buffer_passes(kwargs):
+    check_buffer(lambda size, num_envs: ReplayBuffer(size, num_envs=num_envs, **kwargs))
+
+
+def test_check_buffer_catches_broken_links():
+    class Broken(ReplayBuffer):
+        def next(self, index):
+            return np.asarray(index)  # claims every step ends its episode
+
+    with pytest.raises(AssertionError, match="next"):
+        check_buffer(lambda size, num_envs: Broken(size, num_envs=num_envs))
+
+    class Unordered(ReplayBuffer):
+        def sample_index(self, batch_size):
+            return np.sort(super().sample_index(batch_size))
+
+    with pytest.raises(AssertionError, match="insertion order"):
+        check_buffer(lambda size, num_envs: Unordered(size, num_envs=num_envs))
+
+
+def test_registered_as_replay():
+    from rlblocks._spec import REPLAY, ReplayConfig
+
+    assert REPLAY.load() is ReplayBuffer
+    cfg = ReplayConfig(stack_num=2, ignore_obs_next=True)
+    buf = REPLAY.load()(10, num_envs=2, stack_num=cfg.stack_num,
+                        ignore_obs_next=cfg.ignore_obs_next)
+    assert buf.stack_num == 2 and buf.ignore_obs_next and buf.maxsize == 10

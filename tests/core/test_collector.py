@@ -1,0 +1,166 @@
+"""Collector: step and episode modes, env resets at episode ends, buffer writes, statistics."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+from rlblocks.collector import Collector
+from rlblocks_env_dummy.dummy import DummyVectorEnv
+
+
+class CountEnv(gym.Env):
+    """obs = step counter; episode of env i lasts ``length`` steps, reward 1 per step.
+    Ends by ``terminated`` on even ids and ``truncated`` on odd ones."""
+
+    observation_space = gym.spaces.Box(0, 1000, (1,), dtype=np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, length: int, truncate: bool = False) -> None:
+        self.length = length
+        self.truncate = truncate
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.array([0.0], dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        end = self.t >= self.length
+        obs = np.array([self.t], dtype=np.float32)
+        return obs, 1.0, end and not self.truncate, end and self.truncate, {}
+
+
+class ConstPolicy:
+    """Always action 1; records how it was called."""
+
+    training = True
+    updating = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, batch: Batch, state=None):
+        self.calls += 1
+        return Batch(act=np.ones(len(batch.obs), dtype=np.int64))
+
+    def exploration_noise(self, act, batch):
+        return act
+
+    def map_action(self, act):
+        return act
+
+    def map_action_inverse(self, act):
+        return act
+
+
+def make(lengths: list[int], size: int = 1000) -> tuple[Collector, ReplayBuffer, ConstPolicy]:
+    envs = DummyVectorEnv(
+        [lambda n=n, i=i: CountEnv(n, truncate=i % 2 == 1) for i, n in enumerate(lengths)]
+    )
+    buf = ReplayBuffer(size, num_envs=len(lengths))
+    policy = ConstPolicy()
+    return Collector(policy, envs, buf, seed=0), buf, policy
+
+
+def test_n_step_collects_at_least_n_and_writes_every_step() -> None:
+    collector, buf, _ = make([3, 5])
+    stats = collector.collect(n_step=7)
+    assert stats.n_step == 8  # 4 vector steps of 2 envs
+    assert len(buf) == 8
+    assert stats.n_episode == 1 and stats.returns.tolist() == [3.0]
+    assert stats.lengths.tolist() == [3]
+
+
+def test_episodes_continue_across_n_step_calls() -> None:
+    collector, buf, _ = make([4])
+    collector.collect(n_step=2)
+    stats = collector.collect(n_step=2)
+    assert stats.n_episode == 1 and stats.returns.tolist() == [4.0]
+    assert buf.obs[:4, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_finished_env_is_reset_and_no_transition_spans_episodes() -> None:
+    collector, buf, _ = make([2])
+    collector.collect(n_step=6)
+    obs = buf.obs[:6, 0].tolist()
+    obs_next = buf.obs_next[:6, 0].tolist()
+    assert obs == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    assert obs_next == [1.0, 2.0, 1.0, 2.0, 1.0, 2.0]
+    assert buf.terminated[:6].tolist() == [False, True] * 3
+
+
+def test_truncated_flag_is_stored() -> None:
+    collector, buf, _ = make([3, 2])
+    collector.collect(n_step=4)
+    idx = buf.sample_index(0)
+    env1 = idx[buf.env_id[idx] == 1] if hasattr(buf, "env_id") else idx[1::2]
+    assert buf.truncated[env1].tolist() == [False, True]
+    assert not buf.terminated[env1].any()
+
+
+def test_n_episode_collects_exactly_n_whole_episodes() -> None:
+    collector, buf, policy = make([3, 10, 2])
+    stats = collector.collect(n_episode=5)
+    assert stats.n_episode == 5
+    assert len(stats.returns) == 5
+    # every episode started is finished: returns equal the env lengths
+    assert sorted(stats.returns.tolist()) == sorted(stats.lengths.astype(float).tolist())
+    assert set(stats.lengths.tolist()) <= {3, 10, 2}
+    # the long env runs one episode while the short ones fill the rest
+    assert stats.n_step == int(stats.lengths.sum())
+
+
+def test_n_episode_starts_fresh_episodes() -> None:
+    collector, _, _ = make([5])
+    collector.collect(n_step=3)  # leave an episode half done
+    stats = collector.collect(n_episode=1)
+    assert stats.lengths.tolist() == [5]
+
+
+def test_random_actions_do_not_call_policy() -> None:
+    collector, buf, policy = make([50, 50])
+    collector.collect(n_step=20, random=True)
+    assert policy.calls == 0
+    assert set(np.unique(buf.act[: len(buf)]).tolist()) <= {0, 1}
+    collector.collect(n_step=2)
+    assert policy.calls == 1
+
+
+def test_collect_without_buffer_only_counts() -> None:
+    envs = DummyVectorEnv([lambda: CountEnv(4)] * 2)
+    stats = Collector(ConstPolicy(), envs, None).collect(n_episode=4)
+    assert stats.returns.tolist() == [4.0] * 4
+
+
+def test_collect_argument_errors() -> None:
+    collector, _, _ = make([3])
+    with pytest.raises(ValueError, match="exactly one"):
+        collector.collect()
+    with pytest.raises(ValueError, match="exactly one"):
+        collector.collect(n_step=1, n_episode=1)
+    with pytest.raises(ValueError, match="positive"):
+        collector.collect(n_step=0)
+
+
+def test_recurrent_state_is_reset_at_episode_end() -> None:
+    class CountingStatePolicy(ConstPolicy):
+        def __call__(self, batch, state=None):
+            n = len(batch.obs)
+            state = np.zeros(n) if state is None else state
+            self.seen = state.copy()
+            return Batch(act=np.ones(n, dtype=np.int64), state=state + 1)
+
+    envs = DummyVectorEnv([lambda: CountEnv(3)])
+    policy = CountingStatePolicy()
+    collector = Collector(policy, envs, None)
+    states = []
+    for _ in range(6):
+        collector.collect(n_step=1)
+        states.append(float(policy.seen[0]))
+    # the state counts steps within an episode and restarts after each 3-step episode
+    assert states == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]

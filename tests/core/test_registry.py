@@ -1,0 +1,287 @@
+"""Entry-point registries: tiers, error messages, duplicates, broken plugins, in-process specs."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rlblocks._spec import REPLAY
+from rlblocks.cli import main
+from rlblocks.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
+from rlblocks.plugins import registry as registry_module
+from rlblocks.plugins.registry import Registry, get_registry, reset_caches
+from rlblocks.plugins.spec import AlgoSpec, BufferSpec
+
+
+@pytest.fixture
+def make_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rlblocks_registries):
+    """Install a fake distribution: a dist-info with METADATA and entry_points.txt, plus modules,
+    in a fresh directory prepended to sys.path (importlib.metadata finds it there)."""
+
+    def make(
+        name: str, version: str, entry_points: dict[str, dict[str, str]], files: dict[str, str]
+    ) -> Path:
+        site = tmp_path / f"site-{name}"
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+        sections = [
+            f"[{group}]\n" + "".join(f"{ep} = {value}\n" for ep, value in eps.items())
+            for group, eps in entry_points.items()
+        ]
+        (info / "entry_points.txt").write_text("\n".join(sections))
+        for rel, source in files.items():
+            path = site / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(source))
+        monkeypatch.syspath_prepend(str(site))
+        reset_caches()
+        return site
+
+    return make
+
+
+@pytest.fixture
+def uid() -> str:
+    """A prefix that keeps this test's fake modules apart from every other test's."""
+    return f"fake_{uuid.uuid4().hex[:10]}"
+
+
+def algo_spec_module(name: str, summary: str, impl: str) -> str:
+    return f"""
+        from rlblocks.plugins.spec import AlgoSpec
+        SPEC = AlgoSpec(name={name!r}, summary={summary!r}, impl={impl!r})
+    """
+
+
+# -- tier 0 -------------------------------------------------------------------------------------
+
+
+def test_entries_read_metadata_without_importing_plugin_code(make_dist, uid):
+    make_dist(
+        "fake-lazy", "0.3.0",
+        {"rlblocks.algos": {"lazy": f"{uid}._spec:SPEC"}},
+        {f"{uid}/__init__.py": "", f"{uid}/_spec.py": "raise RuntimeError('imported!')"},
+    )
+    registry = get_registry("algo")
+    (entry,) = [e for e in registry.entries() if e.name == "lazy"]
+    assert (entry.distribution, entry.version) == ("fake-lazy", "0.3.0")
+    assert entry.origin == "entry-point"
+    assert entry.value == f"{uid}._spec:SPEC"
+    assert entry.qualified_name == "lazy@fake-lazy"
+    assert "lazy" in registry.names()
+    assert uid not in sys.modules
+
+
+def test_core_replay_buffer_is_registered_through_core_entry_point(rlblocks_registries):
+    registry = get_registry("buffer")
+    (entry,) = [e for e in registry.entries() if e.name == "replay"]
+    assert entry.distribution == "rlblocks"
+    assert registry.spec("replay") is REPLAY
+
+
+def test_get_registry_rejects_unknown_kind():
+    with pytest.raises(UnknownComponentError, match="algo, buffer, env, logger"):
+        get_registry("algorithm")
+
+
+# -- unknown names ------------------------------------------------------------------------------
+
+
+def test_unknown_name_lists_installed_names_and_close_matches(rlblocks_registries):
+    with pytest.raises(UnknownComponentError) as info:
+        get_registry("buffer").spec("replya")
+    message = str(info.value)
+    assert "no buffer named 'replya'" in message
+    assert "Installed buffers:" in message and "replay" in message
+    assert "Did you mean: replay?" in message
+
+
+def test_unknown_first_party_name_says_which_distribution_to_install(
+    rlblocks_registries, monkeypatch
+):
+    # A made-up first-party name, so the test holds whichever plugins are installed here.
+    monkeypatch.setitem(registry_module.FIRST_PARTY, "algo", frozenset({"zz_fake_algo"}))
+    registry = get_registry("algo")
+    with pytest.raises(UnknownComponentError, match="pip install rlblocks-algo-zz-fake-algo"):
+        registry.load("zz_fake_algo")
+    with pytest.raises(UnknownComponentError) as info:
+        registry.resolve("zz_fake_alg")
+    assert "zz_fake_algo (not installed: pip install rlblocks-algo-zz-fake-algo)" in str(info.value)
+
+
+# -- duplicates ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def twin_dists(make_dist, uid):
+    for dist in ("fake-a", "fake-b"):
+        module = f"{uid}_{dist[-1]}"
+        make_dist(
+            dist, "1.0",
+            {"rlblocks.algos": {"twin": f"{module}:SPEC"}},
+            {f"{module}.py": algo_spec_module("twin", f"from {dist}", f"{module}:Impl")},
+        )
+
+
+def test_two_distributions_claiming_one_name_is_an_error_naming_both(twin_dists):
+    with pytest.raises(DuplicateComponentError) as info:
+        get_registry("algo").spec("twin")
+    message = str(info.value)
+    assert "fake-a 1.0" in message and "fake-b 1.0" in message
+    assert "'twin@fake-a'" in message and "'twin@fake-b'" in message
+    assert [e.distribution for e in get_registry("algo").entries() if e.name == "twin"] == [
+        "fake-a", "fake-b",
+    ]
+
+
+def test_qualified_name_picks_one_of_two_distributions(twin_dists):
+    registry = get_registry("algo")
+    assert registry.spec("twin@fake-a").summary == "from fake-a"
+    # Distribution names compare as pip does: case, '_' and '-' do not matter.
+    assert registry.spec("twin@Fake_B").summary == "from fake-b"
+    with pytest.raises(UnknownComponentError, match="provided by: fake-a, fake-b"):
+        registry.spec("twin@fake-c")
+
+
+# -- broken plugins -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broken_dist(make_dist, uid):
+    make_dist(
+        "fake-broken", "1.2.3",
+        {"rlblocks.algos": {"broken": f"{uid}._spec:SPEC"}},
+        {
+            f"{uid}/__init__.py": "",
+            f"{uid}/_spec.py": "raise RuntimeError('boom: the spec module is broken')",
+        },
+    )
+    return uid
+
+
+def test_spec_that_fails_to_import_names_distribution_version_and_entry_point(broken_dist):
+    with pytest.raises(PluginLoadError) as info:
+        get_registry("algo").spec("broken")
+    message = str(info.value)
+    assert "fake-broken 1.2.3" in message
+    assert f"broken = {broken_dist}._spec:SPEC" in message
+    assert "rlblocks.algos" in message
+    assert "RuntimeError: boom: the spec module is broken" in message
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_list_marks_a_broken_plugin_and_still_lists_the_rest(broken_dist, capsys):
+    assert main(["list"]) == 0
+    out, err = capsys.readouterr()
+    (broken_row,) = [line for line in out.splitlines() if line.startswith("broken ")]
+    assert "fake-broken" in broken_row and "1.2.3" in broken_row
+    assert "BROKEN: the algo plugin 'broken'" in broken_row
+    assert any(line.startswith("replay ") for line in out.splitlines())
+    assert "1 plugin(s) failed to load" in err
+
+
+def test_implementation_that_fails_to_import_raises_plugin_load_error(make_dist, uid):
+    make_dist(
+        "fake-noimpl", "0.1.0",
+        {"rlblocks.algos": {"noimpl": f"{uid}:SPEC"}},
+        {f"{uid}.py": algo_spec_module("noimpl", "impl is missing", f"{uid}_missing.algo:Algo")},
+    )
+    registry = get_registry("algo")
+    assert registry.spec("noimpl").summary == "impl is missing"  # tier 1 works
+    with pytest.raises(PluginLoadError) as info:
+        registry.load("noimpl")
+    message = str(info.value)
+    assert "fake-noimpl 0.1.0" in message and f"{uid}_missing.algo:Algo" in message
+    assert isinstance(info.value.__cause__, ModuleNotFoundError)
+
+
+def test_spec_of_the_wrong_kind_is_rejected(make_dist, uid):
+    make_dist(
+        "fake-mixup", "2.0",
+        {"rlblocks.algos": {"mixup": f"{uid}:SPEC"}},
+        {f"{uid}.py": """
+            from rlblocks.plugins.spec import BufferSpec
+            SPEC = BufferSpec(name="mixup", summary="a buffer", impl="x:Y")
+        """},
+    )
+    with pytest.raises(PluginLoadError, match=r"BufferSpec \(kind 'buffer'\).*rlblocks\.buffers"):
+        get_registry("algo").spec("mixup")
+
+
+def test_spec_whose_name_differs_from_its_entry_point_is_rejected(make_dist, uid):
+    make_dist(
+        "fake-renamed", "1.0",
+        {"rlblocks.algos": {"newname": f"{uid}:SPEC"}},
+        {f"{uid}.py": algo_spec_module("oldname", "renamed", "x:Y")},
+    )
+    with pytest.raises(PluginLoadError, match="named 'oldname' but its entry point is named"):
+        get_registry("algo").spec("newname")
+
+
+def test_entry_point_at_something_that_is_not_a_spec_is_rejected(make_dist, uid):
+    make_dist(
+        "fake-notspec", "1.0",
+        {"rlblocks.algos": {"notspec": f"{uid}:SPEC"}},
+        {f"{uid}.py": "SPEC = {'name': 'notspec'}"},
+    )
+    with pytest.raises(PluginLoadError, match="is a dict, not a PluginSpec"):
+        get_registry("algo").spec("notspec")
+
+
+# -- in-process registration --------------------------------------------------------------------
+
+
+def test_in_process_add_is_undone_when_the_scope_ends():
+    registry = get_registry("algo")
+    spec = AlgoSpec(name="notebook_algo", summary="defined in a cell", impl="x:Y")
+    with registry.scoped():
+        assert registry.add(spec) is spec
+        assert "notebook_algo" in registry.names()
+        assert registry.spec("notebook_algo") is spec
+        (entry,) = [e for e in registry.entries() if e.name == "notebook_algo"]
+        assert entry.origin == "in-process"
+        registry.remove("notebook_algo")
+        assert "notebook_algo" not in registry
+        registry.add(spec)
+    assert "notebook_algo" not in registry.names()
+    with pytest.raises(UnknownComponentError):
+        registry.spec("notebook_algo")
+
+
+def test_in_process_add_shadows_an_entry_point_which_stays_reachable_qualified(
+    rlblocks_add_plugin,
+):
+    mine = BufferSpec(name="replay", summary="my replay", impl="x:Y")
+    rlblocks_add_plugin(mine, distribution="my-notebook")
+    registry = get_registry("buffer")
+    assert registry.spec("replay") is mine
+    assert registry.spec("replay@my-notebook") is mine
+    assert registry.spec("replay@rlblocks") is REPLAY
+    assert [e.distribution for e in registry.entries() if e.name == "replay"] == ["my-notebook"]
+
+
+def test_fixture_registration_does_not_outlive_its_test():
+    # Runs after the test above in file order; the fixture's scope restored the entry point.
+    assert get_registry("buffer").spec("replay") is REPLAY
+
+
+def test_add_rejects_a_spec_of_another_kind():
+    with pytest.raises(TypeError, match="get_registry\\('buffer'\\)"):
+        get_registry("algo").add(BufferSpec(name="b", summary="s", impl="x:Y"))
+
+
+def test_remove_only_removes_in_process_registrations():
+    with pytest.raises(UnknownComponentError, match="no in-process buffer named 'replay'"):
+        get_registry("buffer").remove("replay")
+
+
+def test_registry_is_one_per_kind():
+    assert get_registry("env") is get_registry("env")
+    assert isinstance(get_registry("logger"), Registry)

@@ -1,0 +1,137 @@
+"""Off-policy trainer: schedule, hook firing order, stop rules, resumable counters."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import rlblocks
+from rlblocks.collector import Collector
+from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.plugins.manager import make_plugin_manager
+from rlblocks.trainer import OffPolicyTrainer
+
+
+class Recorder:
+    """Records every hook call in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    @hookimpl
+    def rlblocks_rollout_end(self, stats, env_step):
+        self.calls.append(("rollout_end", {"env_step": env_step}))
+
+    @hookimpl
+    def rlblocks_update_end(self, stats, env_step, gradient_step):
+        self.calls.append(("update_end", {"env_step": env_step, "gradient_step": gradient_step}))
+
+    @hookimpl
+    def rlblocks_test_end(self, stats, env_step):
+        self.calls.append(("test_end", {"env_step": env_step, "mean": stats["return_mean"]}))
+
+    @hookimpl
+    def rlblocks_log(self, namespace, scalars, step):
+        self.calls.append(("log", {"namespace": namespace, "step": step}))
+
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def build(recorder: object, *, stop_reward=None, max_env_steps=400, **kw) -> OffPolicyTrainer:
+    train_envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=4, seed=0)
+    test_envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=4, seed=100)
+    policy = rlblocks.make_policy("dqn", train_envs.observation_space, train_envs.action_space)
+    buffer = rlblocks.make_buffer("replay", size=2000, num_envs=4)
+    return OffPolicyTrainer(
+        policy,
+        Collector(policy, train_envs, buffer, seed=0),
+        Collector(policy, test_envs, None, exploration=False, seed=1),
+        buffer,
+        step_per_collect=8,
+        update_per_step=0.5,
+        warmup_steps=64,
+        batch_size=16,
+        max_env_steps=max_env_steps,
+        test_interval=200,
+        test_episodes=4,
+        log_interval=100,
+        stop_reward=stop_reward,
+        plugin_manager=make_plugin_manager([recorder]),
+        **kw,
+    )
+
+
+def test_schedule_counts_steps_and_gradient_steps() -> None:
+    trainer = build(Recorder())
+    result = trainer.run()
+    assert result.env_steps >= 400
+    # warm-up (64 random steps) plus updates at 0.5 per step of every later collect
+    expected = int(0.5 * (result.env_steps - 64))
+    assert abs(result.gradient_steps - expected) <= 1
+    assert result.stop_reason.startswith("reached max_env_steps")
+    assert math.isfinite(result.best_test_return)
+
+
+def test_hooks_fire_per_collect_update_and_test_in_order() -> None:
+    rec = Recorder()
+    build(rec).run()
+    names = rec.names()
+    assert names[0] == "rollout_end"  # the warm-up collect
+    assert "update_end" in names and "test_end" in names
+    tests = [c for c in rec.calls if c[0] == "test_end"]
+    # tests at 200 and 400 env steps (the last one ends the run)
+    assert [c[1]["env_step"] for c in tests] == [200, 400]
+    # every test is logged under the "test" namespace before test_end fires
+    first_test = names.index("test_end")
+    assert rec.calls[first_test - 1] == ("log", {"namespace": "test", "step": 200})
+    # updates are aggregated: at most one update_end per log interval, never per gradient step
+    assert names.count("update_end") <= 400 // 100 + 1
+    steps = [c[1]["env_step"] for c in rec.calls if c[0] == "rollout_end"]
+    assert steps == sorted(steps)
+
+
+def test_stop_reward_stops_after_a_test() -> None:
+    rec = Recorder()
+    result = build(rec, stop_reward=-1.0, max_env_steps=10_000).run()
+    assert result.solved
+    assert result.env_steps < 10_000
+    assert result.stop_reason.startswith("mean test return")
+
+
+def test_should_stop_hook_stops_the_run() -> None:
+    class StopAt300:
+        @hookimpl
+        def rlblocks_should_stop(self, state):
+            return state["env_step"] >= 300
+
+    trainer = build(StopAt300(), max_env_steps=100_000)
+    result = trainer.run()
+    assert 300 <= result.env_steps < 400
+    assert "rlblocks_should_stop" in result.stop_reason
+    assert not result.solved
+
+
+def test_state_dict_round_trip_restores_counters() -> None:
+    trainer = build(Recorder())
+    trainer.run()
+    state = trainer.state_dict()
+    other = build(Recorder())
+    other.load_state_dict(state)
+    assert other.state.env_step == trainer.state.env_step
+    assert other.state.gradient_step == trainer.state.gradient_step
+    assert other.state.best_test_return == trainer.state.best_test_return
+
+
+def test_invalid_max_env_steps_is_rejected() -> None:
+    with pytest.raises(ValueError, match="max_env_steps"):
+        build(Recorder(), max_env_steps=0)
+
+
+def test_update_needs_samples_from_the_buffer() -> None:
+    trainer = build(Recorder(), max_env_steps=100)
+    trainer.run()
+    assert len(trainer.buffer) == trainer.state.env_step
+    assert np.isfinite(trainer.buffer.rew[: len(trainer.buffer)]).all()
