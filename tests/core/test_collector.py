@@ -104,7 +104,7 @@ def test_truncated_flag_is_stored() -> None:
 
 
 def test_n_episode_collects_exactly_n_whole_episodes() -> None:
-    collector, buf, policy = make([3, 10, 2])
+    collector, _buf, _policy = make([3, 10, 2])
     stats = collector.collect(n_episode=5)
     assert stats.n_episode == 5
     assert len(stats.returns) == 5

@@ -1,4 +1,5 @@
-"""Specs of core's own built-in components, registered through core's entry points like any plugin."""
+"""Specs of core's own built-in components, registered through entry points
+like any plugin's."""
 
 from attrs import define, field, validators
 

@@ -56,8 +56,11 @@ class CollectStats:
 
     def as_scalars(self) -> dict[str, float]:
         """Scalars for logging."""
-        out = {"n_step": float(self.n_step), "n_episode": float(self.n_episode),
-               "steps_per_s": self.steps_per_s}
+        out = {
+            "n_step": float(self.n_step),
+            "n_episode": float(self.n_episode),
+            "steps_per_s": self.steps_per_s,
+        }
         if len(self.returns):
             out.update(
                 return_mean=self.mean_return,
@@ -124,8 +127,10 @@ class Collector:
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return space.start + self._rng.integers(space.n, size=n)
-        if isinstance(space, gym.spaces.Box) and np.all(np.isfinite(space.low)) and np.all(
-            np.isfinite(space.high)
+        if (
+            isinstance(space, gym.spaces.Box)
+            and np.all(np.isfinite(space.low))
+            and np.all(np.isfinite(space.high))
         ):
             return self._rng.uniform(space.low, space.high, size=(n, *space.shape)).astype(
                 space.dtype
@@ -177,8 +182,10 @@ class Collector:
                 obs = self._obs if all_active else _take(self._obs, active)
                 policy_out = None
                 if use_policy:
-                    state = self._state if all_active or self._state is None else _take(
-                        self._state, active
+                    state = (
+                        self._state
+                        if all_active or self._state is None
+                        else _take(self._state, active)
                     )
                     result = policy(Batch(obs=obs), state)
                     act = _to_numpy(result.act)
@@ -278,7 +285,7 @@ def _take(tree: Any, rows: np.ndarray) -> Any:
 
 def _put(tree: Any, rows: np.ndarray, value: Any) -> None:
     if isinstance(tree, dict | Batch):
-        for k in tree.keys():
+        for k in tree:
             _put(tree[k], rows, value[k])
     elif isinstance(tree, tuple):
         for t, v in zip(tree, value):

@@ -32,8 +32,13 @@ class ConsoleReporter:
         from tqdm.auto import tqdm
 
         self._bar = tqdm(
-            total=self.total, unit="step", unit_scale=True, dynamic_ncols=True,
-            file=self.stream, desc="resumed" if resumed else "training", mininterval=0.5,
+            total=self.total,
+            unit="step",
+            unit_scale=True,
+            dynamic_ncols=True,
+            file=self.stream,
+            desc="resumed" if resumed else "training",
+            mininterval=0.5,
         )
 
     @hookimpl

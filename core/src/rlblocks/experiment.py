@@ -217,7 +217,7 @@ class Experiment:
         training = self.algo_spec.training
         if training != "off-policy":
             raise ConfigError(
-                f"algo {c.algo_name!r} needs the {training} trainer, which this version of rlblocks "
+                f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
                 "does not ship yet"
             )
         self.buffer = make_buffer(
@@ -325,7 +325,9 @@ class Experiment:
                     + [("logger", n) for n in c.run.loggers]
                 ),
             )
-        self.pm.hook.rlblocks_run_start(config=cfg.to_dict(c), run_dir=self.run_dir, resumed=resumed)
+        self.pm.hook.rlblocks_run_start(
+            config=cfg.to_dict(c), run_dir=self.run_dir, resumed=resumed
+        )
         try:
             result = trainer.run()
         finally:

@@ -102,7 +102,7 @@ class BasePolicy(nn.Module):
     def post_process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> None:
         """After learning: hand new priorities to buffers that take them (``update_priority``)."""
         update_priority = getattr(buffer, "update_priority", None)
-        if update_priority is not None and "td_error" in batch.keys():
+        if update_priority is not None and "td_error" in batch:
             update_priority(indices, batch.td_error)
 
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:

@@ -31,9 +31,11 @@ class VectorEnv(Protocol):
     action_space: gym.Space
 
     def reset(
-        self, env_ids: Sequence[int] | np.ndarray | None = None, seed: int | Sequence[int] | None = None
+        self,
+        env_ids: Sequence[int] | np.ndarray | None = None,
+        seed: int | Sequence[int] | None = None,
     ) -> tuple[Any, list[dict]]:
-        """Reset the given envs (all when None); return stacked obs ``[len(env_ids), ...]`` and infos.
+        """Reset the given envs (all when None); return obs ``[len(env_ids), ...]`` and infos.
 
         An int ``seed`` seeds env ``i`` with ``seed + i`` (reproducible, distinct per env)."""
         ...
@@ -41,7 +43,7 @@ class VectorEnv(Protocol):
     def step(
         self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
-        """Step the given envs; return ``obs, rew, terminated, truncated, infos`` stacked ``[N, ...]``."""
+        """Step the given envs; return ``obs, rew, terminated, truncated, infos`` of N rows."""
         ...
 
     def close(self) -> None:
@@ -57,9 +59,9 @@ class Buffer(Protocol):
 
     def __len__(self) -> int: ...
 
-    def add(self, batch: Batch | Mapping[str, Any], env_ids: np.ndarray | None = None) -> tuple[
-        np.ndarray, np.ndarray, np.ndarray, np.ndarray
-    ]:
+    def add(
+        self, batch: Batch | Mapping[str, Any], env_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Add one step of one or several envs; return ``(index, ep_return, ep_len, ep_start)``."""
         ...
 
@@ -106,7 +108,9 @@ class Policy(Protocol):
 
     def post_process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> None: ...
 
-    def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]: ...
+    def update(
+        self, sample_size: int, buffer: Buffer | None, **kwargs: Any
+    ) -> dict[str, float]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 

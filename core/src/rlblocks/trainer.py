@@ -70,7 +70,7 @@ class TrainResult:
 
 
 class BaseTrainer:
-    """Shared trainer machinery. Subclasses implement :meth:`_iterate` (one collect + learn round)."""
+    """Shared trainer machinery; subclasses implement :meth:`_iterate` (one collect-and-learn)."""
 
     def __init__(
         self,
@@ -158,7 +158,10 @@ class BaseTrainer:
         self.hook.rlblocks_rollout_end(stats=stats.as_scalars(), env_step=st.env_step)
         if stats.n_episode:
             self.hook.rlblocks_episodes_end(
-                returns=stats.returns, lengths=stats.lengths, env_step=st.env_step, namespace="train"
+                returns=stats.returns,
+                lengths=stats.lengths,
+                env_step=st.env_step,
+                namespace="train",
             )
             self.hook.rlblocks_log(namespace="train", scalars=stats.as_scalars(), step=st.env_step)
 

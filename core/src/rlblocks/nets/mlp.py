@@ -23,7 +23,9 @@ def activation_class(name: str) -> type[nn.Module]:
     try:
         return _ACTIVATIONS[name]
     except KeyError:
-        raise ValueError(f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}") from None
+        raise ValueError(
+            f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}"
+        ) from None
 
 
 def obs_dim(space: gym.Space) -> int:
@@ -33,7 +35,7 @@ def obs_dim(space: gym.Space) -> int:
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     raise TypeError(
-        f"the default MLP encoder handles Box and Discrete observations, not {type(space).__name__}; "
+        f"the default MLP encoder takes Box and Discrete observations, not {type(space).__name__}; "
         "pass your own network"
     )
 

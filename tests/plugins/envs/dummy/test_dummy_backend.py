@@ -20,7 +20,7 @@ def test_make_vector_env_by_name_steps_cartpole() -> None:
     envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=3, seed=0)
     obs, _ = envs.reset(seed=0)
     assert obs.shape == (3, 4)
-    obs2, rew, term, trunc, infos = envs.step(np.array([0, 1, 0]))
+    obs2, rew, term, _trunc, infos = envs.step(np.array([0, 1, 0]))
     assert obs2.shape == (3, 4) and rew.shape == (3,) and term.dtype == bool
     assert len(infos) == 3
     envs.close()

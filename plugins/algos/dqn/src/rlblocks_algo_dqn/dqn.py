@@ -70,7 +70,9 @@ class DQNPolicy(BasePolicy):
             return F.one_hot(idx, self.observation_space.n).float()  # type: ignore[attr-defined]
         return self.as_tensor(obs)
 
-    def forward(self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any) -> Batch:
+    def forward(
+        self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
+    ) -> Batch:
         """Greedy actions: ``Batch(act [B], logits=q [B, A])``."""
         net = self.model if model == "model" else self.target_model
         q = net(self._obs(batch.obs))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -98,7 +99,7 @@ class DummyVectorEnv:
         if self._needs_reset[ids].any():
             bad = ids[self._needs_reset[ids]].tolist()
             raise EnvWorkerError(
-                f"envs {bad} finished their episode (or were never reset); call reset(env_ids) first"
+                f"envs {bad} finished their episode or were never reset; call reset(env_ids) first"
             )
         rew = np.empty(n, dtype=np.float64)
         terminated = np.empty(n, dtype=bool)
@@ -109,7 +110,9 @@ class DummyVectorEnv:
         for j in range(n):
             i = ids[j]
             try:
-                obs_list[j], rew[j], terminated[j], truncated[j], infos[j] = envs[i].step(actions[j])
+                obs_list[j], rew[j], terminated[j], truncated[j], infos[j] = envs[i].step(
+                    actions[j]
+                )
             except Exception as exc:
                 raise EnvWorkerError(f"env {int(i)} raised in step: {exc!r}") from exc
         done = terminated | truncated
@@ -155,7 +158,5 @@ class DummyVectorEnv:
         return self.num_envs
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:
-            pass

@@ -23,7 +23,9 @@ class TensorboardLogger:
 
     @hookimpl
     def rlblocks_configure(self, config: dict, run_dir: Path | None) -> None:
-        self.writer.add_text("config", "```\n" + json.dumps(config, indent=2, default=str) + "\n```")
+        self.writer.add_text(
+            "config", "```\n" + json.dumps(config, indent=2, default=str) + "\n```"
+        )
 
     @hookimpl
     def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
