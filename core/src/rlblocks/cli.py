@@ -119,22 +119,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -- train / resume -----------------------------------------------------------------------------
 
 
-def _summarise(result: Any) -> str:
-    keys = ("solved", "best_test_return", "env_steps", "gradient_steps", "wall_seconds", "run_dir")
-    parts = []
-    for key in keys:
-        value = result.get(key) if isinstance(result, dict) else getattr(result, key, None)
-        if value is not None:
-            if isinstance(value, float):
-                value = f"{value:.4g}"
-            parts.append(f"{key}={value}")
-    return " ".join(parts)
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     """Train ``args.algo``; 0 when the run finished, solved or not."""
     experiment = importlib.import_module("rlblocks.experiment")
-    result = experiment.train(
+    experiment.train(
         args.algo,
         env=args.env,
         seed=args.seed,
@@ -147,21 +135,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         overrides=list(args.set or ()),
         run_dir=args.run_dir,
         device=args.device,
-        progress=not args.no_progress,
+        progress=False if args.no_progress else None,
     )
-    summary = _summarise(result)
-    if summary:
-        print(summary)
     return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue the run in ``args.run_dir`` from its last checkpoint."""
     experiment = importlib.import_module("rlblocks.experiment")
-    result = experiment.resume(args.run_dir)
-    summary = _summarise(result)
-    if summary:
-        print(summary)
+    experiment.resume(args.run_dir, overrides=list(args.set or ()))
     return 0
 
 
@@ -212,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("resume", parents=[common], help="continue a run from its last checkpoint")
     p.add_argument("run_dir", type=Path, metavar="DIR", help="the run directory")
+    p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
+                   help="change one field of the saved config, e.g. trainer.max_env_steps=2e5")
     p.set_defaults(func=cmd_resume)
     return parser
 

@@ -399,11 +399,25 @@ def train(
     return Experiment(resolved, rd, hooks=hooks).run()
 
 
-def resume(run_dir: str | os.PathLike[str], hooks: Iterable[object] = ()) -> TrainResult:
-    """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config."""
+def resume(
+    run_dir: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    hooks: Iterable[object] = (),
+) -> TrainResult:
+    """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
+
+    ``overrides`` (``"trainer.max_env_steps=200000"``) change the saved config, e.g. to train a
+    finished run for longer."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     if not config_file.is_file():
         raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
     resolved = cfg.read_config(config_file, spec_lookup)
+    if overrides:
+        resolved = cfg.build_config(
+            resolved.algo_name,
+            file_data=cfg.to_dict(resolved),
+            overrides=list(overrides),
+            spec_lookup=spec_lookup,
+        )
     return Experiment(resolved, run_dir, hooks=hooks).run(resumed=True)

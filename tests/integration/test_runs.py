@@ -1,0 +1,201 @@
+"""Whole runs by name: run directory contents, loggers, checkpoints, resume, the CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rlblocks
+from rlblocks.checkpoint import load_checkpoint
+from rlblocks.errors import ConfigError, UnknownComponentError
+from rlblocks.plugins.hookspecs import hookimpl
+
+SMALL = [
+    "trainer.max_env_steps=600",
+    "trainer.warmup_steps=96",
+    "trainer.test_interval=200",
+    "trainer.test_episodes=4",
+    "trainer.checkpoint_interval=200",
+    "env.num_envs=4",
+    "env.num_test_envs=4",
+]
+
+
+class StepRecorder:
+    def __init__(self) -> None:
+        self.rollout_steps: list[int] = []
+        self.started: list[bool] = []
+
+    @hookimpl
+    def rlblocks_run_start(self, config, run_dir, resumed):
+        self.started.append(resumed)
+
+    @hookimpl
+    def rlblocks_rollout_end(self, stats, env_step):
+        self.rollout_steps.append(env_step)
+
+
+class CrashAt:
+    """Raises once the run passes ``step`` env steps (a stand-in for a killed job)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    @hookimpl
+    def rlblocks_rollout_end(self, stats, env_step):
+        if env_step >= self.step:
+            raise RuntimeError("simulated crash")
+
+
+def test_run_directory_holds_config_versions_logs_checkpoints_and_result(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = rlblocks.train(
+        "dqn",
+        seed=1,
+        overrides=SMALL,
+        run_dir=run,
+        progress=False,
+        loggers=["tensorboard", "csv"],
+    )
+    assert result.env_steps >= 600 and not result.solved
+    saved = json.loads((run / "result.json").read_text())
+    for key in ("best_test_return", "solved", "env_steps", "gradient_steps", "wall_seconds"):
+        assert key in saved
+    assert saved["env_steps"] == result.env_steps
+    config = json.loads((run / "config.json").read_text())
+    assert config["algo_name"] == "dqn" and config["trainer"]["max_env_steps"] == 600
+    versions = json.loads((run / "plugins.json").read_text())
+    assert versions["components"]["algo:dqn"]["distribution"] == "rlblocks-algo-dqn"
+    assert list((run / "logs").glob("events.out.tfevents.*")), "no TensorBoard event file"
+    with (run / "logs" / "test.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in rows] == [200, 400, 600]
+    assert (run / "logs" / "metrics.jsonl").read_text().count('"namespace": "test"') == 3
+    ckpt = load_checkpoint(run / "checkpoints" / "latest.pt")
+    assert ckpt["trainer"]["env_step"] == result.env_steps
+    assert (run / "buffer.h5").is_file()
+
+
+def test_tensorboard_events_contain_test_returns(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    rlblocks.train(
+        "dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=["tensorboard"]
+    )
+    acc = EventAccumulator(str(run / "logs"))
+    acc.Reload()
+    events = acc.Scalars("test/return_mean")
+    assert [e.step for e in events] == [200, 400, 600]
+
+
+def test_resume_continues_counters_buffer_and_weights(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        rlblocks.train(
+            "dqn",
+            seed=0,
+            overrides=SMALL,
+            run_dir=run,
+            progress=False,
+            loggers=[],
+            hooks=[CrashAt(450)],
+        )
+    ckpt = load_checkpoint(run / "checkpoints" / "latest.pt")
+    saved_step = ckpt["trainer"]["env_step"]
+    assert 200 <= saved_step < 450
+    recorder = StepRecorder()
+    result = rlblocks.resume(run, hooks=[recorder])
+    assert recorder.started == [True]
+    # the resumed run counts on from the checkpoint, not from zero, and skips the warm-up
+    assert recorder.rollout_steps[0] > saved_step
+    assert recorder.rollout_steps[0] <= saved_step + 8 * 4
+    assert result.env_steps >= 600
+    assert result.gradient_steps > ckpt["trainer"]["gradient_step"]
+    final = load_checkpoint(run / "checkpoints" / "latest.pt")
+    assert final["trainer"]["env_step"] == result.env_steps
+
+
+def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first = rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
+    second = rlblocks.resume(run, overrides=["trainer.max_env_steps=800"])
+    assert first.env_steps < 800 <= second.env_steps
+
+
+def test_unknown_algo_names_installed_ones_and_package() -> None:
+    with pytest.raises(UnknownComponentError) as info:
+        rlblocks.train("ppo", progress=False)
+    message = str(info.value)
+    assert "dqn" in message and "rlblocks-algo-ppo" in message
+
+
+def test_config_typo_names_field_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\$\.algo\.lrr.*did you mean 'lr'"):
+        rlblocks.train("dqn", overrides=["algo.lrr=0.1"], run_dir=tmp_path, progress=False)
+
+
+def test_cli_train_and_resume_end_to_end(tmp_path: Path) -> None:
+    run = tmp_path / "cli-run"
+    sets = [arg for item in SMALL for arg in ("--set", item)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlblocks.cli",
+        "train",
+        "dqn",
+        "--seed",
+        "2",
+        "--run-dir",
+        str(run),
+        "--no-progress",
+        "--logger",
+        "csv",
+        *sets,
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "run directory:" in done.stderr and "rlblocks resume" in done.stderr
+    assert json.loads((run / "result.json").read_text())["env_steps"] >= 600
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlblocks.cli",
+            "resume",
+            str(run),
+            "--set",
+            "trainer.max_env_steps=700",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run / "result.json").read_text())["env_steps"] >= 700
+
+
+def test_cli_reports_config_error_without_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlblocks.cli",
+            "train",
+            "dqn",
+            "--set",
+            "trainer.batch_size=abc",
+            "--run-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "$.trainer.batch_size" in done.stderr and "Traceback" not in done.stderr
