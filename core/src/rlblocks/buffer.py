@@ -298,6 +298,11 @@ class ReplayBuffer:
         Returns ``(index, ep_rew, ep_len, ep_start)``, each of shape ``[N]``: the slots written;
         for envs whose episode ended at this step its return and length (else 0 and 0); and the
         slot where each env's current (or just finished) episode started.
+
+        Keys, per-step shapes and dtypes are fixed by the first add (later values are cast to the
+        stored dtype by numpy assignment). A reward with several components needs the env axis
+        even for one env (``rew`` of shape ``[N, K]``; ``ep_rew`` is then ``[N, K]``). This is a
+        hot path: no Python loop over rows; a failed add raises before anything is written.
         """
         leaves: dict[Path, Any] = {}
         _flatten(batch, (), leaves)
@@ -720,6 +725,11 @@ class ReplayBuffer:
         f.attrs["format_version"] = _HDF5_VERSION
         f.attrs["class"] = f"{cls.__module__}:{cls.__qualname__}"
         f.attrs["init_kwargs"] = json.dumps(self._init_kwargs())
+        # also as plain attributes, for people and tools reading the file without rlblocks
+        f.attrs["maxsize"] = self.maxsize
+        f.attrs["num_envs"] = self.num_envs
+        f.attrs["stack_num"] = self.stack_num
+        f.attrs["ignore_obs_next"] = self.ignore_obs_next
         f.attrs["index"] = self._index
         f.attrs["size"] = self._size
         f.attrs["rng_state"] = json.dumps(self._rng.bit_generator.state)
