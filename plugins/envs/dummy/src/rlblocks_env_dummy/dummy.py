@@ -107,6 +107,9 @@ class DummyVectorEnv:
         obs_list: list[Any] = [None] * n
         infos: list[dict] = [None] * n  # type: ignore[list-item]
         envs = self.envs
+        if isinstance(actions, np.ndarray) and actions.ndim == 1 and actions.dtype.kind in "iub":
+            # plain ints: gymnasium's Discrete.contains checks them far faster than numpy scalars
+            actions = actions.tolist()
         for j in range(n):
             i = ids[j]
             try:
