@@ -436,9 +436,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             else:
                 r = ours / med[best]
+                who = "rlblocks" if r < 1 else LABELS[best]
                 print(
-                    f"\nratio rlblocks / faster peer ({LABELS[best]}): {r:.2f} "
-                    f"(rlblocks {med[best] / ours:.2f}x as fast)"
+                    f"\nratio rlblocks / faster peer ({LABELS[best]}), median seconds: {r:.2f} "
+                    f"({who} is {max(r, 1 / r):.2f}x faster)"
                 )
     if args.json:
         with open(args.json, "w") as fh:

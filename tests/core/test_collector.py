@@ -164,3 +164,15 @@ def test_recurrent_state_is_reset_at_episode_end() -> None:
         states.append(float(policy.seen[0]))
     # the state counts steps within an episode and restarts after each 3-step episode
     assert states == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+
+
+def test_reset_mid_episode_ends_the_episode_in_the_buffer() -> None:
+    collector, buf, _ = make([10])
+    collector.collect(n_step=3)
+    collector.reset()
+    collector.collect(n_step=2)
+    idx = buf.sample_index(0)
+    assert buf.truncated[idx].tolist() == [False, False, True, False, False]
+    # the new episode does not link back into the cut one
+    assert buf.prev(np.array([3]))[0] == 3
+    assert buf.next(np.array([2]))[0] == 2

@@ -117,6 +117,12 @@ class Collector:
     def reset(self, seed: int | None = None) -> None:
         """Reset every env and forget partial episodes and recurrent state."""
         seed = self._seed if seed is None else seed
+        if self._obs is not None and self.buffer is not None:
+            # episodes cut here must not link to the fresh ones in the buffer: end them as
+            # truncated, which is also what they are (their obs_next is still a valid bootstrap)
+            truncate = getattr(self.buffer, "truncate_unfinished", None)
+            if truncate is not None:
+                truncate()
         self._obs, _ = self.envs.reset(seed=seed)
         self._seed = None  # seed once; later resets continue the envs' own RNG streams
         self._state = None
@@ -259,7 +265,7 @@ class Collector:
                     break
 
         if n_episode is not None:
-            # the next n_step collect must not continue envs that were left mid-way or idle
+            # envs that sat idle hold stale observations: the next collect starts afresh
             self._obs = None
         self.total_steps += steps
         self.total_episodes += episodes
