@@ -20,7 +20,7 @@ SPEC = AlgoSpec(
             "update_per_step": 0.25,
             "batch_size": 64,
             "warmup_steps": 1_000,
-            "test_interval": 5_000,
+            "test_interval": 2_500,
             "test_episodes": 100,
         },
     },

@@ -15,7 +15,7 @@ class DQNConfig:
     """Widths of the Q-network's hidden layers."""
     activation: str = "relu"
     """Activation between hidden layers (relu, tanh, elu, gelu, silu)."""
-    lr: float = field(default=1e-3, validator=_pos)
+    lr: float = field(default=2e-3, validator=_pos)
     """Adam learning rate."""
     gamma: float = field(default=0.99, validator=[validators.ge(0.0), validators.le(1.0)])
     """Discount factor."""
@@ -26,14 +26,16 @@ class DQNConfig:
     dueling: bool = False
     """Dueling head: separate state-value and advantage streams."""
     target_update_interval: int = field(default=500, validator=validators.ge(0))
-    """Gradient steps between hard copies into the target network (0 = no target network)."""
-    tau: float | None = None
-    """If set, soft-update the target network by this fraction every gradient step instead."""
+    """Gradient steps between hard copies into the target network when ``tau`` is None
+    (0 and no tau = no target network)."""
+    tau: float | None = 0.01
+    """Soft (Polyak) update: move the target network this fraction towards the online network
+    every gradient step. None switches to hard copies every ``target_update_interval`` steps."""
     eps_start: float = 1.0
     """Exploration epsilon at the start of training."""
     eps_end: float = 0.05
     """Exploration epsilon after the decay."""
-    eps_decay_steps: int = field(default=10_000, validator=validators.ge(0))
+    eps_decay_steps: int = field(default=5_000, validator=validators.ge(0))
     """Env steps over which epsilon decays linearly from eps_start to eps_end."""
     eps_test: float = 0.0
     """Epsilon used when testing (0 = greedy)."""
