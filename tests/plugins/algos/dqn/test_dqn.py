@@ -143,7 +143,9 @@ def test_soft_target_update_moves_by_tau() -> None:
 
 def test_learning_reduces_td_error_on_a_fixed_batch() -> None:
     # gamma=0 makes the target the reward itself, so the fit must converge
-    policy = DQNPolicy(OBS, ACT, DQNConfig(lr=1e-2, gamma=0.0, tau=None, target_update_interval=0, n_step=1))
+    policy = DQNPolicy(
+        OBS, ACT, DQNConfig(lr=1e-2, gamma=0.0, tau=None, target_update_interval=0, n_step=1)
+    )
     buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
     losses = [policy.update(0, buf)["loss"] for _ in range(200)]
     assert losses[-1] < 0.1 * losses[0]
