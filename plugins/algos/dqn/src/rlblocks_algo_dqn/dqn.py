@@ -60,7 +60,11 @@ class DQNPolicy(BasePolicy):
         if self.use_target:
             self.target_model.requires_grad_(False)
             self.target_model.eval()
-        self.optim = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        # parameter lists are cached: walking the module tree every gradient step costs more
+        # than the arithmetic of a small network
+        self._params = list(self.model.parameters())
+        self._target_params = list(self.target_model.parameters())
+        self.optim = torch.optim.Adam(self._params, lr=config.lr, fused=True)
         self.gradient_steps = 0
 
     # -- acting -------------------------------------------------------------------------------
@@ -141,7 +145,7 @@ class DQNPolicy(BasePolicy):
         self.optim.zero_grad(set_to_none=True)
         loss.backward()
         if self.config.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(self._params, self.config.max_grad_norm, foreach=True)
         self.optim.step()
         self.gradient_steps += 1
         self._sync_target()
@@ -154,8 +158,7 @@ class DQNPolicy(BasePolicy):
         c = self.config
         if c.tau is not None:
             with torch.no_grad():
-                for tp, p in zip(self.target_model.parameters(), self.model.parameters()):
-                    tp.lerp_(p, c.tau)
+                torch._foreach_lerp_(self._target_params, self._params, c.tau)
         elif self.gradient_steps % c.target_update_interval == 0:
             self.target_model.load_state_dict(self.model.state_dict())
 
