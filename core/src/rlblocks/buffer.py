@@ -108,6 +108,10 @@ class ReplayBuffer:
     flag and ``buf.env_id`` the env of every slot.
     """
 
+    #: Bookkeeping arrays (attribute ``_<name>``) that hdf5 files hold beside the data; a
+    #: subclass with more state appends its own names.
+    _META_ARRAYS: tuple[str, ...] = ("prev", "next", "env", "last", "ep_rew", "ep_len", "ep_start")
+
     def __init__(
         self,
         size: int,
@@ -196,7 +200,7 @@ class ReplayBuffer:
         name = type(self).__name__
         if self._data is None or self._size == 0:
             return f"{name}()"
-        valid = slice(0, self._size)  # the valid slots, in storage order
+        valid = self._valid_slots()
         text = repr(self._batch_of(valid, stack_num=1, storage_order=True))
         return name + text[len("Batch") :]
 
@@ -353,18 +357,13 @@ class ReplayBuffer:
                 )
             writes.append((arr, value))
 
-        ptr, size, maxsize = self._index, self._size, self.maxsize
-        if ptr + n <= maxsize:
-            where: Any = slice(ptr, ptr + n)
-            pos = self._slots[where]
-        else:
-            pos = (ptr + self._env_range[:n]) % maxsize  # n <= num_envs: env ids are distinct
-            where = pos
+        maxsize = self.maxsize
+        where, pos, overwritten = self._claim_slots(envs, n)
         for arr, value in writes:
             arr[where] = value
 
-        if size + n > maxsize:
-            self._unlink_overwritten(pos if size == maxsize else pos[pos < size])
+        if overwritten is not None:
+            self._unlink_overwritten(overwritten)
 
         # episode links; envs without a chain have _last == maxsize, a spare slot of _next
         last = self._last[envs]
@@ -402,9 +401,37 @@ class ReplayBuffer:
             ep_len = np.zeros(n, dtype=np.int64)
             ep_rew = np.zeros(ep_rew.shape)
 
-        self._index = (ptr + n) % maxsize
-        self._size = min(size + n, maxsize)
+        self._commit_slots(envs, n)
         return pos.copy(), ep_rew, ep_len, start
+
+    # --- slot allocation (what a vector or cached layout overrides) -----------------------------
+
+    def _claim_slots(self, envs: np.ndarray, n: int) -> tuple[Any, np.ndarray, np.ndarray | None]:
+        """Where the ``n`` rows of one add go, without changing any state yet.
+
+        Returns ``(where, pos, overwritten)``: an index usable for storage writes (a slice when
+        possible, it is faster), the ``[n]`` slots, and the slots among them that held valid
+        transitions (None when nothing valid is overwritten). :meth:`_commit_slots` then moves
+        the write position once the add has succeeded."""
+        ptr, size, maxsize = self._index, self._size, self.maxsize
+        if ptr + n <= maxsize:
+            where: Any = slice(ptr, ptr + n)
+            pos = self._slots[where]
+        else:
+            pos = (ptr + self._env_range[:n]) % maxsize  # n <= num_envs: env ids are distinct
+            where = pos
+        if size + n <= maxsize:
+            return where, pos, None
+        return where, pos, (pos if size == maxsize else pos[pos < size])
+
+    def _commit_slots(self, envs: np.ndarray, n: int) -> None:
+        """Advance the write position after ``n`` rows were written at :meth:`_claim_slots`."""
+        self._index = (self._index + n) % self.maxsize
+        self._size = min(self._size + n, self.maxsize)
+
+    def _valid_slots(self) -> Any:
+        """The valid slots in storage order (a slice when they are contiguous)."""
+        return slice(0, self._size)
 
     def _unlink_overwritten(self, old: np.ndarray) -> None:
         """Slots ``old`` (the oldest valid ones) are about to be rewritten: their successors
@@ -734,7 +761,7 @@ class ReplayBuffer:
         f.attrs["size"] = self._size
         f.attrs["rng_state"] = json.dumps(self._rng.bit_generator.state)
         meta = f.create_group("meta")
-        for name in ("prev", "next", "env", "last", "ep_rew", "ep_len", "ep_start"):
+        for name in self._META_ARRAYS:
             meta.create_dataset(name, data=getattr(self, f"_{name}"))
         if self._data is None:
             return
@@ -780,7 +807,7 @@ class ReplayBuffer:
         self._size = int(f.attrs["size"])
         self._rng.bit_generator.state = json.loads(f.attrs["rng_state"])
         meta = f["meta"]
-        for name in ("prev", "next", "env", "last", "ep_rew", "ep_len", "ep_start"):
+        for name in self._META_ARRAYS:
             value = np.asarray(meta[name][()])
             current = getattr(self, f"_{name}")
             if value.shape[:1] != current.shape[:1]:

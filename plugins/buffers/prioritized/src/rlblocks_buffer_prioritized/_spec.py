@@ -1,0 +1,33 @@
+"""Entry-point spec of the prioritized buffer: imports nothing heavier than attrs."""
+
+from attrs import define, field, validators
+
+from rlblocks.plugins.spec import BufferSpec
+
+
+@define(kw_only=True)
+class PrioritizedConfig:
+    """Options of proportional prioritized replay (``size`` and ``num_envs`` are set by the run)."""
+
+    alpha: float = field(default=0.6, validator=validators.ge(0.0))
+    """Prioritisation exponent: P(i) is proportional to priority**alpha (0 = uniform)."""
+    beta: float = field(default=0.4, validator=validators.ge(0.0))
+    """Importance-sampling exponent at the start of training (1 = full bias correction)."""
+    beta_final: float = field(default=1.0, validator=validators.ge(0.0))
+    """Value beta is annealed to."""
+    beta_anneal_steps: int = field(default=0, validator=validators.ge(0))
+    """Env steps over which beta goes linearly from beta to beta_final (0 = keep beta)."""
+    eps: float = field(default=1e-6, validator=validators.gt(0.0))
+    """Added to |td_error| so that no transition has priority 0."""
+    stack_num: int = field(default=1, validator=validators.ge(1))
+    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
+    ignore_obs_next: bool = False
+    """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
+
+
+SPEC = BufferSpec(
+    name="prioritized",
+    summary="Proportional prioritized replay (alpha, annealed beta, importance weights) per env.",
+    impl="rlblocks_buffer_prioritized.buffer:PrioritizedVectorReplayBuffer",
+    config=PrioritizedConfig,
+)

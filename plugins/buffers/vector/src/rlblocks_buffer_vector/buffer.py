@@ -1,0 +1,204 @@
+"""``VectorReplayBuffer``: one circular sub-buffer per env, all in one contiguous storage.
+
+Slots ``[e * sub_size, (e + 1) * sub_size)`` belong to env ``e`` (``sub_size = size // num_envs``),
+and each env overwrites only its own oldest steps, so a fast env never pushes a slow env's
+episodes out of the buffer and each env's steps lie together in memory. Everything else is the base
+:class:`~rlblocks.buffer.ReplayBuffer`: the same storage arrays, the same explicit episode links
+(``prev`` / ``next`` never leave a sub-buffer), the same reads, returns and hdf5 files. Only slot
+allocation, time order and uniform sampling differ.
+
+Time order across sub-buffers comes from a per-slot insertion stamp, so ``sample_index(0)`` lists
+every valid transition of every env in the order it was added (unfinished episodes included),
+exactly as for the base buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rlblocks.buffer import ReplayBuffer
+
+__all__ = ["VectorReplayBuffer"]
+
+
+def _nest(cols: dict[tuple[str, ...], Any], rows: slice) -> dict[str, Any]:
+    """``{path: column}`` -> nested dict of ``column[rows]`` (the form ``add`` takes)."""
+    out: dict[str, Any] = {}
+    for path, col in cols.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = col[rows]
+    return out
+
+
+class VectorReplayBuffer(ReplayBuffer):
+    """Replay buffer with one circular sub-buffer of ``size // num_envs`` slots per env.
+
+    Args are those of :class:`~rlblocks.buffer.ReplayBuffer`; ``maxsize`` is
+    ``num_envs * (size // num_envs)``. An add writes one step of several envs in one call
+    (``env_ids`` distinct), each row into its env's sub-buffer.
+    """
+
+    _META_ARRAYS = (*ReplayBuffer._META_ARRAYS, "ptr", "count", "stamp")
+
+    def __init__(
+        self,
+        size: int,
+        num_envs: int = 1,
+        stack_num: int = 1,
+        ignore_obs_next: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        sub_size = int(size) // int(num_envs)
+        if sub_size < 1:
+            raise ValueError(
+                f"size={size} gives no slot to each of num_envs={num_envs} envs; the vector "
+                "buffer splits size evenly between envs, so make size >= num_envs"
+            )
+        super().__init__(sub_size * int(num_envs), num_envs, stack_num, ignore_obs_next, seed)
+        self.sub_size = sub_size
+        self._offset = self._env_range * sub_size  # [num_envs] first slot of each sub-buffer
+        self._ptr = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] next local slot
+        self._count = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] valid slots
+        self._stamp = np.zeros(self.maxsize, dtype=np.int64)  # [maxsize] insertion counter
+        self._clock = 0
+        # while fewer than this many slots are valid, no sub-buffer can be full
+        self._fill_bound = sub_size
+        self._lockstep = True  # see _is_lockstep
+        self._claimed: tuple[np.ndarray, np.ndarray] | None = None
+        self._env[:] = np.repeat(self._env_range, sub_size)
+
+    # --- slot allocation ----------------------------------------------------------------------
+
+    def _claim_slots(self, envs: np.ndarray, n: int) -> tuple[Any, np.ndarray, np.ndarray | None]:
+        sub = self.sub_size
+        if self._lockstep and n == self.num_envs and (envs == self._env_range).all():
+            # every env at the same local slot: the rows go to a strided slice (fast writes)
+            p = int(self._ptr[0])
+            pos = self._offset + p
+            self._claimed = None
+            where = slice(p, p + (n - 1) * sub + 1, sub)
+            return where, pos, (pos if self._count[0] == sub else None)
+        ptr = self._ptr[envs]
+        pos = self._offset[envs] + ptr
+        # kept for _commit_slots, which runs once the rows are written
+        self._claimed = (ptr, pos)
+        if self._size + n <= self.maxsize and self._size < self._fill_bound:
+            return pos, pos, None  # no sub-buffer can be full yet
+        full = self._count[envs] == self.sub_size
+        if full.any():
+            return pos, pos, pos[full]
+        return pos, pos, None
+
+    def _commit_slots(self, envs: np.ndarray, n: int) -> None:
+        if self._claimed is None:  # lockstep: all envs advance together
+            p = int(self._ptr[0])
+            self._stamp[p :: self.sub_size] = self._clock + self._env_range
+            self._clock += n
+            self._ptr.fill(0 if p + 1 == self.sub_size else p + 1)
+            if self._size < self.maxsize:
+                self._count += 1
+                self._size += n
+            return
+        ptr, pos = self._claimed
+        self._stamp[pos] = self._clock + self._env_range[:n]
+        self._clock += n
+        ptr += 1
+        self._ptr[envs] = np.where(ptr == self.sub_size, 0, ptr)
+        if self._size < self.maxsize:
+            count = self._count[envs]
+            grown = count < self.sub_size
+            self._size += int(np.count_nonzero(grown))
+            self._count[envs] = count + grown
+        self._lockstep = self._is_lockstep()
+
+    def _is_lockstep(self) -> bool:
+        """Whether every sub-buffer has the same write position and fill (then a step of all
+        envs writes a strided slice)."""
+        return bool((self._ptr == self._ptr[0]).all() and (self._count == self._count[0]).all())
+
+    def _valid_mask(self) -> np.ndarray:
+        local = self._slots - np.repeat(self._offset, self.sub_size)
+        return local < np.repeat(self._count, self.sub_size)
+
+    def _valid_slots(self) -> Any:
+        if self._size == self.maxsize:
+            return slice(0, self.maxsize)
+        return np.flatnonzero(self._valid_mask())
+
+    def _time_order(self) -> np.ndarray:
+        valid = self._slots if self._size == self.maxsize else np.flatnonzero(self._valid_mask())
+        return valid[np.argsort(self._stamp[valid], kind="stable")]
+
+    # --- sampling -----------------------------------------------------------------------------
+
+    def sample_index(self, batch_size: int) -> np.ndarray:
+        """``batch_size > 0``: that many uniformly random valid slots of all sub-buffers (with
+        replacement); ``0``: every valid slot in insertion order; ``< 0``: an empty array."""
+        if batch_size <= 0:
+            return super().sample_index(batch_size)
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty buffer; add transitions first")
+        if self._size == self.maxsize:
+            return self._rng.integers(self.maxsize, size=batch_size, dtype=np.int64)
+        # the r-th valid transition, counting sub-buffer by sub-buffer
+        r = self._rng.integers(self._size, size=batch_size, dtype=np.int64)
+        cum = np.cumsum(self._count)
+        env = np.searchsorted(cum, r, side="right")
+        return self._offset[env] + r - (cum[env] - self._count[env])
+
+    # --- bulk operations ------------------------------------------------------------------------
+
+    def update(self, other: ReplayBuffer) -> np.ndarray:
+        """Append ``other``'s valid transitions in its time order; return the slots written.
+
+        Same meaning as :meth:`ReplayBuffer.update`: each transition lands in its env's
+        sub-buffer and continues that env's episode as if it had been added step by step.
+        """
+        if other is self:
+            raise ValueError("a buffer cannot update from itself")
+        if not isinstance(other, ReplayBuffer):
+            raise TypeError(f"update() takes a ReplayBuffer, got {type(other).__name__}")
+        oidx = other.sample_index(0)
+        if len(oidx) == 0 or other._data is None:
+            return np.zeros(0, dtype=np.int64)
+        cols = other._raw_columns(oidx, with_obs_next=not self.ignore_obs_next)
+        envs = other._env[oidx]
+        if envs.max() >= self.num_envs:
+            raise ValueError(
+                f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
+                f"num_envs={self.num_envs}"
+            )
+        # cut the time-ordered rows into runs without a repeated env: one add() each
+        out, start, seen = [], 0, set()
+        for j, e in enumerate(envs.tolist()):
+            if e in seen:
+                out.append(self.add(_nest(cols, slice(start, j)), env_ids=envs[start:j])[0])
+                start, seen = j, set()
+            seen.add(e)
+        out.append(self.add(_nest(cols, slice(start, None)), env_ids=envs[start:])[0])
+        return np.concatenate(out)
+
+    def reset(self, keep_statistics: bool = False) -> None:
+        super().reset(keep_statistics)
+        self._env[:] = np.repeat(self._env_range, self.sub_size)
+        self._ptr[:] = 0
+        self._count[:] = 0
+        self._clock = 0
+        self._lockstep = True
+
+    # --- files ----------------------------------------------------------------------------------
+
+    def _write_hdf5(self, f: Any, compression: str | None) -> None:
+        super()._write_hdf5(f, compression)
+        f.attrs["clock"] = self._clock
+
+    def _read_hdf5(self, f: Any) -> None:
+        super()._read_hdf5(f)
+        self._clock = int(f.attrs["clock"])
+        self._lockstep = self._is_lockstep()
