@@ -3,7 +3,7 @@ like any plugin's."""
 
 from attrs import define, field, validators
 
-from rlblocks.plugins.spec import BufferSpec
+from rlblocks.plugins.spec import BufferSpec, EnvBackendSpec
 
 
 @define(kw_only=True)
@@ -21,4 +21,22 @@ REPLAY = BufferSpec(
     summary="Circular replay buffer with episode links, frame stacking and hdf5 files.",
     impl="rlblocks.buffer:ReplayBuffer",
     config=ReplayConfig,
+)
+
+
+@define(kw_only=True)
+class AutoBackendConfig:
+    """Options of ``backend="auto"``."""
+
+    probe_seconds: float = field(default=0.2, validator=validators.gt(0))
+    """Seconds spent stepping one env in this process to measure its step cost."""
+    verbose: bool = True
+    """Print which backend was chosen and why (it is also kept in ``envs.auto_choice``)."""
+
+
+AUTO = EnvBackendSpec(
+    name="auto",
+    summary="Measures the env's step cost and picks the in-process or a multi-process backend.",
+    impl="rlblocks.auto_backend:make_auto_vector_env",
+    config=AutoBackendConfig,
 )

@@ -1,0 +1,236 @@
+"""The AsyncCollector: like :class:`~rlblocks.collector.Collector`, but never waits for the
+slowest env.
+
+It sends actions with ``envs.step_async(act, env_ids)`` and takes back whichever envs are ready
+with ``envs.step_wait(wait_num, timeout) -> (env_ids, obs, rew, terminated, truncated, infos)``.
+Only those envs' results are used: the observation each acted on, its action and policy output
+are kept per env id from the moment the action was sent, so rows never mix envs. Finished envs
+are reset by the collector itself (no transition spans two episodes), then act again.
+
+Hot loop (R = envs ready this round, in ``step_wait``'s order)::
+
+    obs[R] -> policy -> act[R] -> step_async(act, R) ... step_wait() -> ids [R'], obs_next [R']
+    -> buffer.add(obs[ids], act[ids], rew, terminated, truncated, obs_next, env_ids=ids)
+    -> reset finished ids -> they are ready again
+
+Backends without ``step_async`` (the in-process one) are collected synchronously, as by
+:class:`~rlblocks.collector.Collector`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlblocks.batch import Batch
+from rlblocks.collector import (
+    Collector,
+    CollectStats,
+    _put,
+    _reset_state_rows,
+    _take,
+    _to_numpy,
+    _to_numpy_tree,
+)
+from rlblocks.protocols import Buffer, VectorEnv
+
+
+def _rows_like(tree: Any, n: int) -> Any:
+    """Empty per-env storage ``[n, ...]`` shaped like one batch ``tree`` (array or dict tree)."""
+    if isinstance(tree, dict):
+        return {k: _rows_like(v, n) for k, v in tree.items()}
+    return np.empty((n, *tree.shape[1:]), dtype=tree.dtype)
+
+
+class AsyncCollector(Collector):
+    """Collects with asynchronous stepping: each round uses only the envs that are ready.
+
+    ``wait_num`` and ``timeout`` are passed to ``step_wait`` (None: the backend's own defaults).
+    Episodes finish in whatever order the envs run, so with ``n_step`` a call may return a
+    little past ``n_step``, and envs still running stay in flight into the next call.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        envs: VectorEnv,
+        buffer: Buffer | None = None,
+        exploration: bool = True,
+        seed: int | None = None,
+        wait_num: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        super().__init__(policy, envs, buffer, exploration=exploration, seed=seed)
+        self.wait_num = wait_num
+        self.timeout = timeout
+        self.is_async = hasattr(envs, "step_async") and hasattr(envs, "step_wait")
+        self._flying = np.zeros(self.num_envs, dtype=bool)  # sent, result not taken yet
+        self._ready = np.arange(self.num_envs)  # may act now
+        self._act_rows: Any = None  # [num_envs, ...] action each env was sent
+        self._policy_rows: Any = None  # [num_envs, ...] policy output stored with it
+
+    def _drain(self) -> None:
+        """Take back (and drop) every step in flight, so all envs can be reset."""
+        while self._flying.any():
+            ids, *_ = self.envs.step_wait(wait_num=self.num_envs)  # type: ignore[attr-defined]
+            self._flying[ids] = False
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reset every env and forget partial episodes, recurrent state and steps in flight."""
+        if self.is_async:
+            self._drain()
+        super().reset(seed)
+        self._ready = np.arange(self.num_envs)
+
+    def _act(self, ready: np.ndarray, use_policy: bool, explore: bool) -> Any:
+        """Choose actions for ``ready`` and remember them (and the policy output) per env."""
+        obs = _take(self._obs, ready)
+        policy = self.policy
+        policy_out = None
+        if use_policy:
+            state = None if self._state is None else _take(self._state, ready)
+            result = policy(Batch(obs=obs), state)
+            act = _to_numpy(result.act)
+            if explore:
+                act = policy.exploration_noise(act, result)
+            env_act = policy.map_action(act)
+            new_state = result.get("state", None)
+            if new_state is not None:
+                if self._state is None:
+                    self._state = _rows_like_state(new_state, self.num_envs)
+                _put(self._state, ready, new_state)
+            policy_out = result.get("policy", None)
+        else:
+            env_act = self._random_actions(len(ready))
+            act = policy.map_action_inverse(env_act) if policy is not None else env_act
+        act = np.asarray(act)
+        if self._act_rows is None:
+            self._act_rows = _rows_like(act, self.num_envs)
+        self._act_rows[ready] = act
+        if policy_out is not None and self._store_policy:
+            tree = _to_numpy_tree(policy_out)
+            if self._policy_rows is None:
+                self._policy_rows = _rows_like(tree, self.num_envs)
+            _put(self._policy_rows, ready, tree)
+        else:
+            self._policy_rows = None
+        return env_act
+
+    def collect(
+        self,
+        n_step: int | None = None,
+        n_episode: int | None = None,
+        random: bool = False,
+        render: float | None = None,
+    ) -> CollectStats:
+        """Collect at least ``n_step`` env steps, or exactly ``n_episode`` whole episodes,
+        acting for each env as soon as its previous step is back."""
+        if not self.is_async:
+            return super().collect(n_step=n_step, n_episode=n_episode, random=random,
+                                   render=render)
+        if (n_step is None) == (n_episode is None):
+            raise ValueError("pass exactly one of n_step or n_episode")
+        if (n_step is not None and n_step <= 0) or (n_episode is not None and n_episode <= 0):
+            raise ValueError(f"n_step / n_episode must be positive, got {n_step} / {n_episode}")
+        start = time.perf_counter()
+        if n_episode is not None or self._obs is None:
+            self.reset()
+        envs, buffer = self.envs, self.buffer
+        ep_return, ep_len = self._ep_return, self._ep_len
+        ready = self._ready
+        if n_episode is not None:
+            ready = ready[: min(self.num_envs, n_episode)]
+            started = len(ready)
+        done_returns: list[np.ndarray] = []
+        done_lengths: list[np.ndarray] = []
+        steps = episodes = 0
+        use_policy = not random
+        explore = self.exploration and getattr(self.policy, "training", False)
+
+        with torch.inference_mode():
+            while True:
+                if len(ready):
+                    env_act = self._act(ready, use_policy, explore)
+                    envs.step_async(env_act, ready)  # type: ignore[attr-defined]
+                    self._flying[ready] = True
+                    ready = ready[:0]
+                ids, obs_next, rew, terminated, truncated, _ = envs.step_wait(  # type: ignore[attr-defined]
+                    self.wait_num, self.timeout
+                )
+                self._flying[ids] = False
+                if buffer is not None:
+                    data = {
+                        "obs": _take(self._obs, ids),
+                        "act": self._act_rows[ids],
+                        "rew": rew,
+                        "terminated": terminated,
+                        "truncated": truncated,
+                        "obs_next": obs_next,
+                    }
+                    if self._policy_rows is not None:
+                        data["policy"] = _take(self._policy_rows, ids)
+                    buffer.add(data, env_ids=ids)
+                if render:
+                    envs.render(ids)  # type: ignore[attr-defined]
+                    time.sleep(render)
+                steps += len(ids)
+                ep_return[ids] += rew
+                ep_len[ids] += 1
+                keep = ids
+                done = terminated | truncated
+                if done.any():
+                    rows = np.flatnonzero(done)
+                    finished = ids[rows]
+                    episodes += len(finished)
+                    done_returns.append(ep_return[finished].copy())
+                    done_lengths.append(ep_len[finished].copy())
+                    ep_return[finished] = 0
+                    ep_len[finished] = 0
+                    if self._state is not None:
+                        self._state = _reset_state_rows(self._state, finished)
+                    if n_episode is not None:
+                        restart = max(0, min(len(finished), n_episode - started))
+                        started += restart
+                        keep_rows, drop = rows[:restart], finished[restart:]
+                    else:
+                        keep_rows, drop = rows, finished[:0]
+                    if len(keep_rows):
+                        reset_obs, _ = envs.reset(ids[keep_rows])
+                        _put(obs_next, keep_rows, reset_obs)
+                    if len(drop):
+                        keep = ids[~np.isin(ids, drop)]
+                _put(self._obs, ids, obs_next)
+                ready = keep
+                if n_step is not None and steps >= n_step:
+                    break
+                if n_episode is not None and not self._flying.any() and not len(ready):
+                    break
+                if n_episode is not None and episodes >= n_episode:
+                    break
+
+        self._ready = ready
+        if n_episode is not None:
+            self._drain()
+            self._obs = None
+        self.total_steps += steps
+        self.total_episodes += episodes
+        return CollectStats(
+            n_step=steps,
+            n_episode=episodes,
+            returns=np.concatenate(done_returns) if done_returns else np.zeros(0),
+            lengths=np.concatenate(done_lengths) if done_lengths else np.zeros(0, dtype=np.int64),
+            seconds=time.perf_counter() - start,
+        )
+
+
+def _rows_like_state(state: Any, n: int) -> Any:
+    """Zeroed per-env recurrent state ``[n, ...]`` shaped like one batch of ``state``."""
+    if isinstance(state, torch.Tensor):
+        return torch.zeros((n, *state.shape[1:]), dtype=state.dtype, device=state.device)
+    if isinstance(state, dict | Batch):
+        return {k: _rows_like_state(v, n) for k, v in state.items()}
+    state = np.asarray(state)
+    return np.zeros((n, *state.shape[1:]), dtype=state.dtype)

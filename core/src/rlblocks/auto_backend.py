@@ -1,0 +1,133 @@
+"""``backend="auto"``: pick the in-process or a multi-process backend from a short measurement.
+
+The choice is a cost model fed with two numbers measured on one env built in this process: the
+seconds one ``env.step`` takes (random actions, about ``probe_seconds`` of stepping) and the bytes
+of one observation. Per vector step of ``N`` envs:
+
+    in-process     N * step
+    multi-process  ceil(N / W) * step + ipc(W) + N * obs_bytes / copy_rate,   W = min(N, cores)
+
+``ipc`` is the round trip of a command to ``W`` workers on a loaded machine. The multi-process
+backend must win by ``margin`` to be picked, since it also costs processes and start-up time.
+Backends are found through the registry (``multiprocess`` and ``supports_async`` of their specs),
+never imported by name, so any installed plugin can be chosen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlblocks.errors import ConfigError
+from rlblocks.plugins.registry import get_registry
+
+#: Seconds of one command round trip per worker and a fixed part (measured on a 2-core box).
+IPC_FIXED_S = 150e-6
+IPC_PER_WORKER_S = 60e-6
+COPY_BYTES_PER_S = 2e9
+#: Preference among multi-process backends (others installed come after, by name).
+PREFERRED = ("shmem", "subproc")
+NEVER_AUTO = ("auto", "ray")  # ray is for going past one machine: ask for it by name
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _nbytes(obs: Any) -> int:
+    if isinstance(obs, dict):
+        return sum(_nbytes(v) for v in obs.values())
+    if isinstance(obs, tuple):
+        return sum(_nbytes(v) for v in obs)
+    return int(np.asarray(obs).nbytes)
+
+
+def measure_env(env_fn: Callable[[], gym.Env], probe_seconds: float = 0.2) -> tuple[float, int]:
+    """``(seconds per env.step, bytes per observation)`` of the env ``env_fn`` builds."""
+    env = env_fn()
+    try:
+        env.action_space.seed(0)
+        obs, _ = env.reset(seed=0)
+        nbytes = _nbytes(obs)
+        actions = [env.action_space.sample() for _ in range(32)]
+        steps, start = 0, time.perf_counter()
+        end = start + probe_seconds
+        while True:
+            _, _, term, trunc, _ = env.step(actions[steps % 32])
+            steps += 1
+            if term or trunc:
+                env.reset()
+            if steps >= 10 and time.perf_counter() >= end:
+                break
+        return (time.perf_counter() - start) / steps, nbytes
+    finally:
+        env.close()
+
+
+def choose_backend(
+    num_envs: int, step_s: float, obs_bytes: int, installed: dict[str, Any],
+    cores: int | None = None, margin: float = 0.9,
+) -> tuple[str, dict[str, Any], str]:
+    """``(backend name, options, reason)`` for ``num_envs`` envs with the measured costs.
+
+    ``installed`` maps backend names to their specs (``multiprocess`` tells the kinds apart)."""
+    cores = _cores() if cores is None else cores
+    local = sorted(n for n, s in installed.items() if not s.multiprocess and n not in NEVER_AUTO)
+    multi = [n for n, s in installed.items() if s.multiprocess and n not in NEVER_AUTO]
+    multi.sort(key=lambda n: (PREFERRED.index(n) if n in PREFERRED else len(PREFERRED), n))
+    if not local and not multi:
+        raise ConfigError(
+            "backend='auto' found no env backend installed; install rlblocks-env-dummy"
+        )
+    in_s = num_envs * step_s
+    cost = f"env step {step_s * 1e6:.0f} us, obs {obs_bytes} B, {num_envs} envs, {cores} cores"
+    workers = max(1, min(num_envs, cores))
+    mp_s = (
+        math.ceil(num_envs / workers) * step_s
+        + IPC_FIXED_S + IPC_PER_WORKER_S * workers
+        + num_envs * obs_bytes / COPY_BYTES_PER_S
+    )
+    if multi and (not local or (workers > 1 and mp_s < margin * in_s)):
+        why = (f"{cost}: {workers} workers need ~{mp_s * 1e6:.0f} us per vector step, in-process "
+               f"~{in_s * 1e6:.0f} us")
+        return multi[0], {"num_workers": workers}, why
+    why = f"{cost}: in-process ~{in_s * 1e6:.0f} us per vector step"
+    if multi:
+        why += f", {workers} worker(s) ~{mp_s * 1e6:.0f} us (IPC costs more than it saves)"
+    return local[0], {}, why
+
+
+def make_auto_vector_env(
+    env_fns: Sequence[Callable[[], gym.Env]], probe_seconds: float = 0.2, verbose: bool = True
+) -> Any:
+    """Build the backend that ``choose_backend`` picks for these envs; says which and why (on
+    stderr when ``verbose``, and always in the returned env's ``auto_choice`` attribute)."""
+    reg = get_registry("env")
+    installed = {}
+    for name in reg.names():
+        if name in NEVER_AUTO:
+            continue
+        try:
+            installed[name] = reg.spec(name)
+        except Exception:
+            continue
+    step_s, obs_bytes = measure_env(env_fns[0], probe_seconds)
+    name, options, why = choose_backend(len(env_fns), step_s, obs_bytes, installed)
+    venv = reg.load(name)(list(env_fns), **options)
+    choice = f"backend='auto' chose {name!r} {options or ''}({why})"
+    with contextlib.suppress(AttributeError):  # a backend with __slots__ keeps no note
+        venv.auto_choice = choice
+    if verbose:
+        print(choice, file=sys.stderr, flush=True)
+    return venv

@@ -1,0 +1,14 @@
+"""Entry-point spec of the shmem backend: imports nothing heavier than attrs."""
+
+from rlblocks_env_subproc._spec import SubprocConfig
+
+from rlblocks.plugins.spec import EnvBackendSpec
+
+SPEC = EnvBackendSpec(
+    name="shmem",
+    summary="Worker processes, several envs each; obs, rewards, flags, actions in shared memory.",
+    impl="rlblocks_env_shmem.shmem:ShmemVectorEnv",
+    config=SubprocConfig,
+    supports_async=True,
+    multiprocess=True,
+)

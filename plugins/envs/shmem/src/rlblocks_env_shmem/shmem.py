@@ -1,0 +1,231 @@
+"""The shared-memory vector env: subproc's workers, with bulk data in one shared block.
+
+Layout of the block (``N = num_envs``; every array starts on a 64-byte boundary)::
+
+    obs leaf k   [N, *shape_k]   one array per Box/Discrete/MultiDiscrete/MultiBinary leaf of the
+                                 (possibly nested Dict/Tuple) observation space
+    rew          [N] float64
+    terminated   [N] bool
+    truncated    [N] bool
+    act          [N, *act_shape] when the action space has a fixed shape and dtype
+
+A worker writes the rows of its own envs, so commands and replies carry only env slots and infos.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from rlblocks_env_subproc.subproc import SubprocVectorEnv, _Request
+
+from rlblocks.errors import ConfigError
+
+_ALIGN = 64
+_FLAT_SPACES = (
+    gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary
+)
+Path = tuple[Any, ...]
+
+
+def _leaves(space: gym.Space, path: Path = ()) -> list[tuple[Path, tuple[int, ...], np.dtype]]:
+    """``(path, shape, dtype)`` of every array leaf of ``space``, depth first."""
+    if isinstance(space, _FLAT_SPACES):
+        return [(path, tuple(space.shape), np.dtype(space.dtype))]
+    if isinstance(space, gym.spaces.Dict):
+        return [leaf for k, sub in space.spaces.items() for leaf in _leaves(sub, (*path, k))]
+    if isinstance(space, gym.spaces.Tuple):
+        return [leaf for k, sub in enumerate(space.spaces) for leaf in _leaves(sub, (*path, k))]
+    raise ConfigError(
+        f"the shmem backend cannot put {type(space).__name__} observations in shared memory; "
+        "use backend='subproc' for this env"
+    )
+
+
+def _get(obs: Any, path: Path) -> Any:
+    for key in path:
+        obs = obs[key]
+    return obs
+
+
+class ShmLayout:
+    """Offsets of every array in the shared block; picklable, sent to workers at start."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, n: int) -> None:
+        self.n = n
+        self.obs_leaves = _leaves(observation_space)
+        self.act = (
+            (tuple(action_space.shape), np.dtype(action_space.dtype))
+            if isinstance(action_space, _FLAT_SPACES)
+            else None
+        )
+        specs: list[tuple[tuple[int, ...], np.dtype]] = [
+            ((n, *shape), dtype) for _, shape, dtype in self.obs_leaves
+        ]
+        specs += [((n,), np.dtype(np.float64)), ((n,), np.dtype(bool)), ((n,), np.dtype(bool))]
+        if self.act is not None:
+            specs.append(((n, *self.act[0]), self.act[1]))
+        self.arrays: list[tuple[int, tuple[int, ...], np.dtype]] = []
+        offset = 0
+        for shape, dtype in specs:
+            self.arrays.append((offset, shape, dtype))
+            nbytes = math.prod(shape) * dtype.itemsize
+            offset += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        self.nbytes = offset
+
+    def views(self, raw: Any) -> list[np.ndarray]:
+        buf = memoryview(raw).cast("B")
+        return [
+            np.frombuffer(buf, dtype=dtype, count=math.prod(shape), offset=off).reshape(shape)
+            for off, shape, dtype in self.arrays
+        ]
+
+
+class ShmTransport:
+    """Worker side of the shared block: writes results into its envs' rows."""
+
+    def __init__(self, layout: ShmLayout, raw: Any, tree: bool) -> None:
+        self.layout = layout
+        self.raw = raw
+        self.tree = tree  # obs is a Dict/Tuple: write leaf by leaf
+
+    def attach(self, env_ids: Sequence[int], observation_space: gym.Space) -> None:
+        views = self.layout.views(self.raw)
+        k = len(self.layout.obs_leaves)
+        self.obs_views = views[:k]
+        self.rew, self.term, self.trunc = views[k : k + 3]
+        self.act = views[k + 3] if self.layout.act is not None else None
+
+    def read_actions(self, gids: Any) -> np.ndarray:
+        # a copy: an env that keeps its action must not see the next one appear in it
+        return self.act[gids].copy() if isinstance(gids, slice) else self.act[gids]
+
+    def _write_obs(self, gids: Any, obs: list[Any]) -> None:
+        if not self.tree:
+            self.obs_views[0][gids] = obs
+            return
+        for view, (path, _, _) in zip(self.obs_views, self.layout.obs_leaves):
+            view[gids] = [_get(o, path) for o in obs]
+
+    def pack_step(
+        self, gids: Any, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool],
+        infos: list[dict],
+    ) -> Any:
+        self._write_obs(gids, obs)
+        self.rew[gids] = rew
+        self.term[gids] = term
+        self.trunc[gids] = trunc
+        return infos if any(infos) else None
+
+    def pack_reset(self, gids: Any, obs: list[Any], infos: list[dict]) -> Any:
+        self._write_obs(gids, obs)
+        return infos if any(infos) else None
+
+
+class ShmemVectorEnv(SubprocVectorEnv):
+    """Like :class:`~rlblocks_env_subproc.subproc.SubprocVectorEnv` (same options, async
+    stepping, fault handling), but observations, rewards, flags and actions travel through
+    shared memory: the pipes carry only commands and non-empty infos.
+
+    Returned observations are fresh arrays (copied out of the shared block), safe to keep.
+    """
+
+    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> None:
+        super().__init__(env_fns, **options)
+
+    def _setup_transport(self) -> None:
+        probe = self._env_fns[0]()
+        try:
+            self.observation_space = probe.observation_space
+            self.action_space = probe.action_space
+            self.spec = getattr(probe, "spec", None)
+            self.metadata = probe.metadata
+            self.render_mode = getattr(probe, "render_mode", None)
+        finally:
+            probe.close()
+        self._layout = ShmLayout(self.observation_space, self.action_space, self.num_envs)
+        self._raw = self._ctx.RawArray("b", self._layout.nbytes)
+        self._tree = not isinstance(self.observation_space, _FLAT_SPACES)
+        self._transport = ShmTransport(self._layout, self._raw, self._tree)
+        self._last_obs = None
+        views = self._layout.views(self._raw)
+        k = len(self._layout.obs_leaves)
+        self._obs_views = views[:k]
+        self._rew, self._term, self._trunc = views[k : k + 3]
+        self._act = views[k + 3] if self._layout.act is not None else None
+
+    def _write_actions(self, actions: Any, ids: np.ndarray | None) -> None:
+        if self._act is None:
+            return
+        if ids is None:
+            self._act[:] = actions
+        else:
+            self._act[ids] = actions
+
+    def _encode_actions(self, w: Any, actions: Any, rows: Any) -> Any:
+        if self._act is None:
+            return super()._encode_actions(w, actions, rows)
+        return None  # the worker reads them from shared memory
+
+    def _read_obs(self, ids: np.ndarray | None) -> Any:
+        """A fresh copy of the observation rows ``ids`` (None: all, in order)."""
+        def one(view: np.ndarray) -> np.ndarray:
+            return view.copy() if ids is None else view[ids]
+
+        if not self._tree:
+            return one(self._obs_views[0])
+        out: Any = _build(self.observation_space, iter(self._obs_views), one)
+        return out
+
+    def _ids_of(self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None) -> Any:
+        ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+        if order is not None:
+            ids = ids[order]
+        if len(ids) == self.num_envs and (ids == self._all_ids).all():
+            return ids, None
+        return ids, ids
+
+    @staticmethod
+    def _infos(parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None) -> list[dict]:
+        infos: list[dict] = []
+        for ids, payload in parts:
+            infos += payload if payload is not None else [{} for _ in range(len(ids))]
+        return infos if order is None else [infos[k] for k in order]
+
+    def _assemble_step(
+        self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        _ids, rows = self._ids_of(parts, order)
+        if rows is None:
+            rew, term, trunc = self._rew.copy(), self._term.copy(), self._trunc.copy()
+        else:
+            rew, term, trunc = self._rew[rows], self._term[rows], self._trunc[rows]
+        return self._read_obs(rows), rew, term, trunc, self._infos(parts, order)
+
+    def _assemble_reset(
+        self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
+    ) -> tuple[Any, list[dict]]:
+        _, rows = self._ids_of(parts, order)
+        return self._read_obs(rows), self._infos(parts, order)
+
+    def _synthetic_step(self, ids: np.ndarray, reason: str) -> Any:
+        # the obs rows keep the last observation the failed worker wrote
+        self._rew[ids] = 0.0
+        self._term[ids] = False
+        self._trunc[ids] = True
+        return [{"env_worker_restarted": reason} for _ in range(len(ids))]
+
+    def _decode_step(self, req: _Request, payload: Any) -> Any:
+        return payload
+
+
+def _build(space: gym.Space, views: Any, read: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """Rebuild the Dict/Tuple structure of ``space`` from its leaf views, depth first."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _build(sub, views, read) for k, sub in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_build(sub, views, read) for sub in space.spaces)
+    return read(next(views))

@@ -1,0 +1,646 @@
+"""The multi-process vector env: a few worker processes, several envs each, batched commands.
+
+Env ``i`` lives in worker ``i * num_workers // num_envs`` (contiguous blocks), so stepping all
+envs costs one command and one reply per worker, not per env. Requests to one worker are served
+in order; the parent keeps a FIFO of what each worker owes it, which is what makes asynchronous
+stepping (``step_async`` / ``step_wait``) safe to mix with resets of other envs.
+
+Every wait is bounded: a worker that dies is seen at once (its pipe closes and its process
+sentinel fires), one that does not answer within ``worker_timeout`` is killed and reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import time
+import warnings
+from collections import deque
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import wait as mp_wait
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from rlblocks.errors import ConfigError, EnvWorkerError
+from rlblocks_env_subproc import worker as W
+
+
+def default_num_workers(num_envs: int) -> int:
+    """One worker per CPU core this process may use, never more than one per env."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(num_envs, cores))
+
+
+def _default_context() -> str:
+    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
+class _Request:
+    """One command a worker owes an answer to."""
+
+    __slots__ = ("ids", "kind", "msg", "sent", "synthetic")
+
+    def __init__(self, kind: int, ids: np.ndarray, msg: tuple, sent: float) -> None:
+        self.kind = kind
+        self.ids = ids  # global env ids, in the order the worker handles them
+        self.msg = msg
+        self.sent = sent
+        self.synthetic: str | None = None  # set when its worker failed and was restarted
+
+
+class _Worker:
+    __slots__ = ("conn", "dead", "ids", "index", "pending", "process", "start", "stop")
+
+    def __init__(self, index: int, start: int, stop: int) -> None:
+        self.index = index
+        self.start, self.stop = start, stop
+        self.ids = np.arange(start, stop)
+        self.process: Any = None
+        self.conn: Any = None
+        self.pending: deque[_Request] = deque()
+        self.dead: str | None = None
+
+
+def _describe_exit(process: Any) -> str:
+    code = process.exitcode
+    if code is None:
+        return "is still running"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class SubprocVectorEnv:
+    """Steps ``len(env_fns)`` envs in ``num_workers`` processes, several envs per process.
+
+    Same contract as the in-process backend: no autoreset (the caller resets finished envs with
+    ``reset(env_ids)``; stepping one that needs a reset raises EnvWorkerError), results in
+    ``env_ids`` order, an int ``seed`` gives env ``i`` the seed ``seed + i``. Asynchronous use:
+    ``step_async(actions, env_ids)`` then ``step_wait()`` returning
+    ``(env_ids, obs, rew, terminated, truncated, infos)`` for the envs that are ready.
+    Use it as a context manager or call ``close()``; worker processes never outlive it.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        num_workers: int | None = None,
+        context: str | None = None,
+        wait_num: int | None = None,
+        timeout: float | None = None,
+        worker_timeout: float | None = 120.0,
+        restart_failed: bool = False,
+    ) -> None:
+        if len(env_fns) == 0:
+            raise ConfigError(f"{type(self).__name__} needs at least one env factory")
+        self._closed = True  # until the workers are up, close() has nothing to do
+        self.num_envs = len(env_fns)
+        self.num_workers = min(num_workers or default_num_workers(self.num_envs), self.num_envs)
+        self.context = context or _default_context()
+        if self.context not in mp.get_all_start_methods():
+            raise ConfigError(
+                f"start method {self.context!r} is not available here; use one of "
+                f"{mp.get_all_start_methods()}"
+            )
+        self.wait_num = wait_num
+        self.timeout = timeout
+        self.worker_timeout = worker_timeout
+        self.restart_failed = restart_failed
+        self._ctx = mp.get_context(self.context)
+        self._env_fns = list(env_fns)
+        bounds = [i * self.num_envs // self.num_workers for i in range(self.num_workers + 1)]
+        self._workers = [_Worker(w, bounds[w], bounds[w + 1]) for w in range(self.num_workers)]
+        self._env_worker = np.empty(self.num_envs, dtype=np.int64)
+        self._env_slot = np.empty(self.num_envs, dtype=np.int64)
+        for w in self._workers:
+            self._env_worker[w.start : w.stop] = w.index
+            self._env_slot[w.start : w.stop] = np.arange(w.stop - w.start)
+        self._all_ids = np.arange(self.num_envs)
+        self._needs_reset = np.ones(self.num_envs, dtype=bool)
+        self._in_flight = np.zeros(self.num_envs, dtype=bool)
+        self._stash: list[tuple[np.ndarray, Any]] = []  # step results received, not yet returned
+        self.observation_space: gym.Space = None  # type: ignore[assignment]
+        self.action_space: gym.Space = None  # type: ignore[assignment]
+        self._setup_transport()
+        self._closed = False
+        try:
+            for w in self._workers:
+                self._start_worker(w)
+            for w in self._workers:
+                self._handshake(w)
+        except BaseException:
+            self.close()
+            raise
+        self._int_actions = isinstance(self.action_space, gym.spaces.Discrete)
+        self._box_obs = isinstance(self.observation_space, gym.spaces.Box)
+
+    # -- hooks the shared-memory backend overrides ----------------------------------------------
+    def _setup_transport(self) -> None:
+        """Prepare how results travel; spaces are learnt from the workers' handshake."""
+        self._transport: Any = None
+        self._last_obs: Any = None  # [num_envs, ...]: fallback obs of restarted workers
+
+    def _make_transport(self) -> Any:
+        return W.PipeTransport()
+
+    def _encode_actions(self, w: _Worker, actions: Any, rows: Any) -> Any:
+        """What a STEP command carries for the rows ``rows`` of ``actions``."""
+        if isinstance(actions, np.ndarray) or isinstance(rows, slice):
+            a = actions[rows]
+        else:
+            a = [actions[r] for r in rows]
+        if self._int_actions and isinstance(a, np.ndarray):
+            return a.tolist()  # plain ints: cheaper to pickle and to check in Discrete.contains
+        return a
+
+    def _write_actions(self, actions: Any, ids: np.ndarray | None) -> None:
+        """Shared-memory backends store actions here before sending the commands."""
+
+    def _decode_step(self, req: _Request, payload: Any) -> Any:
+        return payload
+
+    def _decode_reset(self, req: _Request, payload: Any) -> Any:
+        return payload
+
+    def _assemble_step(
+        self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Join per-worker step results; ``order`` permutes the joined rows (None: as joined)."""
+        obs = self._stack([p[1][0] for p in parts])
+        rew: list[float] = []
+        term: list[bool] = []
+        trunc: list[bool] = []
+        infos: list[dict] = []
+        for _, (_, r, te, tr, inf) in parts:
+            rew += r
+            term += te
+            trunc += tr
+            infos += inf
+        rew_a = np.array(rew, dtype=np.float64)
+        term_a = np.array(term, dtype=bool)
+        trunc_a = np.array(trunc, dtype=bool)
+        ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+        if order is not None:
+            obs = _take(obs, order)
+            rew_a, term_a, trunc_a = rew_a[order], term_a[order], trunc_a[order]
+            infos = [infos[k] for k in order]
+            ids = ids[order]
+        _put(self._last_obs, ids, obs)
+        return obs, rew_a, term_a, trunc_a, infos
+
+    def _assemble_reset(
+        self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
+    ) -> tuple[Any, list[dict]]:
+        obs = self._stack([p[1][0] for p in parts])
+        infos: list[dict] = [i for p in parts for i in p[1][1]]
+        ids = np.concatenate([p[0] for p in parts])
+        if order is not None:
+            obs = _take(obs, order)
+            infos = [infos[k] for k in order]
+            ids = ids[order]
+        _put(self._last_obs, ids, obs)
+        return obs, infos
+
+    def _synthetic_step(self, ids: np.ndarray, reason: str) -> Any:
+        """A truncated step for envs whose worker failed and was restarted."""
+        n = len(ids)
+        info = [{"env_worker_restarted": reason} for _ in range(n)]
+        return _take(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
+
+    def _stack(self, parts: list[Any]) -> Any:
+        if self._box_obs:
+            obs = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            if obs.dtype != self.observation_space.dtype:
+                obs = obs.astype(self.observation_space.dtype)
+            return obs
+        items = [o for p in parts for o in p]
+        out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
+        return concatenate(self.observation_space, items, out)
+
+    # -- worker lifecycle ---------------------------------------------------------------------
+    def _start_worker(self, w: _Worker) -> None:
+        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        payload = cloudpickle.dumps(self._env_fns[w.start : w.stop])
+        transport = self._transport if self._transport is not None else self._make_transport()
+        process = self._ctx.Process(
+            target=W.worker_main,
+            args=(child_conn, payload, list(range(w.start, w.stop)), transport),
+            name=f"rlblocks-env-worker-{w.index}",
+            daemon=True,
+        )
+        process.start()
+        child_conn.close()  # only the worker holds its end: its death closes the pipe
+        w.process, w.conn, w.dead = process, parent_conn, None
+        w.pending.clear()
+        w.pending.append(_Request(-1, w.ids, (), time.monotonic()))
+
+    def _handshake(self, w: _Worker) -> None:
+        _req, payload = self._receive(w)
+        spaces, spec, metadata, render_mode = payload
+        for k, (obs_space, act_space) in enumerate(spaces):
+            if self.observation_space is None:
+                self.observation_space, self.action_space = obs_space, act_space
+            if not hasattr(self, "metadata"):
+                self.spec, self.metadata, self.render_mode = spec, metadata, render_mode
+            if obs_space != self.observation_space or act_space != self.action_space:
+                raise ConfigError(
+                    f"env {w.start + k} has spaces {obs_space}, {act_space}; env 0 has "
+                    f"{self.observation_space}, {self.action_space}. Every env of a vector env "
+                    "must share its spaces"
+                )
+        if self._last_obs is None and self._transport is None:
+            self._last_obs = create_empty_array(
+                self.observation_space, n=self.num_envs, fn=np.zeros
+            )
+
+    def _fail(self, w: _Worker, what: str) -> None:
+        """Worker ``w`` died or hung: restart it (``restart_failed``) or raise."""
+        process = w.process
+        hung = process.exitcode is None
+        if hung:
+            process.kill()
+            process.join(5)
+        reason = (
+            f"env worker {w.index} (pid {process.pid}, envs {w.ids.tolist()}) "
+            + (f"did not answer {what} within worker_timeout={self.worker_timeout}s and was "
+               "killed" if hung else f"{_describe_exit(process)} while running {what}")
+        )
+        with contextlib.suppress(OSError):
+            w.conn.close()
+        self._needs_reset[w.ids] = True
+        stale = list(w.pending)
+        if not self.restart_failed or any(r.kind < 0 for r in stale):
+            w.dead = reason
+            w.pending.clear()
+            self._in_flight[w.ids] = False
+            raise EnvWorkerError(
+                f"{reason}. Close this vector env and build a new one, or pass "
+                "restart_failed=True to restart failed workers and go on"
+            )
+        warnings.warn(f"{reason}; restarting it (restart_failed=True)", RuntimeWarning,
+                      stacklevel=3)
+        self._start_worker(w)
+        self._handshake(w)
+        # steps it owed come back truncated; other commands are sent again to the new worker
+        for r in stale:
+            if r.kind == W.STEP:
+                r.synthetic = reason
+            else:
+                w.conn.send(r.msg)
+                r.sent = time.monotonic()
+            w.pending.append(r)
+
+    def _receive(self, w: _Worker) -> tuple[_Request, Any]:
+        """The answer to the oldest request ``w`` owes; raises EnvWorkerError on env errors."""
+        while True:
+            req = w.pending[0]
+            if req.synthetic is not None:
+                w.pending.popleft()
+                return req, self._synthetic_step(req.ids, req.synthetic)
+            conn = w.conn
+            if not conn.poll():
+                limit = None
+                if self.worker_timeout is not None:
+                    limit = max(0.0, req.sent + self.worker_timeout - time.monotonic())
+                # a dead worker's pipe reads as EOF at once: one poll covers death and hangs
+                if not conn.poll(limit):
+                    self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
+                    continue
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                w.process.join(1)
+                self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
+                continue
+            w.pending.popleft()
+            if msg[0] == "ok":
+                return req, msg[1]
+            _, env_id, command, exc_repr, tb = msg
+            if req.kind == W.STEP:
+                self._in_flight[req.ids] = False
+                self._needs_reset[req.ids] = True  # some of them may have stepped
+            if req.kind < 0:
+                w.dead = f"env {env_id} failed to build"
+            raise EnvWorkerError(
+                f"env {env_id} raised in {command}: {exc_repr}\n"
+                f"--- traceback in env worker {w.index} (pid {w.process.pid}) ---\n{tb}"
+            )
+
+    def _check_alive(self, w: _Worker) -> None:
+        if self._closed:
+            raise EnvWorkerError("this vector env is closed; build a new one")
+        if w.dead is not None:
+            raise EnvWorkerError(
+                f"{w.dead}; this vector env cannot use envs {w.ids.tolist()} any more. Build a "
+                "new one, or pass restart_failed=True"
+            )
+
+    def _send(self, w: _Worker, kind: int, ids: np.ndarray, msg: tuple) -> _Request:
+        self._check_alive(w)
+        req = _Request(kind, ids, msg, time.monotonic())
+        try:
+            w.conn.send(msg)
+        except (OSError, ValueError):
+            w.pending.append(req)
+            self._fail(w, W.COMMAND_NAMES[kind])  # raises, or restarts and re-queues req
+            return req
+        w.pending.append(req)
+        return req
+
+    def _finish(self, w: _Worker, req: _Request) -> Any:
+        """Receive until ``req`` is answered; earlier step answers go to the async stash."""
+        while True:
+            got, payload = self._receive(w)
+            if got is req:
+                return payload
+            if got.kind == W.STEP:
+                self._stash.append((got.ids, self._decode_step(got, payload)))
+
+    # -- grouping env ids by worker -------------------------------------------------------------
+    def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
+        if self._closed:
+            raise EnvWorkerError("this vector env is closed; build a new one")
+        if env_ids is None:
+            return None
+        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError(f"env_ids {ids.tolist()} name an env twice")
+        return ids
+
+    def _groups(
+        self, ids: np.ndarray | None
+    ) -> tuple[list[tuple[_Worker, Any, Any, np.ndarray]], np.ndarray | None]:
+        """``[(worker, slots or None, rows into the caller's arrays, global ids)]`` and the
+        permutation that puts the joined results back in the caller's order."""
+        if ids is None or (
+            len(ids) == self.num_envs and (ids == self._all_ids).all()
+        ):
+            return [(w, None, slice(w.start, w.stop), w.ids) for w in self._workers], None
+        owner = self._env_worker[ids]
+        groups = []
+        positions = []
+        for w_index in np.unique(owner):
+            rows = np.flatnonzero(owner == w_index)
+            gids = ids[rows]
+            groups.append((self._workers[w_index], self._env_slot[gids].tolist(), rows, gids))
+            positions.append(rows)
+        joined = np.concatenate(positions)
+        if (np.diff(joined) > 0).all():
+            return groups, None
+        return groups, np.argsort(joined)
+
+    # -- protocol -----------------------------------------------------------------------------
+    def reset(
+        self,
+        env_ids: Sequence[int] | np.ndarray | None = None,
+        seed: int | Sequence[int] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, list[dict]]:
+        """Reset the given envs (all when None); an int ``seed`` seeds env ``i`` with
+        ``seed + i``."""
+        ids = self._ids(env_ids)
+        all_ids = self._all_ids if ids is None else ids
+        if self._in_flight[all_ids].any():
+            raise EnvWorkerError(
+                f"envs {all_ids[self._in_flight[all_ids]].tolist()} have a step in flight; "
+                "call step_wait() before resetting them"
+            )
+        if seed is None:
+            seeds: np.ndarray | list = [None] * len(all_ids)
+        elif isinstance(seed, int | np.integer):
+            seeds = [int(seed) + int(i) for i in all_ids]
+        else:
+            seeds = list(seed)
+            if len(seeds) != len(all_ids):
+                raise ValueError(f"got {len(seeds)} seeds for {len(all_ids)} envs")
+        groups, order = self._groups(ids)
+        sent = []
+        for w, slots, rows, gids in groups:
+            s = seeds[rows] if isinstance(rows, slice) else [seeds[r] for r in rows]
+            sent.append((w, gids, self._send(w, W.RESET, gids, (W.RESET, slots, s, options))))
+        parts = [(gids, self._decode_reset(req, self._finish(w, req))) for w, gids, req in sent]
+        self._needs_reset[all_ids] = False
+        return self._assemble_reset(parts, order)
+
+    def step_async(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
+        """Send actions to the given envs and return at once; ``step_wait`` collects results."""
+        ids = self._ids(env_ids)
+        all_ids = self._all_ids if ids is None else ids
+        if len(actions) != len(all_ids):
+            raise ValueError(f"got {len(actions)} actions for {len(all_ids)} envs")
+        busy = self._in_flight[all_ids]
+        if busy.any():
+            raise EnvWorkerError(
+                f"envs {all_ids[busy].tolist()} already have a step in flight; call step_wait()"
+            )
+        stale = self._needs_reset[all_ids]
+        if stale.any():
+            raise EnvWorkerError(
+                f"envs {all_ids[stale].tolist()} finished their episode or were never reset; "
+                "call reset(env_ids) first"
+            )
+        groups, _ = self._groups(ids)
+        self._write_actions(actions, ids)
+        for w, slots, rows, gids in groups:
+            self._send(w, W.STEP, gids, (W.STEP, slots, self._encode_actions(w, actions, rows)))
+        self._in_flight[all_ids] = True
+
+    def step_wait(
+        self, wait_num: int | None = None, timeout: float | None = None
+    ) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Results of envs whose step finished: ``(env_ids, obs, rew, terminated, truncated,
+        infos)``. Returns once ``wait_num`` envs are ready (default: the configured one, else all
+        in flight) or, with ``timeout`` seconds, once it elapsed and at least one env is ready.
+        Envs come back whole-worker at a time, so slightly more than ``wait_num`` may return."""
+        self._ids(None)  # raises when closed
+        wait_num = self.wait_num if wait_num is None else wait_num
+        timeout = self.timeout if timeout is None else timeout
+        flying = int(self._in_flight.sum()) - sum(len(i) for i, _ in self._stash)
+        ready = sum(len(i) for i, _ in self._stash)
+        if flying + ready == 0:
+            raise EnvWorkerError("step_wait() with no step in flight; call step_async first")
+        target = flying + ready if wait_num is None else min(wait_num, flying + ready)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while ready < target:
+            busy = [w for w in self._workers if w.pending and w.pending[0].kind == W.STEP]
+            if not busy:
+                break
+            conns = [w.conn for w in busy if w.pending[0].synthetic is None]
+            limit = None
+            if deadline is not None and ready > 0:
+                limit = max(0.0, deadline - time.monotonic())
+            if self.worker_timeout is not None:
+                oldest = min(w.pending[0].sent for w in busy)
+                hang = max(0.0, oldest + self.worker_timeout - time.monotonic())
+                limit = hang if limit is None else min(limit, hang)
+            if len(conns) == len(busy):
+                sentinels = [w.process.sentinel for w in busy]
+                got = mp_wait(conns + sentinels, limit)
+                if not got:
+                    now = time.monotonic()
+                    if deadline is not None and ready > 0 and now >= deadline:
+                        break
+                    # a hang: _receive kills and reports the worker that ran out of time
+                    got = [w.conn for w in busy
+                           if self.worker_timeout is not None
+                           and w.pending[0].sent + self.worker_timeout <= now + 1e-3]
+            else:
+                got = [w.conn for w in busy if w.pending[0].synthetic is not None]
+            for w in busy:
+                if w.conn in got or w.process.sentinel in got or w.pending[0].synthetic:
+                    req, payload = self._receive(w)
+                    self._stash.append((req.ids, self._decode_step(req, payload)))
+                    ready += len(req.ids)
+            if deadline is not None and ready > 0 and time.monotonic() >= deadline:
+                break
+        parts, self._stash = self._stash, []
+        ids = np.concatenate([p[0] for p in parts])
+        obs, rew, term, trunc, infos = self._assemble_step(parts, None)
+        self._in_flight[ids] = False
+        done = term | trunc
+        if done.any():
+            self._needs_reset[ids[done]] = True
+        return ids, obs, rew, term, trunc, infos
+
+    def step(
+        self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Step the given envs with ``actions[j]`` for ``env_ids[j]`` and wait for all of them."""
+        ids = self._ids(env_ids)
+        all_ids = self._all_ids if ids is None else ids
+        n = len(all_ids)
+        if len(actions) != n:
+            raise ValueError(f"got {len(actions)} actions for {n} envs")
+        if self._needs_reset[all_ids].any() or self._in_flight[all_ids].any():
+            bad = all_ids[self._needs_reset[all_ids] | self._in_flight[all_ids]].tolist()
+            raise EnvWorkerError(
+                f"envs {bad} finished their episode, were never reset or have a step in flight; "
+                "call reset(env_ids) (or step_wait()) first"
+            )
+        groups, order = self._groups(ids)
+        self._write_actions(actions, ids)
+        sent = [
+            (w, gids, self._send(w, W.STEP, gids,
+                                 (W.STEP, slots, self._encode_actions(w, actions, rows))))
+            for w, slots, rows, gids in groups
+        ]
+        parts = [(gids, self._decode_step(req, self._finish(w, req))) for w, gids, req in sent]
+        obs, rew, term, trunc, infos = self._assemble_step(parts, order)
+        done = term | trunc
+        if done.any():
+            self._needs_reset[all_ids[done]] = True
+        return obs, rew, term, trunc, infos
+
+    def _simple(self, kind: int, env_ids: Any, *args: Any) -> list[Any]:
+        ids = self._ids(env_ids)
+        groups, order = self._groups(ids)
+        sent = [
+            (w, self._send(w, kind, gids, (kind, slots, *args))) for w, slots, _, gids in groups
+        ]
+        out: list[Any] = []
+        for w, req in sent:
+            out += self._finish(w, req) or [None] * len(req.ids)
+        return out if order is None else [out[k] for k in order]
+
+    def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
+        """Render the given envs in their workers (their ``render_mode`` decides the output)."""
+        return self._simple(W.RENDER, env_ids)
+
+    def get_attr(self, name: str, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
+        """Read an attribute of each env (through gymnasium's wrappers); values are pickled."""
+        return self._simple(W.GET_ATTR, env_ids, name)
+
+    def set_attr(
+        self, name: str, value: Any, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """Set an attribute on each env in its worker."""
+        self._simple(W.SET_ATTR, env_ids, name, value)
+
+    @property
+    def ready_env_ids(self) -> np.ndarray:
+        """Envs without a step in flight."""
+        return np.flatnonzero(~self._in_flight)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers (for monitoring, and for tests that kill one)."""
+        return [w.process.pid for w in self._workers if w.process is not None]
+
+    @property
+    def batched_observation_space(self) -> gym.Space:
+        """The space of a stacked observation of all envs."""
+        return batch_space(self.observation_space, self.num_envs)
+
+    def close(self) -> None:
+        """Stop every worker (politely, then by force); a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        live = [w for w in self._workers if w.process is not None]
+        for w in live:
+            if w.dead is None and w.process.is_alive():
+                with contextlib.suppress(OSError, ValueError):
+                    w.conn.send((W.CLOSE,))
+        deadline = time.monotonic() + 2.0
+        for w in live:
+            w.process.join(max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(1.0)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(1.0)
+            with contextlib.suppress(OSError):
+                w.conn.close()
+            w.pending.clear()
+        self._stash.clear()
+        self._in_flight[:] = False
+
+    def __enter__(self) -> SubprocVectorEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+# -- trees of arrays (obs may be an array or a dict/tuple tree of arrays) ----------------------
+def _take(tree: Any, rows: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _take(v, rows) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_take(v, rows) for v in tree)
+    return tree[rows]
+
+
+def _put(tree: Any, rows: Any, value: Any) -> None:
+    if tree is None:
+        return
+    if isinstance(tree, dict):
+        for k in tree:
+            _put(tree[k], rows, value[k])
+    elif isinstance(tree, tuple):
+        for t, v in zip(tree, value):
+            _put(t, rows, v)
+    else:
+        tree[rows] = value

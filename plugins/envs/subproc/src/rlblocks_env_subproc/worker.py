@@ -1,0 +1,152 @@
+"""The worker process: owns a few envs and runs batched commands on them.
+
+Protocol (parent -> worker, one pickled tuple per command; worker -> parent, one reply each)::
+
+    (STEP, slots | None, actions | None)   -> ("ok", transport.pack_step(...))
+    (RESET, slots | None, seeds, options)  -> ("ok", transport.pack_reset(...))
+    (RENDER, slots | None)                 -> ("ok", [frame, ...])
+    (GET_ATTR, slots | None, name)         -> ("ok", [value, ...])
+    (SET_ATTR, slots | None, name, value)  -> ("ok", None)
+    (CLOSE,)                               -> ("ok", None), then the worker exits
+
+``slots`` index the worker's own envs (None: all of them, the hot path). An env that raises
+answers ``("err", env_id, command, repr(exc), traceback)`` and the worker keeps serving. The
+transport decides how bulk results travel: inside the reply (pipes) or through shared memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+
+STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE = range(6)
+COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close")
+
+
+class PipeTransport:
+    """Results travel inside the reply: Box observations stacked into one array per worker
+    (one pickle instead of one per env), rewards and flags as plain lists (cheap to pickle)."""
+
+    box_obs = False
+
+    def attach(self, env_ids: Sequence[int], observation_space: gym.Space) -> None:
+        """Called once in the worker before the first command."""
+        self.box_obs = isinstance(observation_space, gym.spaces.Box)
+
+    def read_actions(self, gids: Any) -> Any:
+        raise RuntimeError("PipeTransport sends actions inside the command")
+
+    def _obs(self, obs_list: list[Any]) -> Any:
+        return np.stack(obs_list) if self.box_obs else obs_list
+
+    def pack_step(
+        self, gids: Any, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool],
+        infos: list[dict],
+    ) -> Any:
+        return self._obs(obs), rew, term, trunc, infos
+
+    def pack_reset(self, gids: Any, obs: list[Any], infos: list[dict]) -> Any:
+        return self._obs(obs), infos
+
+
+def _close_envs(envs: list[gym.Env]) -> None:
+    for env in envs:
+        with contextlib.suppress(Exception):
+            env.close()
+
+
+def worker_main(conn: Any, fns_payload: bytes, env_ids: list[int], transport: Any) -> None:
+    """Entry point of a worker process (module level so every start method can import it)."""
+    # Ctrl-C goes to the whole process group; the parent decides and closes workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    envs: list[gym.Env] = []
+    current = env_ids[0]
+    try:
+        env_fns = cloudpickle.loads(fns_payload)
+        for gid, fn in zip(env_ids, env_fns):
+            current = gid
+            envs.append(fn())
+        transport.attach(env_ids, envs[0].observation_space)
+        first = envs[0]
+        spaces = [(e.observation_space, e.action_space) for e in envs]
+        conn.send(("ok", (spaces, getattr(first, "spec", None), first.metadata,
+                          getattr(first, "render_mode", None))))
+    except BaseException as exc:
+        conn.send(("err", current, "make", repr(exc), traceback.format_exc()))
+        _close_envs(envs)
+        return
+
+    all_slots = list(range(len(envs)))
+    first_id, last_id = env_ids[0], env_ids[-1] + 1
+    int_actions = isinstance(envs[0].action_space, gym.spaces.Discrete)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            break  # the parent is gone: nobody to serve
+        cmd = msg[0]
+        if cmd == CLOSE:
+            _close_envs(envs)
+            with contextlib.suppress(OSError):
+                conn.send(("ok", None))
+            break
+        slots = all_slots if msg[1] is None else msg[1]
+        # rows of this worker's envs in the shared arrays: a slice on the hot path
+        gids: Any = slice(first_id, last_id) if msg[1] is None else [env_ids[s] for s in slots]
+        current = env_ids[slots[0]] if slots else -1
+        try:
+            if cmd == STEP:
+                actions = msg[2]
+                if actions is None:
+                    actions = transport.read_actions(gids)
+                    if int_actions:
+                        actions = actions.tolist()
+                obs_l, rew_l, term_l, trunc_l, info_l = [], [], [], [], []
+                for k, s in enumerate(slots):
+                    current = env_ids[s]
+                    obs, rew, term, trunc, info = envs[s].step(actions[k])
+                    obs_l.append(obs)
+                    rew_l.append(float(rew))
+                    term_l.append(bool(term))
+                    trunc_l.append(bool(trunc))
+                    info_l.append(info)
+                reply: Any = transport.pack_step(gids, obs_l, rew_l, term_l, trunc_l, info_l)
+            elif cmd == RESET:
+                seeds, options = msg[2], msg[3]
+                obs_l, info_l = [], []
+                for k, s in enumerate(slots):
+                    current = env_ids[s]
+                    obs, info = envs[s].reset(seed=seeds[k], options=options)
+                    obs_l.append(obs)
+                    info_l.append(info)
+                reply = transport.pack_reset(gids, obs_l, info_l)
+            elif cmd == RENDER:
+                reply = []
+                for s in slots:
+                    current = env_ids[s]
+                    reply.append(envs[s].render())
+            elif cmd == GET_ATTR:
+                reply = []
+                for s in slots:
+                    current = env_ids[s]
+                    reply.append(envs[s].get_wrapper_attr(msg[2]))
+            elif cmd == SET_ATTR:
+                for s in slots:
+                    current = env_ids[s]
+                    envs[s].set_wrapper_attr(msg[2], msg[3])
+                reply = None
+            else:
+                raise ValueError(f"unknown worker command {cmd!r}")
+            conn.send(("ok", reply))
+        except Exception as exc:
+            try:
+                conn.send(("err", current, COMMAND_NAMES[cmd], repr(exc), traceback.format_exc()))
+            except OSError:
+                break

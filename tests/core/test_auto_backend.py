@@ -1,0 +1,63 @@
+"""backend="auto": the choice follows the measured step cost, comes from the registry, and is
+reported."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import rlblocks
+from rlblocks.auto_backend import choose_backend, measure_env
+from rlblocks.errors import ConfigError
+from rlblocks.testing.env_checks import ProbeEnv
+
+
+def _spec(multiprocess: bool) -> types.SimpleNamespace:
+    return types.SimpleNamespace(multiprocess=multiprocess)
+
+
+INSTALLED = {"dummy": _spec(False), "subproc": _spec(True), "shmem": _spec(True)}
+
+
+def test_cheap_env_stays_in_process() -> None:
+    name, options, why = choose_backend(8, 10e-6, 32, INSTALLED, cores=2)
+    assert name == "dummy" and options == {}
+    assert "in-process" in why and "10 us" in why
+
+
+def test_costly_env_goes_to_shmem_with_one_worker_per_core() -> None:
+    name, options, why = choose_backend(8, 500e-6, 136, INSTALLED, cores=2)
+    assert name == "shmem" and options == {"num_workers": 2}
+    assert "2 workers" in why
+
+
+def test_one_core_or_one_env_never_pays_for_processes() -> None:
+    assert choose_backend(8, 1e-3, 136, INSTALLED, cores=1)[0] == "dummy"
+    assert choose_backend(1, 1e-3, 136, INSTALLED, cores=4)[0] == "dummy"
+
+
+def test_choice_is_among_installed_backends_only() -> None:
+    only_subproc = {"dummy": _spec(False), "subproc": _spec(True)}
+    assert choose_backend(8, 1e-3, 136, only_subproc, cores=2)[0] == "subproc"
+    assert choose_backend(8, 1e-3, 136, {"dummy": _spec(False)}, cores=2)[0] == "dummy"
+    with pytest.raises(ConfigError, match="no env backend"):
+        choose_backend(8, 1e-3, 136, {"auto": _spec(False)}, cores=2)
+
+
+def test_measure_env_reports_step_cost_and_obs_size() -> None:
+    step_s, nbytes = measure_env(lambda: ProbeEnv(0), probe_seconds=0.01)
+    assert 0 < step_s < 0.01 and nbytes == 5 * 8
+
+
+def test_auto_backend_builds_by_name_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    envs = rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=2, seed=0,
+                                    probe_seconds=0.02)
+    try:
+        assert "backend='auto' chose" in envs.auto_choice
+        assert envs.auto_choice in capsys.readouterr().err
+        obs, *_ = envs.step(np.array([0, 1]))
+        assert obs.shape == (2, 4)
+    finally:
+        envs.close()

@@ -1,0 +1,109 @@
+"""The shared-memory backend: conformance and every observation space it puts in shared memory.
+Async stepping, faults and shutdown are pinned with subproc's tests (same worker machinery)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from rlblocks_env_shmem.shmem import ShmemVectorEnv
+
+import rlblocks
+from rlblocks.errors import ConfigError
+from rlblocks.testing.env_checks import check_vector_env
+from rlblocks_env_dummy.dummy import DummyVectorEnv
+
+
+@pytest.mark.parametrize(("context", "num_workers"), [("fork", 3), ("spawn", 2)])
+def test_shmem_passes_conformance_kit(context: str, num_workers: int) -> None:
+    check_vector_env(functools.partial(ShmemVectorEnv, num_workers=num_workers, context=context))
+
+
+NESTED = gym.spaces.Dict(
+    {
+        "pos": gym.spaces.Box(-1.0, 1.0, shape=(2, 3), dtype=np.float32),
+        "mode": gym.spaces.Discrete(5),
+        "parts": gym.spaces.Tuple(
+            (gym.spaces.MultiDiscrete([3, 4]), gym.spaces.MultiBinary(6))
+        ),
+    }
+)
+SPACES = {
+    "box": gym.spaces.Box(0, 255, shape=(4, 4), dtype=np.uint8),
+    "discrete": gym.spaces.Discrete(9),
+    "multidiscrete": gym.spaces.MultiDiscrete([2, 5, 7]),
+    "multibinary": gym.spaces.MultiBinary(4),
+    "tuple": gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,)))),
+    "nested": NESTED,
+}
+
+
+class SpaceEnv(gym.Env):
+    """Observations sampled from ``space`` with the env's seeded RNG; Box actions."""
+
+    def __init__(self, space: gym.Space) -> None:
+        self.observation_space = space
+        self._sampler = copy.deepcopy(space)  # own RNG: envs in one process must not share it
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self._sampler.seed(int(self.np_random.integers(2**31)))
+        self.t = 0
+        return self._sampler.sample(), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        rew = float(np.sum(action))
+        info = {"t": self.t} if self.t == 2 else {}
+        return self._sampler.sample(), rew, self.t >= 3, False, info
+
+
+def _flat(obs: Any) -> list[np.ndarray]:
+    if isinstance(obs, dict):
+        return [a for k in obs for a in _flat(obs[k])]
+    if isinstance(obs, tuple):
+        return [a for o in obs for a in _flat(o)]
+    return [np.asarray(obs)]
+
+
+@pytest.mark.parametrize("name", SPACES)
+def test_every_supported_space_matches_the_in_process_backend(name: str) -> None:
+    fns = [functools.partial(SpaceEnv, SPACES[name]) for _ in range(3)]
+    dummy = DummyVectorEnv(fns)
+    with ShmemVectorEnv(fns, num_workers=2) as shm:
+        results = []
+        for envs in (dummy, shm):
+            out = [envs.reset(seed=3)]
+            act = np.arange(6, dtype=np.float32).reshape(3, 2) / 10
+            out.append(envs.step(act))
+            out.append(envs.step(act[[2, 0]], [2, 0]))
+            results.append(out)
+        (d_reset, d_step, d_sub), (s_reset, s_step, s_sub) = results
+        assert type(s_reset[0]) is type(d_reset[0]) or isinstance(d_reset[0], dict)
+        for d, s in ((d_reset[0], s_reset[0]), (d_step[0], s_step[0]), (d_sub[0], s_sub[0])):
+            for a, b in zip(_flat(d), _flat(s), strict=True):
+                np.testing.assert_array_equal(a, b)
+                assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(d_step[1], s_step[1])
+        assert d_step[4] == s_step[4] and d_sub[4] == s_sub[4] == [{"t": 2}, {"t": 2}]
+    dummy.close()
+
+
+def test_returned_obs_are_copies_not_views_of_shared_memory() -> None:
+    with rlblocks.make_vector_env("shmem", "CartPole-v1", num_envs=2, seed=0) as envs:
+        first, *_ = envs.step(np.array([0, 1]))
+        kept = first.copy()
+        envs.step(np.array([1, 0]))
+        np.testing.assert_array_equal(first, kept)
+
+
+def test_unsupported_space_says_to_use_subproc() -> None:
+    space = gym.spaces.Text(5)
+    with pytest.raises(ConfigError, match="backend='subproc'"):
+        ShmemVectorEnv([functools.partial(SpaceEnv, space)])

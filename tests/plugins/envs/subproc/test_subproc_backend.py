@@ -1,0 +1,279 @@
+"""The multi-process backends (subproc, and shmem which reuses its workers): conformance,
+seeding, async stepping, faults and clean shutdown."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from rlblocks_env_shmem.shmem import ShmemVectorEnv
+from rlblocks_env_subproc.subproc import SubprocVectorEnv
+
+import rlblocks
+from rlblocks.errors import EnvWorkerError
+from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns
+
+BACKENDS = {"subproc": SubprocVectorEnv, "shmem": ShmemVectorEnv}
+
+
+@pytest.mark.parametrize(
+    ("context", "num_workers"), [("fork", 2), ("spawn", 3), ("forkserver", 1)]
+)
+def test_subproc_passes_conformance_kit(context: str, num_workers: int) -> None:
+    check_vector_env(
+        functools.partial(SubprocVectorEnv, num_workers=num_workers, context=context)
+    )
+
+
+def test_num_workers_defaults_to_cores_and_envs_share_workers() -> None:
+    with SubprocVectorEnv(probe_env_fns(5)) as envs:
+        cores = len(os.sched_getaffinity(0))
+        assert envs.num_workers == min(5, cores)
+        assert len(set(envs.worker_pids)) == envs.num_workers
+    with SubprocVectorEnv(probe_env_fns(5), num_workers=9) as envs:
+        assert envs.num_workers == 5
+
+
+def _rollout(backend: str, **options: Any) -> np.ndarray:
+    envs = rlblocks.make_vector_env(backend, "CartPole-v1", num_envs=3, **options)
+    try:
+        obs, _ = envs.reset(seed=7)
+        out = [obs]
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            obs, _, term, trunc, _ = envs.step(rng.integers(2, size=3))
+            out.append(obs.copy())
+            done = np.flatnonzero(term | trunc)
+            if len(done):
+                reset_obs, _ = envs.reset(done)
+                obs[done] = reset_obs
+        return np.stack(out)
+    finally:
+        envs.close()
+
+
+def test_same_seed_gives_identical_trajectories_on_every_backend() -> None:
+    reference = _rollout("dummy")
+    np.testing.assert_array_equal(_rollout("subproc", num_workers=2), reference)
+    np.testing.assert_array_equal(_rollout("shmem", num_workers=2), reference)
+    np.testing.assert_array_equal(_rollout("subproc", num_workers=1, context="spawn"), reference)
+    assert not np.allclose(reference[:, 0], reference[:, 1]), "envs must get distinct seeds"
+
+
+def test_lambda_factories_travel_to_spawned_workers() -> None:
+    # make_env_fns builds lambdas over gym.make: plain pickle cannot send those
+    with rlblocks.make_vector_env("shmem", "CartPole-v1", num_envs=2, context="spawn") as envs:
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, 4)
+
+
+class RenderProbeEnv(ProbeEnv):
+    """A probe env that renders a 2x2 frame filled with its index and its step count."""
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012
+    render_mode = "rgb_array"
+    gravity = 9.8
+
+    def render(self) -> np.ndarray:
+        return np.full((2, 2, 3), 10 * self.index + int(self._state[1]), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_render_and_attributes_reach_the_workers(backend: str) -> None:
+    fns = [functools.partial(RenderProbeEnv, i) for i in range(3)]
+    with BACKENDS[backend](fns, num_workers=2) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(3, dtype=int))
+        frames = envs.render([2, 0])
+        assert [int(f[0, 0, 0]) for f in frames] == [21, 1]
+        assert envs.get_attr("gravity") == [9.8, 9.8, 9.8]
+        envs.set_attr("gravity", 1.5, [1])
+        assert envs.get_attr("gravity", [2, 1]) == [9.8, 1.5]
+
+
+# -- async -------------------------------------------------------------------------------------
+class SlowProbeEnv(ProbeEnv):
+    """A probe env whose step sleeps ``delay`` seconds (module level: picklable)."""
+
+    def __init__(self, index: int, delay: float) -> None:
+        super().__init__(index)
+        self.delay = delay
+
+    def step(self, action: Any) -> Any:
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_step_wait_returns_ready_envs_with_their_own_ids(backend: str) -> None:
+    fns = [functools.partial(SlowProbeEnv, i, 0.5 if i >= 2 else 0.0) for i in range(4)]
+    with BACKENDS[backend](fns, num_workers=2) as envs:
+        envs.reset()
+        envs.step_async(np.array([1, 2, 3, 4]))
+        ids, obs, _rew, _term, _trunc, _infos = envs.step_wait(wait_num=1)
+        assert sorted(ids.tolist()) == [0, 1], "the fast worker's envs come back first"
+        assert obs[:, 0].astype(int).tolist() == ids.tolist(), "obs rows must match env ids"
+        assert obs[:, 3].astype(int).tolist() == (ids + 1).tolist(), "each env got its action"
+        assert envs.ready_env_ids.tolist() == [0, 1]
+        with pytest.raises(EnvWorkerError, match="in flight"):
+            envs.reset([2])
+        # ready envs can be stepped again while the slow ones still run
+        envs.step_async(np.array([5, 6]), ids)
+        got: dict[int, np.ndarray] = {}
+        while len(got) < 4:
+            ids, obs, *_ = envs.step_wait()
+            got.update(zip(ids.tolist(), obs))
+        assert {i: int(o[0]) for i, o in got.items()} == {0: 0, 1: 1, 2: 2, 3: 3}
+        assert int(got[0][1]) == 2 and int(got[2][1]) == 1, "envs 0, 1 stepped twice, 2, 3 once"
+
+
+def test_step_wait_timeout_returns_what_is_ready() -> None:
+    fns = [functools.partial(SlowProbeEnv, i, 3.0 if i == 1 else 0.0) for i in range(2)]
+    with ShmemVectorEnv(fns, num_workers=2) as envs:
+        envs.reset()
+        envs.step_async(np.array([0, 0]))
+        start = time.monotonic()
+        ids, *_ = envs.step_wait(timeout=0.2)
+        assert ids.tolist() == [0]
+        assert time.monotonic() - start < 2.5
+
+
+# -- faults ------------------------------------------------------------------------------------
+class FaultyEnv(ProbeEnv):
+    """Env 1 misbehaves on its second step: ``mode`` raise, segv, exit or hang."""
+
+    def __init__(self, index: int, mode: str) -> None:
+        super().__init__(index)
+        self.length = 100
+        self.mode = mode
+
+    def step(self, action: Any) -> Any:
+        out = super().step(action)
+        if self.index == 1 and self._state[1] == 2:
+            if self.mode == "raise":
+                explode_in_env()
+            elif self.mode == "segv":
+                os.kill(os.getpid(), signal.SIGSEGV)
+            elif self.mode == "exit":
+                os._exit(3)
+            elif self.mode == "hang":
+                time.sleep(60)
+        return out
+
+
+def explode_in_env() -> None:
+    raise ValueError("the env broke")
+
+
+def _faulty(mode: str, backend: str, **options: Any) -> SubprocVectorEnv:
+    fns = [functools.partial(FaultyEnv, i, mode) for i in range(4)]
+    return BACKENDS[backend](fns, num_workers=2, **options)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_env_error_reaches_caller_with_env_id_and_worker_traceback(backend: str) -> None:
+    with _faulty("raise", backend) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match=r"env 1 raised in step: ValueError") as err:
+            envs.step(np.zeros(4, dtype=int))
+        assert "explode_in_env" in str(err.value), "the worker's traceback must be included"
+        # the worker survives: after a reset the envs step again
+        envs.reset([0, 1])
+        obs, *_ = envs.step(np.zeros(2, dtype=int), [0, 1])
+        assert obs[:, 1].tolist() == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [("segv", "killed by signal SIGSEGV"), ("exit", "exited with code 3")],
+)
+def test_dead_worker_is_reported_quickly(mode: str, message: str) -> None:
+    with _faulty(mode, "subproc") as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        start = time.monotonic()
+        with pytest.raises(EnvWorkerError, match=message) as err:
+            envs.step(np.zeros(4, dtype=int))
+        assert "envs [0, 1]" in str(err.value) and "restart_failed" in str(err.value)
+        assert time.monotonic() - start < 5
+        with pytest.raises(EnvWorkerError, match="cannot use envs"):
+            envs.reset()
+
+
+def test_killed_worker_is_reported_by_shmem_async_wait() -> None:
+    with ShmemVectorEnv(probe_env_fns(4), num_workers=2) as envs:
+        envs.reset()
+        os.kill(envs.worker_pids[1], signal.SIGKILL)
+        envs.step_async(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match="SIGKILL"):
+            envs.step_wait()
+
+
+def test_hung_worker_is_killed_after_worker_timeout() -> None:
+    with _faulty("hang", "shmem", worker_timeout=0.5) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        start = time.monotonic()
+        with pytest.raises(EnvWorkerError, match="did not answer step within worker_timeout"):
+            envs.step(np.zeros(4, dtype=int))
+        assert time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restart_failed_restarts_worker_and_truncates_its_envs(backend: str) -> None:
+    with _faulty("segv", backend, restart_failed=True) as envs:
+        envs.reset()
+        old = envs.worker_pids
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.warns(RuntimeWarning, match="SIGSEGV"):
+            obs, rew, term, trunc, infos = envs.step(np.ones(4, dtype=int))
+        assert trunc.tolist() == [True, True, False, False] and not term.any()
+        assert "env_worker_restarted" in infos[0] and rew[:2].tolist() == [0.0, 0.0]
+        assert obs[2:, 1].tolist() == [2, 2], "the healthy worker's envs stepped normally"
+        assert envs.worker_pids[0] != old[0] and envs.worker_pids[1] == old[1]
+        obs, _ = envs.reset([0, 1])
+        assert obs[:, 2].tolist() == [1, 1], "fresh envs in the restarted worker"
+        obs, *_ = envs.step(np.zeros(4, dtype=int))
+        assert obs[:, 1].tolist() == [1, 1, 3, 3]
+
+
+def test_env_that_fails_to_build_is_reported() -> None:
+    def broken() -> gym.Env:
+        raise RuntimeError("no such asset")
+
+    with pytest.raises(EnvWorkerError, match=r"env 1 raised in make: RuntimeError"):
+        SubprocVectorEnv([functools.partial(ProbeEnv, 0), broken], num_workers=2)
+
+
+# -- shutdown ----------------------------------------------------------------------------------
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_close_leaves_no_worker_processes(backend: str) -> None:
+    envs = BACKENDS[backend](probe_env_fns(4), num_workers=2)
+    pids = envs.worker_pids
+    assert not any(_gone(p) for p in pids)
+    envs.reset()
+    envs.close()
+    envs.close()
+    assert all(_gone(p) for p in pids)
+    with BACKENDS[backend](probe_env_fns(4), num_workers=2) as envs:
+        pids = envs.worker_pids
+        envs.reset()
+        envs.step_async(np.zeros(4, dtype=int))  # closing with a step in flight is fine too
+    assert all(_gone(p) for p in pids)
+    with pytest.raises(EnvWorkerError, match="closed"):
+        envs.reset()
