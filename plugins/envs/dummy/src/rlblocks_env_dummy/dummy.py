@@ -43,12 +43,9 @@ class DummyVectorEnv:
         self.spec = getattr(self.envs[0], "spec", None)
 
     # -- stacking -----------------------------------------------------------------------------
-    def _stack(self, items: list[Any]) -> Any:
+    def _stack(self, items: Sequence[Any]) -> Any:
         if self._box_obs:
-            out = np.empty((len(items), *self._obs_shape), dtype=self._obs_dtype)
-            for j, item in enumerate(items):
-                out[j] = item
-            return out
+            return np.stack(items).astype(self._obs_dtype, copy=False)
         out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
         return concatenate(self.observation_space, items, out)
 
@@ -101,27 +98,27 @@ class DummyVectorEnv:
             raise EnvWorkerError(
                 f"envs {bad} finished their episode or were never reset; call reset(env_ids) first"
             )
-        rew = np.empty(n, dtype=np.float64)
-        terminated = np.empty(n, dtype=bool)
-        truncated = np.empty(n, dtype=bool)
-        obs_list: list[Any] = [None] * n
-        infos: list[dict] = [None] * n  # type: ignore[list-item]
-        envs = self.envs
         if isinstance(actions, np.ndarray) and actions.ndim == 1 and actions.dtype.kind in "iub":
             # plain ints: gymnasium's Discrete.contains checks them far faster than numpy scalars
             actions = actions.tolist()
-        for j in range(n):
-            i = ids[j]
-            try:
-                obs_list[j], rew[j], terminated[j], truncated[j], infos[j] = envs[i].step(
-                    actions[j]
-                )
-            except Exception as exc:
-                raise EnvWorkerError(f"env {int(i)} raised in step: {exc!r}") from exc
+        envs = self.envs
+        id_list = ids.tolist()
+        results: list[tuple] = []
+        append = results.append
+        try:
+            for i, a in zip(id_list, actions):
+                append(envs[i].step(a))
+        except Exception as exc:
+            bad = id_list[len(results)]
+            raise EnvWorkerError(f"env {bad} raised in step: {exc!r}") from exc
+        obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
+        rew = np.array(rew_list, dtype=np.float64)
+        terminated = np.array(term_list, dtype=bool)
+        truncated = np.array(trunc_list, dtype=bool)
         done = terminated | truncated
         if done.any():
             self._needs_reset[ids[done]] = True
-        return self._stack(obs_list), rew, terminated, truncated, infos
+        return self._stack(obs_list), rew, terminated, truncated, list(infos)
 
     def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
         """Render the given envs (their ``render_mode`` decides what comes back)."""
