@@ -21,6 +21,7 @@ _LAZY = {
     "make_buffer": "rlblocks.experiment",
     "make_policy": "rlblocks.experiment",
     "OffPolicyTrainer": "rlblocks.trainer",
+    "OnPolicyTrainer": "rlblocks.trainer",
     "RlblocksError": "rlblocks.errors",
     "UnknownComponentError": "rlblocks.errors",
     "ConfigError": "rlblocks.errors",
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from rlblocks.collector import Collector, CollectStats
     from rlblocks.errors import ConfigError, RlblocksError, UnknownComponentError
     from rlblocks.experiment import make_buffer, make_policy, make_vector_env, resume, train
-    from rlblocks.trainer import OffPolicyTrainer
+    from rlblocks.trainer import OffPolicyTrainer, OnPolicyTrainer
 
 
 def __getattr__(name: str) -> Any:

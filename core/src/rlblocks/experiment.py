@@ -37,7 +37,7 @@ from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.plugins.spec import PluginSpec
-from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, TrainResult
+from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
 
 EnvSource = str | Sequence[Callable[[], gym.Env]]
 
@@ -215,7 +215,7 @@ class Experiment:
         self.policy = make_policy(c.algo_name, space_o, space_a, device=c.run.device, config=c.algo)
         self.policy.seed(seed)
         training = self.algo_spec.training
-        if training != "off-policy":
+        if training not in {"off-policy", "on-policy"}:
             raise ConfigError(
                 f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
                 "does not ship yet"
@@ -237,23 +237,39 @@ class Experiment:
             kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
         )
         t = c.trainer
-        self.trainer = OffPolicyTrainer(
-            self.policy,
-            self.train_collector,
-            self.test_collector,
-            self.buffer,
-            max_env_steps=t.max_env_steps,
-            step_per_collect=t.step_per_collect,
-            update_per_step=t.update_per_step,
-            warmup_steps=t.warmup_steps,
-            batch_size=t.batch_size,
-            test_interval=t.test_interval,
-            test_episodes=t.test_episodes,
-            stop_reward=self.stop_reward(),
-            checkpoint_interval=t.checkpoint_interval if self.run_dir is not None else 0,
-            plugin_manager=self.pm,
-            checkpoint_fn=self.save if self.run_dir is not None else None,
-        )
+        common: dict[str, Any] = {
+            "max_env_steps": t.max_env_steps,
+            "batch_size": t.batch_size,
+            "test_interval": t.test_interval,
+            "test_episodes": t.test_episodes,
+            "stop_reward": self.stop_reward(),
+            "checkpoint_interval": t.checkpoint_interval if self.run_dir is not None else 0,
+            "plugin_manager": self.pm,
+            "checkpoint_fn": self.save if self.run_dir is not None else None,
+        }
+        self.trainer: BaseTrainer
+        if training == "on-policy":
+            self.trainer = OnPolicyTrainer(
+                self.policy,
+                self.train_collector,
+                self.test_collector,
+                self.buffer,
+                step_per_collect=t.step_per_collect,
+                episode_per_collect=t.episode_per_collect,
+                repeat_per_collect=t.repeat_per_collect,
+                **common,
+            )
+        else:
+            self.trainer = OffPolicyTrainer(
+                self.policy,
+                self.train_collector,
+                self.test_collector,
+                self.buffer,
+                step_per_collect=t.step_per_collect,
+                update_per_step=t.update_per_step,
+                warmup_steps=t.warmup_steps,
+                **common,
+            )
         return self.trainer
 
     def _hook_objects(self) -> list[object]:
@@ -288,7 +304,9 @@ class Experiment:
         st = trainer.state
         if st.tests and st.best_test_return == st.last_test_return:
             save_checkpoint(ckpt_dir / "best.pt", {"format": 1, "policy": self.policy.state_dict()})
-        if self.config.run.save_buffer and hasattr(self.buffer, "save_hdf5"):
+        # an on-policy buffer is empty between updates: nothing worth saving
+        off_policy = self.algo_spec.training == "off-policy"
+        if off_policy and self.config.run.save_buffer and hasattr(self.buffer, "save_hdf5"):
             self.buffer.save_hdf5(self.run_dir / "buffer.h5")
 
     def restore(self, trainer: BaseTrainer) -> None:

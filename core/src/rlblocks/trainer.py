@@ -1,5 +1,9 @@
 """Trainer loops: the schedule around a collector, a buffer and a policy.
 
+``OnPolicyTrainer``: collect ``step_per_collect`` env steps (or ``episode_per_collect`` whole
+episodes) over all train envs, learn over all of it for ``repeat_per_collect`` passes in
+minibatches of ``batch_size``, then clear the buffer; partial episodes continue across collects.
+
 ``OffPolicyTrainer``: collect ``step_per_collect`` env steps, then ``update_per_step`` gradient
 steps per collected env step on samples of the replay buffer; test every ``test_interval`` env
 steps; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
@@ -22,6 +26,7 @@ import pluggy
 from attrs import define
 
 from rlblocks.collector import Collector, CollectStats
+from rlblocks.errors import ConfigError
 from rlblocks.protocols import Buffer
 
 
@@ -294,3 +299,78 @@ class OffPolicyTrainer(BaseTrainer):
         for _ in range(n_updates):
             self._record_update(self.policy.update(self.batch_size, self.buffer))
             st.gradient_step += 1
+
+
+class OnPolicyTrainer(BaseTrainer):
+    """Collect, learn over everything collected for ``repeat_per_collect`` passes, clear the
+    buffer (REINFORCE, A2C, PPO, NPG, TRPO).
+
+    The policy's ``update(0, buffer, batch_size=..., repeat=...)`` gets the whole buffer in time
+    order; a ``gradient_steps`` entry in its returned statistics advances the gradient-step
+    counter (one step per update otherwise). The buffer is cleared with its running episode
+    statistics kept, so episodes cut by a collect continue in the next one; their last stored
+    step before the cut has no successor in the buffer and is bootstrapped from ``V(obs_next)``.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        train_collector: Collector,
+        test_collector: Collector | None,
+        buffer: Buffer,
+        *,
+        step_per_collect: int | None = 2048,
+        episode_per_collect: int | None = None,
+        repeat_per_collect: int = 10,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(policy, train_collector, test_collector, buffer, **kwargs)
+        if buffer is None:
+            raise ValueError("the on-policy trainer needs a buffer to collect into")
+        if episode_per_collect is None and not step_per_collect:
+            raise ConfigError("set trainer.step_per_collect or trainer.episode_per_collect")
+        if repeat_per_collect < 1:
+            raise ConfigError(f"trainer.repeat_per_collect must be >= 1, got {repeat_per_collect}")
+        self.step_per_collect = step_per_collect
+        self.episode_per_collect = episode_per_collect
+        self.repeat_per_collect = repeat_per_collect
+        maxsize = getattr(buffer, "maxsize", None)
+        num_envs = getattr(train_collector, "num_envs", 1)
+        if (
+            episode_per_collect is None
+            and step_per_collect is not None
+            and maxsize is not None
+            and maxsize < step_per_collect + num_envs - 1
+        ):
+            raise ConfigError(
+                f"buffer.size={maxsize} cannot hold one collect of step_per_collect="
+                f"{step_per_collect} steps over {num_envs} envs; set buffer.size >= "
+                f"{step_per_collect + num_envs - 1}"
+            )
+
+    def _iterate(self) -> None:
+        st = self.state
+        self.policy.set_env_step(st.env_step)
+        if self.episode_per_collect is not None:
+            stats = self.train_collector.collect(n_episode=self.episode_per_collect)
+        else:
+            stats = self.train_collector.collect(n_step=self.step_per_collect)
+        self._record_collect(stats)
+        maxsize = getattr(self.buffer, "maxsize", None)
+        if maxsize is not None and stats.n_step > maxsize:
+            raise ConfigError(
+                f"one collect took {stats.n_step} steps but buffer.size is {maxsize}: the oldest "
+                "steps were overwritten before learning; raise buffer.size"
+            )
+        out = dict(
+            self.policy.update(
+                0, self.buffer, batch_size=self.batch_size, repeat=self.repeat_per_collect
+            )
+        )
+        st.gradient_step += int(out.pop("gradient_steps", 1))
+        self._record_update(out)
+        reset = self.buffer.reset  # type: ignore[union-attr]
+        try:
+            reset(keep_statistics=True)
+        except TypeError:  # a buffer whose reset takes no arguments
+            reset()

@@ -1,0 +1,259 @@
+"""The part REINFORCE, A2C, PPO, NPG and TRPO share: acting from an actor, preparing a rollout
+once per update (features, old log-probabilities, GAE advantages and value targets as tensors),
+and iterating shuffled minibatches over it.
+
+Data path of one update (``policy.update(0, buffer, batch_size=..., repeat=...)``)::
+
+    buffer (all of it, time order) -> process_fn:
+        obs, obs_next -> encoder -> [obs_rms] -> features [N, D]
+        critic(features), critic(features_next) -> episodic_returns (GAE, partial episodes) ->
+        adv [N], returns [N]; actor(features).log_prob(act) -> logp_old [N]
+    -> learn: for each repeat, for each minibatch of shuffled row indices: the algorithm's loss
+
+Everything ``learn`` touches is a tensor prepared once; a minibatch is ``tensor[idx]`` per field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlblocks.batch import Batch
+from rlblocks.distributions import Distribution
+from rlblocks.errors import ConfigError
+from rlblocks.nets.encoders import FlattenEncoder, obs_to_tensor
+from rlblocks.nets.heads import Actor, Critic
+from rlblocks.normalize import RunningMeanStd
+from rlblocks.onpolicy_config import OnPolicyConfig
+from rlblocks.policy import BasePolicy
+from rlblocks.protocols import Buffer
+from rlblocks.returns import episodic_returns
+from rlblocks.schedules import linear_decay
+
+__all__ = ["OnPolicyPolicy", "Rollout"]
+
+Rollout = dict[str, torch.Tensor]
+"""A prepared update: ``obs`` (features ``[N, D]``), ``obs_next``, ``act``, ``logp_old``,
+``value_old``, ``adv``, ``returns`` (all length N)."""
+
+
+class OnPolicyPolicy(BasePolicy):
+    """Base of the on-policy algorithms. Subclasses implement :meth:`learn` (the loss).
+
+    Args:
+        encoder: observation encoder (default :class:`~rlblocks.nets.FlattenEncoder`): a module
+            taking the observation (a tensor, or a dict of tensors for Dict spaces) and exposing
+            ``out_dim``. With a learnable encoder, features are recomputed in every minibatch.
+        actor / critic: replace the default :class:`~rlblocks.nets.Actor` /
+            :class:`~rlblocks.nets.Critic` (features -> distribution / features -> ``[B]``).
+        use_critic: False for algorithms without a value function (REINFORCE).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: OnPolicyConfig,
+        device: str | torch.device = "cpu",
+        encoder: nn.Module | None = None,
+        actor: nn.Module | None = None,
+        critic: nn.Module | None = None,
+        use_critic: bool = True,
+    ) -> None:
+        super().__init__(
+            observation_space,
+            action_space,
+            device=device,
+            action_scaling=config.action_scaling,
+            action_bound_method=config.action_bound_method,
+        )
+        self.config = config
+        c = config
+        self.encoder = encoder if encoder is not None else FlattenEncoder(observation_space)
+        feat_dim = int(getattr(self.encoder, "out_dim", 0))
+        if feat_dim <= 0 and (actor is None or (use_critic and critic is None)):
+            raise ConfigError("a custom encoder needs an out_dim attribute (its feature width)")
+        self._learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
+        if self._learn_encoder and c.obs_norm:
+            raise ConfigError(
+                "obs_norm normalises fixed features; set obs_norm=false with a learnable encoder"
+            )
+        self.obs_rms = RunningMeanStd((feat_dim,)) if c.obs_norm else None
+        self.ret_rms = RunningMeanStd((), clip=None) if c.value_scaling else None
+        hidden = list(c.hidden_sizes)
+        self.actor = actor or Actor(
+            feat_dim, action_space, hidden, c.activation, c.log_std_init, c.ortho_init
+        )
+        self.critic = (
+            (critic or Critic(feat_dim, hidden, c.activation, c.ortho_init)) if use_critic else None
+        )
+        self.to(self.device)
+        self._continuous = isinstance(action_space, gym.spaces.Box)
+        self._act_dtype = torch.float32 if self._continuous else torch.long
+        self.gradient_steps = 0
+        self._buffer: Buffer | None = None
+        self._indices: np.ndarray | None = None
+
+    # -- features and acting ------------------------------------------------------------------
+    def encode(self, obs: Any) -> torch.Tensor:
+        """Raw observations (arrays or dicts of arrays) -> features ``[B, D]`` (normalised)."""
+        feats = self.encoder(obs_to_tensor(obs, self.device))
+        if self.obs_rms is not None:
+            feats = self.obs_rms.normalize(feats)
+        return feats
+
+    def dist(self, features: torch.Tensor) -> Distribution:
+        """The action distribution at ``features``."""
+        return self.actor(features)
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        """Sample actions (``act [B]`` or ``[B, act_dim]``, network units); the mode when
+        testing with ``deterministic_eval``."""
+        dist = self.dist(self.encode(batch.obs))
+        greedy = not self.training and self.config.deterministic_eval
+        act = dist.mode() if greedy else dist.sample()
+        return Batch(act=act.detach().cpu().numpy(), state=state)
+
+    def set_env_step(self, env_step: int) -> None:
+        super().set_env_step(env_step)
+        lr = linear_decay(self.config.lr, env_step, self.config.lr_decay_steps)
+        for opt in self.optimizers():
+            for group in opt.param_groups:
+                group["lr"] = lr
+
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """Optimizers whose learning rate follows the schedule (override when there are several)."""
+        opt = getattr(self, "optim", None)
+        return [opt] if opt is not None else []
+
+    # -- preparing an update --------------------------------------------------------------------
+    def _inputs(self, obs: Any) -> Any:
+        """What minibatches hold for ``obs``: fixed features, or raw tensors when the encoder
+        learns."""
+        if self._learn_encoder:
+            return obs_to_tensor(obs, self.device)
+        with torch.no_grad():
+            return self.encode(obs)
+
+    def features(self, inputs: Any) -> torch.Tensor:
+        """Features of minibatch ``inputs`` (see :meth:`_inputs`)."""
+        return self.encode(inputs) if self._learn_encoder else inputs
+
+    @torch.no_grad()
+    def values(self, inputs: Any) -> torch.Tensor:
+        """Critic output (in the critic's scaled units) for prepared inputs."""
+        assert self.critic is not None
+        return self.critic(self.features(inputs))
+
+    def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
+        """Prepare the rollout once: features, ``logp_old``, advantages and returns (GAE with
+        partial-episode bootstrapping), all as tensors in ``batch``."""
+        if self.obs_rms is not None and self.training:
+            with torch.no_grad():
+                self.obs_rms.update(self.encoder(obs_to_tensor(batch.obs, self.device)))
+        self._buffer, self._indices = buffer, np.asarray(indices)
+        obs = self._inputs(batch.obs)
+        data: Rollout = {
+            "obs": obs,
+            "act": torch.as_tensor(
+                np.asarray(batch.act), dtype=self._act_dtype, device=self.device
+            ),
+        }
+        if self.critic is not None:
+            data["obs_next"] = self._inputs(batch.obs_next)
+        with torch.no_grad():
+            data["logp_old"] = self.dist(self.features(obs)).log_prob(data["act"])
+        self.compute_advantages(data, update_stats=True)
+        return Batch(data)
+
+    def compute_advantages(self, data: Rollout, update_stats: bool = False) -> None:
+        """Fill ``adv``, ``returns`` (critic targets, scaled) and ``value_old`` in ``data``."""
+        c = self.config
+        assert self._buffer is not None and self._indices is not None
+        if self.critic is None:
+            # Monte-Carlo reward-to-go (GAE with V = 0 and lambda = 1): without a critic nothing
+            # can be bootstrapped, so pieces cut by a time limit or a collect count their unseen
+            # future as zero; collect whole episodes (episode_per_collect) to avoid the bias
+            zeros = np.zeros(len(self._indices))
+            ret, _ = episodic_returns(self._buffer, self._indices, zeros, zeros, c.gamma, 1.0)
+            ret_t = torch.as_tensor(ret, dtype=torch.float32, device=self.device)
+            data["returns"] = data["adv"] = ret_t
+            return
+        v = self.values(data["obs"])
+        v_next = self.values(data["obs_next"])
+        scale = float(self.ret_rms.std) if self.ret_rms is not None else 1.0
+        returns, adv = episodic_returns(
+            self._buffer,
+            self._indices,
+            v.cpu().numpy() * scale,
+            v_next.cpu().numpy() * scale,
+            c.gamma,
+            c.gae_lambda,
+        )
+        if self.ret_rms is not None:
+            if update_stats:
+                self.ret_rms.update(returns)
+            returns = returns / float(self.ret_rms.std)
+        data["value_old"] = v
+        data["returns"] = torch.as_tensor(returns, dtype=torch.float32, device=self.device)
+        data["adv"] = torch.as_tensor(adv, dtype=torch.float32, device=self.device)
+
+    # -- iterating ------------------------------------------------------------------------------
+    def minibatches(self, data: Rollout, batch_size: int) -> Iterator[Rollout]:
+        """One shuffled pass over ``data`` in minibatches of ``batch_size`` rows (the last one
+        may be smaller; ``batch_size <= 0`` means the whole rollout at once)."""
+        n = len(data["act"])
+        if batch_size <= 0 or batch_size >= n:
+            yield data
+            return
+        perm = torch.randperm(n, device=self.device)
+        for idx in perm.split(batch_size):
+            yield {k: _take(v, idx) for k, v in data.items()}
+
+    @staticmethod
+    def normalized(adv: torch.Tensor) -> torch.Tensor:
+        """Advantages standardised to zero mean and unit std (unchanged for a single row)."""
+        if adv.numel() < 2:
+            return adv
+        return (adv - adv.mean()) / (adv.std() + 1e-8)
+
+    def rollout(self, batch: Batch) -> Rollout:
+        """The tensors :meth:`process_fn` prepared, as a plain dict (fast to index)."""
+        return {k: batch[k] for k in batch.keys()}  # noqa: SIM118
+
+    def clip_and_step(self, optim: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
+        """Gradient clipping (``max_grad_norm``) then an optimizer step."""
+        if self.config.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(params, self.config.max_grad_norm, foreach=True)
+        optim.step()
+        self.gradient_steps += 1
+
+    def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
+        try:
+            return super().update(sample_size, buffer, **kwargs)
+        finally:
+            self._buffer = self._indices = None
+
+    # -- checkpoint -----------------------------------------------------------------------------
+    def extra_state(self) -> dict[str, Any]:
+        state = super().extra_state()
+        state["gradient_steps"] = self.gradient_steps
+        state["optimizers"] = [opt.state_dict() for opt in self.optimizers()]
+        return state
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        super().load_extra_state(state)
+        self.gradient_steps = int(state.get("gradient_steps", 0))
+        for opt, saved in zip(self.optimizers(), state.get("optimizers", [])):
+            opt.load_state_dict(saved)
+
+
+def _take(x: Any, idx: torch.Tensor) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x[idx]
+    return {k: _take(x[k], idx) for k in x.keys()}  # noqa: SIM118 (dicts and Batches)

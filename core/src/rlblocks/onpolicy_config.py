@@ -1,0 +1,64 @@
+"""Hyperparameters every on-policy algorithm shares (REINFORCE, A2C, PPO, NPG, TRPO).
+
+Each algorithm's config class subclasses :class:`OnPolicyConfig` and adds its own fields. This
+module imports only attrs, because plugin specs import config classes while listing plugins.
+"""
+
+from __future__ import annotations
+
+from attrs import define, field, validators
+
+__all__ = ["OnPolicyConfig"]
+
+_unit = [validators.ge(0.0), validators.le(1.0)]
+
+
+def _optional_positive(_inst: object, attribute: object, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"must be > 0 or None, got {value!r}")
+
+
+@define(kw_only=True)
+class OnPolicyConfig:
+    """Networks, returns, normalisation and optimisation settings shared by on-policy algorithms."""
+
+    hidden_sizes: list[int] = field(factory=lambda: [64, 64])
+    """Widths of the hidden layers of the actor and of the critic (two separate networks)."""
+    activation: str = "tanh"
+    """Activation between hidden layers (tanh, relu, elu, gelu, silu)."""
+    ortho_init: bool = True
+    """Orthogonal initialisation, policy output layer scaled by 0.01 (near-uniform first policy)."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (Box actions)."""
+    lr: float = field(default=3e-4, validator=validators.gt(0))
+    """Adam learning rate (of actor and critic; NPG/TRPO use it for the critic only)."""
+    lr_decay_steps: int | None = field(default=None, validator=_optional_positive)
+    """Anneal the learning rate linearly to zero over this many env steps (None: constant)."""
+    gamma: float = field(default=0.99, validator=_unit)
+    """Discount factor."""
+    gae_lambda: float = field(default=0.95, validator=_unit)
+    """GAE lambda: 0 is one-step TD advantages, 1 is Monte-Carlo returns minus the value."""
+    max_grad_norm: float | None = field(default=0.5, validator=_optional_positive)
+    """Clip the global gradient norm to this (None: no clipping)."""
+    norm_adv: bool = True
+    """Standardise advantages per minibatch (zero mean, unit std)."""
+    obs_norm: bool = False
+    """Normalise observations with a running mean/std updated once per collect; the statistics
+    are saved in checkpoints and used by the test envs too."""
+    value_scaling: bool = False
+    """Train the critic on returns divided by their running std (return scaling); values are
+    scaled back before computing advantages."""
+    vf_coef: float = field(default=0.5, validator=validators.ge(0))
+    """Weight of the value loss."""
+    ent_coef: float = field(default=0.0, validator=validators.ge(0))
+    """Weight of the entropy bonus."""
+    recompute_advantage: bool = False
+    """Recompute values and GAE advantages before every repeat over the data, not only once."""
+    action_bound_method: str = field(
+        default="clip", validator=validators.in_(["clip", "tanh", "none"])
+    )
+    """How Box actions are bounded before scaling to [low, high]: clip, tanh or none."""
+    action_scaling: bool = True
+    """Scale bounded Box actions from [-1, 1] to the action space's [low, high]."""
+    deterministic_eval: bool = True
+    """Act with the distribution's mode (argmax / mean) when testing."""

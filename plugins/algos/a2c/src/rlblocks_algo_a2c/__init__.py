@@ -1,0 +1,1 @@
+"""A2C for rlblocks (``rlblocks train a2c``)."""

@@ -1,0 +1,72 @@
+"""A2C: one policy-gradient step with a learned baseline per minibatch of a fresh rollout::
+
+    loss = -mean(log pi(a|s) * A) + vf_coef * mean((V(s) - R)^2) - ent_coef * mean(entropy)
+
+with ``A`` the GAE advantages and ``R = A + V_old`` the value targets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from rlblocks.batch import Batch
+from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks_algo_a2c.config import A2CConfig
+
+
+class A2CPolicy(OnPolicyPolicy):
+    """Advantage actor-critic for Discrete, MultiDiscrete and Box actions (:class:`A2CConfig`)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: A2CConfig | None = None,
+        device: str | torch.device = "cpu",
+        **nets: Any,
+    ) -> None:
+        super().__init__(observation_space, action_space, config or A2CConfig(), device, **nets)
+        self.config: A2CConfig
+        self._params = [p for p in self.parameters() if p.requires_grad]
+        if self.config.optimizer == "rmsprop":
+            self.optim: torch.optim.Optimizer = torch.optim.RMSprop(
+                self._params, lr=self.config.lr, alpha=0.99, eps=1e-5
+            )
+        else:
+            self.optim = torch.optim.Adam(self._params, lr=self.config.lr)
+
+    def learn(
+        self, batch: Batch, batch_size: int = 0, repeat: int = 1, **kwargs: Any
+    ) -> dict[str, float]:
+        c = self.config
+        data = self.rollout(batch)
+        sums = torch.zeros(4)
+        n_mb = 0
+        for r in range(repeat):
+            if r > 0 and c.recompute_advantage:
+                self.compute_advantages(data)
+            for mb in self.minibatches(data, batch_size):
+                feats = self.features(mb["obs"])
+                dist = self.dist(feats)
+                adv = self.normalized(mb["adv"]) if c.norm_adv else mb["adv"]
+                pg_loss = -(dist.log_prob(mb["act"]) * adv).mean()
+                vf_loss = (self.critic(feats) - mb["returns"]).pow(2).mean()  # type: ignore[misc]
+                entropy = dist.entropy().mean()
+                loss = pg_loss + c.vf_coef * vf_loss - c.ent_coef * entropy
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()
+                self.clip_and_step(self.optim, self._params)
+                with torch.no_grad():
+                    sums += torch.stack([loss, pg_loss, vf_loss, entropy]).float()
+                n_mb += 1
+        means = (sums / max(n_mb, 1)).tolist()
+        return {
+            "loss": means[0],
+            "loss/actor": means[1],
+            "loss/vf": means[2],
+            "entropy": means[3],
+            "gradient_steps": n_mb,
+        }

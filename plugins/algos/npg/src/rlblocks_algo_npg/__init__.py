@@ -1,0 +1,1 @@
+"""NPG for rlblocks (``rlblocks train npg``)."""

@@ -1,0 +1,26 @@
+"""Entry-point spec of NPG: imports nothing heavier than attrs."""
+
+from rlblocks.plugins.spec import AlgoSpec
+from rlblocks_algo_npg.config import NPGConfig
+
+SPEC = AlgoSpec(
+    name="npg",
+    summary="Natural policy gradient: conjugate gradient on Fisher-vector products, GAE critic.",
+    impl="rlblocks_algo_npg.npg:NPGPolicy",
+    config=NPGConfig,
+    observation_spaces=("Box", "Discrete", "Dict", "MultiDiscrete"),
+    action_spaces=("Discrete", "Box", "MultiDiscrete"),
+    training="on-policy",
+    defaults={
+        "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 25},
+        "buffer": {"size": 2_100},
+        "trainer": {
+            "max_env_steps": 300_000,
+            "step_per_collect": 1_024,
+            "repeat_per_collect": 1,
+            "batch_size": 100_000,  # >= the rollout: one step on all of it
+            "test_interval": 4_000,
+            "test_episodes": 100,
+        },
+    },
+)

@@ -1,0 +1,1 @@
+"""PPO for rlblocks (``rlblocks train ppo``)."""

@@ -1,0 +1,1 @@
+"""REINFORCE for rlblocks (``rlblocks train reinforce``)."""

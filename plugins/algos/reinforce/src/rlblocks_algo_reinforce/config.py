@@ -1,0 +1,20 @@
+"""REINFORCE's hyperparameters, each with its default and meaning. Imports only attrs."""
+
+from __future__ import annotations
+
+from attrs import define, field, validators
+
+from rlblocks.onpolicy_config import OnPolicyConfig
+
+
+@define(kw_only=True)
+class ReinforceConfig(OnPolicyConfig):
+    """REINFORCE (Williams, 1992): Monte-Carlo returns, no critic. Of the shared settings the
+    critic's (gae_lambda, vf_coef, value_scaling, recompute_advantage) have no effect."""
+
+    lr: float = field(default=1e-3, validator=validators.gt(0))
+    """Adam learning rate."""
+    max_grad_norm: float | None = None
+    """Clip the global gradient norm to this (None: no clipping)."""
+    norm_adv: bool = True
+    """Standardise the returns over each minibatch: a constant baseline that cuts variance."""

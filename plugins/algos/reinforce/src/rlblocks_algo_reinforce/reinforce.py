@@ -1,0 +1,66 @@
+"""REINFORCE: ascend ``mean(log pi(a_t|s_t) * G_t)`` with ``G_t`` the discounted reward-to-go
+(standardised when ``norm_adv``), minus ``ent_coef`` times the entropy.
+
+There is no critic, so nothing is bootstrapped: collect whole episodes (the default
+``trainer.episode_per_collect``); pieces cut by a time limit count their unseen future as zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from rlblocks.batch import Batch
+from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks_algo_reinforce.config import ReinforceConfig
+
+
+class ReinforcePolicy(OnPolicyPolicy):
+    """Vanilla policy gradient for Discrete, MultiDiscrete and Box actions."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: ReinforceConfig | None = None,
+        device: str | torch.device = "cpu",
+        **nets: Any,
+    ) -> None:
+        super().__init__(
+            observation_space,
+            action_space,
+            config or ReinforceConfig(),
+            device,
+            use_critic=False,
+            **nets,
+        )
+        self.config: ReinforceConfig
+        self._params = [p for p in self.parameters() if p.requires_grad]
+        self.optim = torch.optim.Adam(self._params, lr=self.config.lr)
+
+    def learn(
+        self, batch: Batch, batch_size: int = 0, repeat: int = 1, **kwargs: Any
+    ) -> dict[str, float]:
+        c = self.config
+        data = self.rollout(batch)
+        sums = torch.zeros(3)
+        n_mb = 0
+        for _ in range(repeat):
+            for mb in self.minibatches(data, batch_size):
+                dist = self.dist(self.features(mb["obs"]))
+                ret = self.normalized(mb["adv"]) if c.norm_adv else mb["adv"]
+                pg_loss = -(dist.log_prob(mb["act"]) * ret).mean()
+                entropy = dist.entropy().mean()
+                loss = pg_loss - c.ent_coef * entropy
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()
+                self.clip_and_step(self.optim, self._params)
+                with torch.no_grad():
+                    sums += torch.stack([loss, pg_loss, entropy]).float()
+                n_mb += 1
+        means = (sums / max(n_mb, 1)).tolist()
+        return {
+            "loss": means[0], "loss/actor": means[1], "entropy": means[2], "gradient_steps": n_mb
+        }

@@ -1,0 +1,1 @@
+"""TRPO for rlblocks (``rlblocks train trpo``)."""
