@@ -62,6 +62,17 @@ SPECS: dict[tuple[str, str], PluginSpec] = {
         defaults={"trainer": {"batch_size": 32}, "buffer": {"size": 5000}},
     ),
     ("algo", "noconf"): AlgoSpec(name="noconf", summary="no options", impl="fake:NoConf"),
+    ("algo", "envwise"): AlgoSpec(
+        name="envwise",
+        summary="brings per-env defaults",
+        impl="fake:DQN",
+        config=FakeDQNConfig,
+        defaults={"trainer": {"batch_size": 32, "max_env_steps": 1000}},
+        env_defaults={
+            "*Cheetah*": {"trainer": {"batch_size": 64}, "env": {"num_envs": 4}},
+            "HalfCheetah-v5": {"trainer": {"max_env_steps": 3000}},
+        },
+    ),
     ("algo", "prio-dqn"): AlgoSpec(
         name="prio-dqn",
         summary="brings a prioritized buffer",
@@ -323,7 +334,7 @@ def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
 def test_an_unknown_key_that_is_no_identifier_still_names_its_section() -> None:
     assert config_error(file_data={"buffer": {"stack-num": 2}}) == (
         "$.buffer['stack-num']: unknown field; did you mean 'stack_num'? "
-        "fields of buffer (replay): name, size, stack_num, ignore_obs_next"
+        "fields of buffer (replay): name, size, stack_num, ignore_obs_next, storage, path"
     )
 
 
@@ -385,7 +396,7 @@ def test_options_brought_by_the_algo_defaults_are_rejected_when_the_user_switche
     message = config_error("buffer.name=replay", algo="prio-dqn")
     assert message == (
         "$.buffer.alpha: unknown field; fields of buffer (replay): "
-        "name, size, stack_num, ignore_obs_next"
+        "name, size, stack_num, ignore_obs_next, storage, path"
     )
 
 
@@ -558,3 +569,25 @@ def test_write_then_read_gives_the_same_config(
         again = read_config(path, lookup)
     assert again == config
     assert to_dict(again) == to_dict(config)
+
+
+def test_env_defaults_apply_when_the_env_id_matches() -> None:
+    plain = build("envwise")
+    assert (plain.trainer.batch_size, plain.trainer.max_env_steps) == (32, 1000)
+    cheetah = build("envwise", flags={"env": {"id": "HalfCheetah-v5"}})
+    # both patterns match; the later, more specific one wins where they overlap
+    assert (cheetah.trainer.batch_size, cheetah.trainer.max_env_steps) == (64, 3000)
+    assert cheetah.env.num_envs == 4
+    other = build("envwise", overrides=["env.id='HalfCheetah-v4'"])
+    assert (other.trainer.batch_size, other.trainer.max_env_steps) == (64, 1000)
+
+
+def test_user_values_beat_env_defaults() -> None:
+    config = build(
+        "envwise",
+        file_data={"env": {"id": "HalfCheetah-v5"}, "trainer": {"batch_size": 8}},
+        overrides=["env.num_envs=2"],
+    )
+    assert config.trainer.batch_size == 8
+    assert config.env.num_envs == 2
+    assert config.trainer.max_env_steps == 3000

@@ -21,6 +21,7 @@ so this module never imports the registry.
 import copy
 import datetime
 import difflib
+import fnmatch
 import json
 import math
 import os
@@ -653,8 +654,9 @@ def build_config(
     flags: Mapping[str, Any] | None = None,
     spec_lookup: SpecLookup,
 ) -> ExperimentConfig:
-    """Resolve a run's config: section defaults < the algo spec's ``defaults`` < ``file_data`` <
-    ``flags`` < ``overrides`` (later wins; tables merge key by key).
+    """Resolve a run's config: section defaults < the algo spec's ``defaults`` < its
+    ``env_defaults`` matching the env id < ``file_data`` < ``flags`` < ``overrides`` (later wins;
+    tables merge key by key).
 
     ``flags`` is a nested dict of explicit keyword/CLI flags (``{"run": {"seed": 3}}``); leave
     out flags the user did not give, since a None value is taken as an explicit None.
@@ -663,12 +665,21 @@ def build_config(
     plugin names raise whatever ``spec_lookup`` raises.
     """
     algo_spec = spec_lookup("algo", algo_name)
-    merged: dict[str, Any] = {}
-    for layer in (algo_spec.defaults, file_data or {}, flags or {}):
-        _merge_into(merged, layer)
+    user: dict[str, Any] = {}
+    for layer in (file_data or {}, flags or {}):
+        _merge_into(user, layer)
     for override in overrides:
         path, value = parse_override(override) if isinstance(override, str) else override
-        _set_path(merged, tuple(path), value)
+        _set_path(user, tuple(path), value)
+    merged: dict[str, Any] = {}
+    _merge_into(merged, algo_spec.defaults)
+    env_defaults = getattr(algo_spec, "env_defaults", None) or {}
+    if env_defaults:
+        env_id = _lookup_env_id(user, merged)
+        for pattern, layer in env_defaults.items():
+            if isinstance(env_id, str) and fnmatch.fnmatchcase(env_id, pattern):
+                _merge_into(merged, layer)
+    _merge_into(merged, user)
     given_name = merged.pop("algo_name", algo_name)
     if given_name != algo_name:
         raise ConfigError(
@@ -694,6 +705,15 @@ def build_config(
             return converter.structure(merged, ExperimentConfig)
     except BaseValidationError as exc:
         raise ConfigError("\n".join(_error_lines(exc, "$", labels))) from None
+
+
+def _lookup_env_id(*layers: Mapping[str, Any]) -> Any:
+    """The env id the merged config will have: the first layer that sets it, else the default."""
+    for layer in layers:
+        env = layer.get("env")
+        if isinstance(env, Mapping) and "id" in env:
+            return env["id"]
+    return attrs.fields_dict(EnvConfig)["id"].default
 
 
 def structure_options(config_class: type, data: Mapping[str, Any], *, label: str) -> Any:

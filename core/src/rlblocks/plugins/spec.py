@@ -90,6 +90,10 @@ class AlgoSpec(PluginSpec):
     defaults: dict[str, dict[str, Any]] = field(factory=dict)
     """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
     between the sections' own defaults and the user's config file and flags."""
+    env_defaults: dict[str, dict[str, dict[str, Any]]] = field(factory=dict)
+    """Per-env-family defaults: an ``fnmatch`` pattern of env ids (``"*Cheetah*"``,
+    ``"Pendulum-*"``) mapped to section defaults, applied over ``defaults`` when the run's env id
+    matches (patterns in order, later ones win) and under the user's config file and flags."""
 
     @training.validator
     def _check_training(self, _attr: Any, value: str) -> None:
