@@ -16,9 +16,8 @@ from rlblocks.batch import Batch
 from rlblocks.testing.env_checks import ProbeEnv
 
 pytest.importorskip("rlblocks_env_shmem")
-from rlblocks_env_shmem.shmem import ShmemVectorEnv
-
 from rlblocks_env_dummy.dummy import DummyVectorEnv
+from rlblocks_env_shmem.shmem import ShmemVectorEnv
 
 
 class DelayedProbeEnv(ProbeEnv):

@@ -598,3 +598,79 @@ def test_registered_as_replay():
     buf = REPLAY.load()(10, num_envs=2, stack_num=cfg.stack_num,
                         ignore_obs_next=cfg.ignore_obs_next)
     assert buf.stack_num == 2 and buf.ignore_obs_next and buf.maxsize == 10
+
+
+# --- memory-mapped storage ---------------------------------------------------------------------
+
+
+def _mm_step(t: int, n: int = 2) -> dict:
+    uid = np.arange(t * n, t * n + n)
+    return {"obs": {"uid": uid, "pix": np.full((n, 4), t, np.uint8)}, "act": uid % 2,
+            "rew": np.ones(n), "terminated": np.array([t % 5 == 4] * n),
+            "truncated": np.zeros(n, bool), "obs_next": {"uid": uid + 100,
+                                                         "pix": np.zeros((n, 4), np.uint8)}}
+
+
+@pytest.mark.parametrize("name", ["replay", "vector"])
+def test_memmap_storage_keeps_arrays_in_files_and_reopens_after_flush(tmp_path, name) -> None:
+    import rlblocks
+
+    buf = rlblocks.make_buffer(name, size=16, num_envs=2, storage="memmap", path=str(tmp_path))
+    for t in range(11):
+        buf.add(_mm_step(t))
+    assert isinstance(buf.obs.pix, np.memmap)
+    assert (tmp_path / "data.obs.pix.npy").exists()
+    buf.flush()
+    again = rlblocks.make_buffer(name, size=16, num_envs=2, storage="memmap", path=str(tmp_path))
+    idx = buf.sample_index(0)
+    assert np.array_equal(again.sample_index(0), idx)
+    assert np.array_equal(again[:].obs.uid, buf[:].obs.uid)
+    assert np.array_equal(again.prev(idx), buf.prev(idx))
+    a, b = buf.add(_mm_step(11)), again.add(_mm_step(11))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError, match="made with"):
+        rlblocks.make_buffer(name, size=32, num_envs=2, storage="memmap", path=str(tmp_path))
+
+
+def test_memmap_storage_needs_a_path() -> None:
+    with pytest.raises(ValueError, match="path"):
+        ReplayBuffer(8, storage="memmap")
+
+
+_CHILD = """
+import resource, sys
+import numpy as np
+from rlblocks.buffer import ReplayBuffer
+# RLIMIT_DATA caps the process's private memory (heap and anonymous maps) at what it uses now
+# plus 300 MB; shared file mappings (the memmap buffer) do not count against it
+used = next(int(line.split()[1]) for line in open("/proc/self/status")
+            if line.startswith("VmData")) * 1024
+limit = used + 300 * 2**20
+resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+try:  # the limit holds: a RAM buffer of the same size cannot be allocated
+    np.ones((40_000, 24_576), np.uint8)
+    sys.exit("RAM allocation of ~940 MB succeeded under the limit")
+except MemoryError:
+    pass
+buf = ReplayBuffer(40_000, num_envs=8, storage="memmap", path=sys.argv[1], seed=0)
+frame, flag, rew = np.zeros((8, 24_576), np.uint8), np.zeros(8, bool), np.ones(8)
+for t in range(0, 40_000, 8):
+    frame[:] = t // 1000
+    buf.add({"obs": frame, "act": np.arange(t, t + 8), "rew": rew, "terminated": flag,
+             "truncated": flag})
+batch, idx = buf.sample(64)
+assert np.array_equal(batch.act, idx) and len(buf) == 40_000
+assert (batch.obs[:, -1] == idx // 1000).all()
+print("ok")
+"""
+
+
+def test_memmap_buffer_larger_than_the_process_memory_limit_fills_and_samples(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("RLIMIT_DATA counting only private memory is Linux behaviour")
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]

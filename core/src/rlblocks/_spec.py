@@ -14,6 +14,11 @@ class ReplayConfig:
     """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
     ignore_obs_next: bool = False
     """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
+    storage: str = field(default="memory", validator=validators.in_(("memory", "memmap")))
+    """Where the arrays live: "memory" (RAM) or "memmap" (.npy files under path, may exceed RAM;
+    flush() makes them durable and the same path reopens them)."""
+    path: str | None = None
+    """Directory of the memory-mapped files (storage="memmap" only)."""
 
 
 REPLAY = BufferSpec(

@@ -42,6 +42,7 @@ STACKED_KEYS = frozenset({"obs", "obs_next", "info", "policy"})
 _RANK = {k: i for i, k in enumerate(RESERVED_KEYS)}
 _HDF5_FORMAT = "rlblocks.buffer"
 _HDF5_VERSION = 1
+_STATE_FILE = "buffer.json"  # memory-mapped storage: scalar state and key list
 
 Path = tuple[str, ...]
 Tree = dict[str, Any]  # nested dict whose leaves are storage arrays
@@ -79,7 +80,8 @@ def _tree_map(tree: Tree, fn: Any) -> dict[str, Any]:
 
 
 def _to_batch(tree: Mapping[str, Any]) -> Batch:
-    return Batch({k: _to_batch(v) if isinstance(v, dict) else v for k, v in tree.items()})
+    # keyword form: Batch checks all keys against its members in one set operation
+    return Batch(**{k: _to_batch(v) if isinstance(v, dict) else v for k, v in tree.items()})
 
 
 def _storage_dtype(path: Path, value: np.ndarray) -> np.dtype:
@@ -102,6 +104,11 @@ class ReplayBuffer:
         stack_num: frames to stack along axis 1 when reading obs/obs_next/info/policy (1 = none).
         ignore_obs_next: do not store ``obs_next``; it is rebuilt as ``obs[next(i)]`` when read.
         seed: seed of the buffer's own random generator (used by :meth:`sample_index`).
+        storage: ``"memory"`` (numpy arrays in RAM) or ``"memmap"``: every stored key is a
+            ``.npy`` file under ``path`` mapped into memory, so the buffer may exceed RAM (the OS
+            pages it in and out); :meth:`flush` makes it durable, and a buffer built again with
+            the same arguments and ``path`` continues from the last flush.
+        path: directory of the memory-mapped files (``storage="memmap"`` only).
 
     ``len(buf)`` is the number of valid transitions. ``buf.obs``, ``buf.act``... expose the raw
     storage arrays (length ``maxsize``; nested keys as a Batch of them), ``buf.done`` the derived
@@ -119,7 +126,15 @@ class ReplayBuffer:
         stack_num: int = 1,
         ignore_obs_next: bool = False,
         seed: int | None = None,
+        storage: str = "memory",
+        path: str | os.PathLike[str] | None = None,
     ) -> None:
+        if storage not in ("memory", "memmap"):
+            raise ValueError(f"storage must be 'memory' or 'memmap', got {storage!r}")
+        if storage == "memmap" and path is None:
+            raise ValueError("storage='memmap' needs path=<directory> for the array files")
+        self.storage = storage
+        self.path = None if path is None else os.path.abspath(os.fspath(path))
         if int(size) < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if int(num_envs) < 1:
@@ -136,9 +151,13 @@ class ReplayBuffer:
         self._leaves: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
         self._slots = np.arange(self.maxsize, dtype=np.int64)  # read-only helper: 0..maxsize-1
         self._env_range = np.arange(self.num_envs, dtype=np.int64)
-        self._prev = np.arange(self.maxsize, dtype=np.int64)  # [maxsize] slot links
-        self._next = np.arange(self.maxsize + 1, dtype=np.int64)  # last entry: spare sink
-        self._env = np.zeros(self.maxsize, dtype=np.int64)  # [maxsize] env id of each slot
+        # per-slot bookkeeping in the narrowest integer type that fits (memory: 4 + 4 + 2 bytes
+        # per slot instead of 24); prev()/next()/env_id return these dtypes
+        link = np.int32 if self.maxsize < 2**31 - 1 else np.int64
+        self._prev = np.arange(self.maxsize, dtype=link)  # [maxsize] slot links
+        self._next = np.arange(self.maxsize + 1, dtype=link)  # last entry: spare sink
+        env = np.int16 if self.num_envs <= 2**15 else np.int64
+        self._env = np.zeros(self.maxsize, dtype=env)  # [maxsize] env id of each slot
         self._index = 0  # next slot to write
         self._size = 0
         # per env: newest slot of the episode in progress (maxsize: no chain to continue)
@@ -147,6 +166,93 @@ class ReplayBuffer:
         self._ep_rew = np.zeros(self.num_envs, dtype=np.float64)  # [num_envs, *rew_item_shape]
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._ep_start = np.zeros(self.num_envs, dtype=np.int64)
+        self._fast: list[tuple[str, np.ndarray, tuple[int, ...]]] | None = None
+        self._env_bytes = self._env_range.tobytes()
+        self._env_varies = True  # False where a layout fixes each slot's env (vector buffer)
+        if type(self).__init__ is ReplayBuffer.__init__:
+            self._reopen_if_saved()
+
+    def _reopen_if_saved(self) -> None:
+        """With memmap storage: continue the buffer flushed to ``path`` before, if there is one
+        (subclasses call this at the end of their ``__init__``)."""
+        if self.storage == "memmap" and os.path.exists(os.path.join(self.path, _STATE_FILE)):
+            self._open_memmap()
+
+    # --- memory-mapped storage ------------------------------------------------------------------
+
+    def _new_array(self, path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A zeroed storage array: in RAM, or a ``.npy`` file mapped into memory."""
+        if self.storage == "memory":
+            return np.zeros(shape, dtype=dtype)
+        if dtype.kind == "O":
+            raise TypeError(
+                f"key {_name(path)!r} holds Python objects, which a memory-mapped buffer cannot "
+                "store in a file; store it as a numeric or fixed-width bytes array"
+            )
+        os.makedirs(self.path, exist_ok=True)
+        return np.lib.format.open_memmap(
+            os.path.join(self.path, "data." + ".".join(path) + ".npy"), mode="w+", dtype=dtype,
+            shape=shape,
+        )
+
+    def _state(self) -> dict[str, Any]:
+        """Scalar state beside the arrays (written by :meth:`flush`; subclasses add theirs)."""
+        return {"index": self._index, "size": self._size,
+                "rng_state": self._rng.bit_generator.state}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self._index, self._size = int(state["index"]), int(state["size"])
+        self._rng.bit_generator.state = state["rng_state"]
+
+    def flush(self) -> None:
+        """Make a memory-mapped buffer durable: write the mapped arrays out, then the
+        bookkeeping (links, pointers, episode statistics) next to them. A buffer built again
+        with the same ``path`` continues from here. Does nothing for in-memory storage."""
+        if self.storage != "memmap":
+            return
+        os.makedirs(self.path, exist_ok=True)
+        for _, arr, _ in self._leaves:
+            arr.flush()
+        for name in self._META_ARRAYS:
+            np.save(os.path.join(self.path, f"meta.{name}.npy"), getattr(self, f"_{name}"))
+        state = {
+            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+            "init_kwargs": self._init_kwargs(),
+            "keys": [list(p) for p, _, _ in self._leaves],
+            **self._state(),
+        }
+        tmp = os.path.join(self.path, _STATE_FILE + ".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, os.path.join(self.path, _STATE_FILE))
+
+    def _open_memmap(self) -> None:
+        with open(os.path.join(self.path, _STATE_FILE)) as fh:
+            state = json.load(fh)
+        if state["init_kwargs"] != self._init_kwargs():
+            raise ValueError(
+                f"the buffer in {self.path!r} was made with {state['init_kwargs']}, not "
+                f"{self._init_kwargs()}; use the same arguments, or another path for a new buffer"
+            )
+        for name in self._META_ARRAYS:
+            value = np.load(os.path.join(self.path, f"meta.{name}.npy"))
+            setattr(self, f"_{name}", value.astype(getattr(self, f"_{name}").dtype, copy=False))
+        if state["keys"]:
+            tree: Tree = {}
+            for path in state["keys"]:
+                node = tree
+                for key in path[:-1]:
+                    node = node.setdefault(key, {})
+                node[path[-1]] = np.load(
+                    os.path.join(self.path, "data." + ".".join(path) + ".npy"), mmap_mode="r+"
+                )
+            self._set_storage(tree)
+            rew_item = tree["rew"].shape[1:]
+            if rew_item != self._ep_rew.shape[1:]:
+                raise ValueError(f"saved running returns do not match rew of shape {rew_item}")
+        self._set_state(state)
 
     # --- basic access -------------------------------------------------------------------------
 
@@ -222,7 +328,7 @@ class ReplayBuffer:
                         f"step of {n} envs: every value needs a leading axis of length {n}"
                     )
                 item = value.shape[1:]
-            arr = np.zeros((self.maxsize, *item), dtype=_storage_dtype(path, value))
+            arr = self._new_array(path, (self.maxsize, *item), _storage_dtype(path, value))
             node = tree
             for key in path[:-1]:
                 node = node.setdefault(key, {})
@@ -240,6 +346,11 @@ class ReplayBuffer:
         self._leaves = [(p, a, a.shape[1:]) for p, a in _tree_leaves(tree)]
         self._term = tree["terminated"]  # [maxsize] bool, shortcuts for add()
         self._trunc = tree["truncated"]
+        # add()'s fast path: (key, storage, shape of one step of every env) for flat storage
+        flat = all(len(p) == 1 for p, _, _ in self._leaves)
+        self._fast = (
+            [(p[0], a, (self.num_envs, *item)) for p, a, item in self._leaves] if flat else None
+        )
 
     def _key_error(self, given: set[Path], what: str) -> ValueError:
         stored = {p for p, _, _ in self._leaves}
@@ -308,6 +419,9 @@ class ReplayBuffer:
         even for one env (``rew`` of shape ``[N, K]``; ``ep_rew`` is then ``[N, K]``). This is a
         hot path: no Python loop over rows; a failed add raises before anything is written.
         """
+        writes = self._fast_writes(batch, env_ids)
+        if writes is not None:  # the common case, checked in a few hundred nanoseconds
+            return self._write_step(self._env_range, self.num_envs, writes, batch["rew"])
         leaves: dict[Path, Any] = {}
         _flatten(batch, (), leaves)
         done = leaves.pop(("done",), None)
@@ -356,7 +470,33 @@ class ReplayBuffer:
                     f"expected {(n, *item)}"
                 )
             writes.append((arr, value))
+        return self._write_step(envs, n, writes, rew)
 
+    def _fast_writes(self, batch: Any, env_ids: Any) -> list[tuple[np.ndarray, Any]] | None:
+        """``(storage, value)`` pairs when ``batch`` is the common case, else None: a plain dict
+        of arrays with exactly the stored top-level keys, one step of every env in env id order
+        (``env_ids`` None or ``arange(num_envs)`` as int64)."""
+        fast = self._fast
+        if fast is None or type(batch) is not dict or len(batch) != len(fast):
+            return None
+        if env_ids is not None and (
+            type(env_ids) is not np.ndarray
+            or env_ids.dtype != np.int64
+            or env_ids.tobytes() != self._env_bytes
+        ):
+            return None
+        writes = []
+        for key, arr, shape in fast:
+            value = batch.get(key)
+            if type(value) is not np.ndarray or value.shape != shape:
+                return None
+            writes.append((arr, value))
+        return writes
+
+    def _write_step(
+        self, envs: np.ndarray, n: int, writes: list[tuple[np.ndarray, Any]], rew: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Write one validated step of ``n`` envs and advance links and episode statistics."""
         maxsize = self.maxsize
         where, pos, overwritten = self._claim_slots(envs, n)
         for arr, value in writes:
@@ -366,20 +506,33 @@ class ReplayBuffer:
             self._unlink_overwritten(overwritten)
 
         # episode links; envs without a chain have _last == maxsize, a spare slot of _next
-        last = self._last[envs]
+        every = envs is self._env_range  # all envs in id order: whole-array ops, no gathers
+        last = self._last.copy() if every else self._last[envs]
         self._next[last] = pos
-        fresh = last == maxsize
-        np.copyto(last, pos, where=fresh)
+        np.copyto(last, pos, where=last == maxsize)
         self._prev[where] = last
         self._next[where] = pos
-        self._env[where] = envs
-        self._last[envs] = pos
+        if self._env_varies:
+            self._env[where] = envs
+        if every:
+            self._last[:] = pos
+        else:
+            self._last[envs] = pos
         # read the flags back from storage: bool arrays whatever the caller passed
-        term_now, trunc_now = self._term[where], self._trunc[where]
-        any_done = np.count_nonzero(term_now) + np.count_nonzero(trunc_now)
+        done_mask = self._term[where] | self._trunc[where]
+        any_done = np.count_nonzero(done_mask)
         if any_done:
-            done_mask = term_now | trunc_now
             self._last[envs[done_mask]] = maxsize
+
+        if every and not any_done:  # running statistics in place; nothing to report
+            ep_len = self._ep_len
+            start = self._ep_start
+            np.copyto(start, pos, where=ep_len == 0)
+            ep_len += 1
+            self._ep_rew += rew
+            self._commit_slots(envs, n)
+            zeros = np.zeros(n, dtype=np.int64)
+            return pos.copy(), np.zeros(self._ep_rew.shape), zeros, start.copy()
 
         # running episode statistics
         ep_len = self._ep_len[envs]
@@ -503,6 +656,10 @@ class ReplayBuffer:
     def _gather(self, node: Any, index: Any, stack_num: int) -> Any:
         if stack_num > 1:
             index = self._stack_index(index, stack_num)
+        if type(index) is np.ndarray:  # take() is several times faster than fancy indexing
+            if isinstance(node, dict):
+                return _tree_map(node, lambda a: a.take(index, axis=0))
+            return node.take(index, axis=0)
         if isinstance(node, dict):
             return _tree_map(node, lambda a: a[index])
         return node[index]
@@ -600,10 +757,16 @@ class ReplayBuffer:
                 f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
                 f"num_envs={self.num_envs}"
             )
+        return self._append(cols, envs, "the other buffer")
+
+    def _append(self, cols: dict[Path, np.ndarray], envs: np.ndarray, what: str) -> np.ndarray:
+        """Append rows ``cols`` (``{path: [T, ...] column}``, every stored key) of envs ``envs``
+        in time order, as if added one by one; return the slots written (see :meth:`update`)."""
+        total = len(envs)
         if self._data is None:
             self._allocate(cols, single=False, n=total)
         if set(cols) != {p for p, _, _ in self._leaves}:
-            raise self._key_error(set(cols), "the other buffer")
+            raise self._key_error(set(cols), what)
         rew = cols[("rew",)]
         done = cols[("terminated",)] | cols[("truncated",)]
         maxsize, ptr, size = self.maxsize, self._index, self._size

@@ -29,10 +29,14 @@ def test_prioritized_buffers_pass_the_buffer_conformance_checks(cls) -> None:
     check_buffer(lambda size, num_envs: cls(size, num_envs=num_envs))
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 @pytest.mark.parametrize("capacity", [1, 7, 33, 1000, 40_000])
-def test_segment_tree_sum_min_and_prefix_search_match_numpy(capacity: int) -> None:
+def test_segment_tree_sum_min_and_prefix_search_match_numpy(capacity: int, compiled: bool) -> None:
     rng = np.random.default_rng(capacity)
     tree, leaves = SumMinTree(capacity), rng.random(capacity) + 0.01
+    if compiled and not tree.compiled:
+        pytest.skip("numba is not installed")
+    tree.compiled = compiled
     tree.set(np.arange(capacity), leaves)
     for _ in range(3):  # a few small updates after the bulk one
         i, v = rng.integers(capacity, size=5), rng.random(5) + 0.01
@@ -45,8 +49,10 @@ def test_segment_tree_sum_min_and_prefix_search_match_numpy(capacity: int) -> No
     assert np.array_equal(tree.find_prefix_sum(u), want)
 
 
-def test_segment_tree_never_returns_an_empty_leaf() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
+def test_segment_tree_never_returns_an_empty_leaf(compiled: bool) -> None:
     tree = SumMinTree(100)
+    tree.compiled = compiled and tree.compiled
     tree.set(np.array([3, 50]), np.array([1.0, 2.0]))
     found = tree.find_prefix_sum(np.array([0.0, 0.999, 1.0, 2.9999, 3.0, 3.5]))
     assert set(found.tolist()) <= {3, 50}

@@ -10,12 +10,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from rlblocks_env_shmem.shmem import ShmemVectorEnv
 
 import rlblocks
 from rlblocks.errors import ConfigError
 from rlblocks.testing.env_checks import check_vector_env
 from rlblocks_env_dummy.dummy import DummyVectorEnv
+from rlblocks_env_shmem.shmem import ShmemVectorEnv
 
 
 @pytest.mark.parametrize(("context", "num_workers"), [("fork", 3), ("spawn", 2)])

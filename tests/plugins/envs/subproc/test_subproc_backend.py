@@ -12,12 +12,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from rlblocks_env_shmem.shmem import ShmemVectorEnv
-from rlblocks_env_subproc.subproc import SubprocVectorEnv
 
 import rlblocks
 from rlblocks.errors import EnvWorkerError
 from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns
+from rlblocks_env_shmem.shmem import ShmemVectorEnv
+from rlblocks_env_subproc.subproc import SubprocVectorEnv
 
 BACKENDS = {"subproc": SubprocVectorEnv, "shmem": ShmemVectorEnv}
 

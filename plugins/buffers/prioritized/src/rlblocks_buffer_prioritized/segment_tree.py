@@ -1,11 +1,15 @@
-"""A vectorised k-ary segment tree holding both the sum and the minimum of its leaves.
+"""A binary segment tree holding both the sum and the minimum of its leaves.
 
 Prioritized replay needs three operations on ``N`` priorities, each for a whole batch at once:
 set some leaves, find the leaves where random prefix sums fall (proportional sampling), and the
-minimum priority (for importance weights). A binary tree takes ``log2 N`` (17 for 1e5) rounds of
-small numpy calls per operation; with ``FANOUT = 32`` children per node it takes ``log32 N`` (4),
-and each round works on ``[batch, 32]`` blocks, which numpy does in one call. Levels are stored
-as separate arrays, root level first: level ``d`` has ``FANOUT**d`` nodes.
+minimum priority (for importance weights). The tree is two flat arrays (sum and min) of ``2 * P``
+nodes, ``P`` the power of two at or above ``N``: node ``k`` has children ``2k`` and ``2k + 1``, the
+root is node 1 and leaf ``i`` is node ``P + i``.
+
+Both batched walks (``B`` leaves up to the root after a set, ``B`` prefix sums down to a leaf) are
+``B * log2(P)`` scalar steps. With numba they run as compiled loops (about 5 µs for 256 walks in a
+tree of 1e5 leaves); without it, as ``log2 P`` rounds of numpy calls vectorised over the batch
+(about 10x slower, but correct and dependency-free).
 """
 
 from __future__ import annotations
@@ -14,8 +18,73 @@ import numpy as np
 
 __all__ = ["SumMinTree"]
 
-FANOUT = 32
-_UPPER = np.triu(np.ones((FANOUT, FANOUT)))  # x @ _UPPER: cumulative sums along the rows of x
+try:  # pragma: no cover - exercised by whichever of the two is installed
+    from numba import njit
+except ImportError:  # pragma: no cover
+    njit = None
+
+
+def _set_py(total: np.ndarray, least: np.ndarray, leaf0: int, index: np.ndarray,
+            value: np.ndarray) -> None:
+    """Write leaves and recompute their ancestors, one level per round (numpy fallback)."""
+    node = index + leaf0
+    total[node] = value
+    least[node] = value
+    node = np.unique(node) >> 1
+    while node[0] >= 1:
+        left = node << 1
+        total[node] = total[left] + total[left + 1]
+        least[node] = np.minimum(least[left], least[left + 1])
+        node = np.unique(node >> 1)
+        if node[-1] == 0:
+            break
+
+
+def _find_py(total: np.ndarray, leaf0: int, value: np.ndarray) -> np.ndarray:
+    """Descend from the root for every value at once (numpy fallback); never picks a zero leaf."""
+    node = np.ones(value.shape, dtype=np.int64)
+    while node[0] < leaf0:
+        node <<= 1
+        left = total[node]
+        right = value >= left
+        right &= total[node + 1] > 0  # rounding may point past the last non-empty leaf
+        value -= left * right
+        node += right
+    return node - leaf0
+
+
+if njit is not None:
+
+    @njit(cache=True, nogil=True)
+    def _set_nb(total, least, leaf0, index, value):  # type: ignore[no-untyped-def]
+        scalar = value.shape[0] == 1
+        for j in range(index.shape[0]):
+            node = index[j] + leaf0
+            v = value[0] if scalar else value[j]
+            total[node] = v
+            least[node] = v
+            node >>= 1
+            while node >= 1:
+                a = total[2 * node] + total[2 * node + 1]
+                lo = min(least[2 * node], least[2 * node + 1])
+                total[node] = a
+                least[node] = lo
+                node >>= 1
+
+    @njit(cache=True, nogil=True)
+    def _find_nb(total, leaf0, value):  # type: ignore[no-untyped-def]
+        out = np.empty(value.shape[0], dtype=np.int64)
+        for j in range(value.shape[0]):
+            v = value[j]
+            node = 1
+            while node < leaf0:
+                node <<= 1
+                left = total[node]
+                if v >= left and total[node + 1] > 0:
+                    v -= left
+                    node += 1
+            out[j] = node - leaf0
+        return out
 
 
 class SumMinTree:
@@ -28,98 +97,65 @@ class SumMinTree:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
-        depth = 1
-        while FANOUT**depth < capacity:
-            depth += 1
-        self.depth = depth
-        # level d (0 = root .. depth = leaves) holds FANOUT children for each node of level
-        # d - 1 that covers a leaf below `capacity`: about 1.03 * capacity floats, not FANOUT**depth
-        sizes = [1] + [
-            -(-capacity // FANOUT ** (depth - d + 1)) * FANOUT for d in range(1, depth + 1)
-        ]
-        self._sum = [np.zeros(n) for n in sizes]
-        self._min = [np.full(n, np.inf) for n in sizes]
-        self._pending: list[np.ndarray] = []  # leaf indices set since the last read
-        self._num_pending = 0
+        leaf0 = 1
+        while leaf0 < capacity:
+            leaf0 <<= 1
+        self._leaf0 = leaf0
+        self._sum = np.zeros(2 * leaf0)
+        self._min = np.full(2 * leaf0, np.inf)
+        self.compiled = njit is not None
 
     @property
     def leaves(self) -> np.ndarray:
         """``[capacity]`` view of the leaf values (read-only by convention: use :meth:`set`)."""
-        return self._sum[-1][: self.capacity]
+        return self._sum[self._leaf0 : self._leaf0 + self.capacity]
 
     def total(self) -> float:
         """Sum of all leaves."""
-        self._flush()
-        return float(self._sum[0][0])
+        return float(self._sum[1])
 
     def min(self) -> float:
         """Smallest leaf that was set (+inf when none)."""
-        self._flush()
-        return float(self._min[0][0])
+        return float(self._min[1])
 
     def set(self, index: np.ndarray, value: np.ndarray | float) -> None:
-        """Set leaves ``index`` to ``value`` (repeated indices: the last one wins).
-
-        Only the leaves are written here; inner nodes are brought up to date by the next read
-        (:meth:`total`, :meth:`min`, :meth:`find_prefix_sum`), so the many small sets of a
-        collection loop (a few slots per env step) cost one tree walk per sampled batch."""
+        """Set leaves ``index`` to ``value`` (repeated indices: the last one wins)."""
         index = np.asarray(index, dtype=np.int64).reshape(-1)
-        self._sum[-1][index] = value
-        self._min[-1][index] = value
-        self._pending.append(index)
-        self._num_pending += len(index)
-
-    def _flush(self) -> None:
-        """Recompute the inner nodes above the leaves set since the last read."""
-        if not self._pending:
+        if len(index) == 0:
             return
-        index = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
-        many = self._num_pending * FANOUT > self.capacity
-        self._pending = []
-        self._num_pending = 0
-        if many:  # cheaper to recompute everything
-            self.rebuild()
-            return
-        for d in range(self.depth - 1, -1, -1):
-            index = index // FANOUT
-            self._sum[d][index] = self._sum[d + 1].reshape(-1, FANOUT)[index].sum(axis=1)
-            self._min[d][index] = self._min[d + 1].reshape(-1, FANOUT)[index].min(axis=1)
+        value = np.asarray(value, dtype=np.float64).reshape(-1)
+        if value.shape[0] not in (1, index.shape[0]):
+            raise ValueError(f"{value.shape[0]} values for {index.shape[0]} leaves")
+        if self.compiled:
+            _set_nb(self._sum, self._min, self._leaf0, index, value)
+        else:
+            if value.shape[0] == 1:
+                value = np.broadcast_to(value, index.shape)
+            if self._leaf0 == 1:
+                self._sum[1], self._min[1] = value[-1], value[-1]
+            else:
+                _set_py(self._sum, self._min, self._leaf0, index, value)
 
     def clear(self) -> None:
         """Reset every leaf to unset."""
-        self._pending = []
-        self._num_pending = 0
-        for s, m in zip(self._sum, self._min):
-            s[:] = 0.0
-            m[:] = np.inf
+        self._sum[:] = 0.0
+        self._min[:] = np.inf
 
     def rebuild(self) -> None:
-        """Recompute every inner node from the leaves (after many leaves changed)."""
-        self._pending = []
-        self._num_pending = 0
-        for d in range(self.depth - 1, -1, -1):
-            n = len(self._sum[d + 1]) // FANOUT
-            self._sum[d][:n] = self._sum[d + 1].reshape(-1, FANOUT).sum(axis=1)
-            self._min[d][:n] = self._min[d + 1].reshape(-1, FANOUT).min(axis=1)
+        """Recompute every inner node from the leaves."""
+        n = self._leaf0
+        while n > 1:
+            n //= 2
+            self._sum[n : 2 * n] = self._sum[2 * n : 4 * n].reshape(-1, 2).sum(axis=1)
+            self._min[n : 2 * n] = self._min[2 * n : 4 * n].reshape(-1, 2).min(axis=1)
 
     def find_prefix_sum(self, value: np.ndarray) -> np.ndarray:
         """For each ``value`` in ``[0, total)`` the leaf ``i`` with
         ``sum(leaves[:i]) <= value < sum(leaves[:i + 1])``; never a zero leaf."""
-        self._flush()
         value = np.array(value, dtype=np.float64, copy=True).reshape(-1)
-        node = np.zeros(value.shape, dtype=np.int64)
-        rows = np.arange(len(node))
-        for d in range(1, self.depth + 1):
-            block = self._sum[d].reshape(-1, FANOUT)[node]  # [B, FANOUT] children's sums
-            csum = block @ _UPPER  # row-wise cumulative sums; np.cumsum(axis=1) is ~10x slower
-            child = np.count_nonzero(csum <= value[:, None], axis=1)
-            np.minimum(child, FANOUT - 1, out=child)
-            picked = block[rows, child]
-            empty = picked == 0
-            if empty.any():  # rounding pointed past the last non-empty child: stay on it
-                last = FANOUT - 1 - np.argmax(block[empty][:, ::-1] > 0, axis=1)
-                child[empty] = last
-                picked = block[rows, child]
-            value -= csum[rows, child] - picked
-            node = node * FANOUT + child
-        return node
+        np.maximum(value, 0.0, out=value)
+        if len(value) == 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.compiled:
+            return _find_nb(self._sum, self._leaf0, value)
+        return _find_py(self._sum, self._leaf0, value)

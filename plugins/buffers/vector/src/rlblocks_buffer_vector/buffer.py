@@ -51,6 +51,8 @@ class VectorReplayBuffer(ReplayBuffer):
         stack_num: int = 1,
         ignore_obs_next: bool = False,
         seed: int | None = None,
+        storage: str = "memory",
+        path: Any = None,
     ) -> None:
         if int(num_envs) < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -60,7 +62,9 @@ class VectorReplayBuffer(ReplayBuffer):
                 f"size={size} gives no slot to each of num_envs={num_envs} envs; the vector "
                 "buffer splits size evenly between envs, so make size >= num_envs"
             )
-        super().__init__(sub_size * int(num_envs), num_envs, stack_num, ignore_obs_next, seed)
+        super().__init__(
+            sub_size * int(num_envs), num_envs, stack_num, ignore_obs_next, seed, storage, path
+        )
         self.sub_size = sub_size
         self._offset = self._env_range * sub_size  # [num_envs] first slot of each sub-buffer
         self._ptr = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] next local slot
@@ -72,12 +76,25 @@ class VectorReplayBuffer(ReplayBuffer):
         self._lockstep = True  # see _is_lockstep
         self._claimed: tuple[np.ndarray, np.ndarray] | None = None
         self._env[:] = np.repeat(self._env_range, sub_size)
+        self._env_varies = False  # each slot belongs to one env for good
+        if type(self).__init__ is VectorReplayBuffer.__init__:
+            self._reopen_if_saved()
+
+    def _state(self) -> dict[str, Any]:
+        return {**super()._state(), "clock": self._clock}
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        super()._set_state(state)
+        self._clock = int(state["clock"])
+        self._lockstep = self._is_lockstep()
 
     # --- slot allocation ----------------------------------------------------------------------
 
     def _claim_slots(self, envs: np.ndarray, n: int) -> tuple[Any, np.ndarray, np.ndarray | None]:
         sub = self.sub_size
-        if self._lockstep and n == self.num_envs and (envs == self._env_range).all():
+        if self._lockstep and (
+            envs is self._env_range or (n == self.num_envs and (envs == self._env_range).all())
+        ):
             # every env at the same local slot: the rows go to a strided slice (fast writes)
             p = int(self._ptr[0])
             pos = self._offset + p

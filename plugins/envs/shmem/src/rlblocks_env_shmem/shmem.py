@@ -20,9 +20,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from rlblocks_env_subproc.subproc import SubprocVectorEnv, _Request
 
 from rlblocks.errors import ConfigError
+from rlblocks_env_subproc.subproc import SubprocVectorEnv, _Request
 
 _ALIGN = 64
 _FLAT_SPACES = (
