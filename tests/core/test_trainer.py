@@ -135,3 +135,12 @@ def test_update_needs_samples_from_the_buffer() -> None:
     trainer.run()
     assert len(trainer.buffer) == trainer.state.env_step
     assert np.isfinite(trainer.buffer.rew[: len(trainer.buffer)]).all()
+
+
+def test_buffer_with_set_env_step_hears_progress_before_each_collect() -> None:
+    trainer = build(Recorder(), max_env_steps=200)
+    heard: list[int] = []
+    trainer.buffer.set_env_step = heard.append  # type: ignore[attr-defined]
+    trainer.run()
+    assert heard[0] == 64  # after the warm-up
+    assert heard == sorted(heard) and heard[-1] == trainer.state.env_step - 8

@@ -199,6 +199,15 @@ class BaseTrainer:
             return "a plugin's rlblocks_should_stop returned True"
         return ""
 
+    def _announce_env_step(self) -> None:
+        """Tell the policy (epsilon, lr schedules) and a buffer that anneals with progress
+        (prioritized replay's beta) how far training has come, once per collect."""
+        step = self.state.env_step
+        self.policy.set_env_step(step)
+        set_buffer_step = getattr(self.buffer, "set_env_step", None)
+        if set_buffer_step is not None:
+            set_buffer_step(step)
+
     def _iterate(self) -> None:
         raise NotImplementedError
 
@@ -290,7 +299,7 @@ class OffPolicyTrainer(BaseTrainer):
 
     def _iterate(self) -> None:
         st = self.state
-        self.policy.set_env_step(st.env_step)
+        self._announce_env_step()
         stats = self.train_collector.collect(n_step=self.step_per_collect)
         self._record_collect(stats)
         st.update_credit += self.update_per_step * stats.n_step
@@ -350,7 +359,7 @@ class OnPolicyTrainer(BaseTrainer):
 
     def _iterate(self) -> None:
         st = self.state
-        self.policy.set_env_step(st.env_step)
+        self._announce_env_step()
         if self.episode_per_collect is not None:
             stats = self.train_collector.collect(n_episode=self.episode_per_collect)
         else:
