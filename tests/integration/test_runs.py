@@ -128,11 +128,11 @@ def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
     assert first.env_steps < 800 <= second.env_steps
 
 
-def test_unknown_algo_names_installed_ones_and_package() -> None:
+def test_unknown_algo_names_installed_ones_and_package(tmp_path: Path) -> None:
     with pytest.raises(UnknownComponentError) as info:
-        rlblocks.train("ppo", progress=False)
+        rlblocks.train("sac", progress=False, run_dir=tmp_path)
     message = str(info.value)
-    assert "dqn" in message and "rlblocks-algo-ppo" in message
+    assert "dqn" in message and "pip install rlblocks-algo-sac" in message
 
 
 def test_config_typo_names_field_path(tmp_path: Path) -> None:

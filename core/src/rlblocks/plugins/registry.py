@@ -45,7 +45,7 @@ GROUPS: dict[str, str] = {
 #: the distribution ``rlblocks-<kind>-<name>`` (underscores become hyphens).
 FIRST_PARTY: dict[str, frozenset[str]] = {
     "algo": frozenset(
-        {"dqn", "c51", "qrdqn", "iqn", "rainbow", "pg", "a2c", "ppo", "npg", "trpo",
+        {"dqn", "c51", "qrdqn", "iqn", "rainbow", "reinforce", "a2c", "ppo", "npg", "trpo",
          "ddpg", "td3", "sac", "redq", "bcq", "cql"}
     ),
     "buffer": frozenset({"vector", "prioritized", "cached", "her"}),
