@@ -29,8 +29,8 @@ from rlblocks.batch import Batch
 from rlblocks.collector import (
     Collector,
     CollectStats,
+    _EpisodeTally,
     _put,
-    _reset_state_rows,
     _take,
     _to_numpy,
     _to_numpy_tree,
@@ -139,14 +139,10 @@ class AsyncCollector(Collector):
         if n_episode is not None or self._obs is None:
             self.reset()
         envs, buffer = self.envs, self.buffer
-        ep_return, ep_len = self._ep_return, self._ep_len
         ready = self._ready
         if n_episode is not None:
             ready = ready[: min(self.num_envs, n_episode)]
-            started = len(ready)
-        done_returns: list[np.ndarray] = []
-        done_lengths: list[np.ndarray] = []
-        steps = episodes = 0
+        tally = _EpisodeTally(n_episode, started=len(ready) if n_episode is not None else 0)
         use_policy = not random
         explore = self.exploration and getattr(self.policy, "training", False)
 
@@ -176,54 +172,24 @@ class AsyncCollector(Collector):
                 if render:
                     envs.render(ids)  # type: ignore[attr-defined]
                     time.sleep(render)
-                steps += len(ids)
-                ep_return[ids] += rew
-                ep_len[ids] += 1
-                keep = ids
-                done = terminated | truncated
-                if done.any():
-                    rows = np.flatnonzero(done)
-                    finished = ids[rows]
-                    episodes += len(finished)
-                    done_returns.append(ep_return[finished].copy())
-                    done_lengths.append(ep_len[finished].copy())
-                    ep_return[finished] = 0
-                    ep_len[finished] = 0
-                    if self._state is not None:
-                        self._state = _reset_state_rows(self._state, finished)
-                    if n_episode is not None:
-                        restart = max(0, min(len(finished), n_episode - started))
-                        started += restart
-                        keep_rows, drop = rows[:restart], finished[restart:]
-                    else:
-                        keep_rows, drop = rows, finished[:0]
-                    if len(keep_rows):
-                        reset_obs, _ = envs.reset(ids[keep_rows])
-                        _put(obs_next, keep_rows, reset_obs)
-                    if len(drop):
-                        keep = ids[~np.isin(ids, drop)]
+                retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally)
+                keep = ids[~np.isin(ids, retired)] if len(retired) else ids
                 _put(self._obs, ids, obs_next)
                 ready = keep
-                if n_step is not None and steps >= n_step:
+                if n_step is not None and tally.steps >= n_step:
                     break
                 if n_episode is not None and not self._flying.any() and not len(ready):
                     break
-                if n_episode is not None and episodes >= n_episode:
+                if n_episode is not None and tally.episodes >= n_episode:
                     break
 
         self._ready = ready
         if n_episode is not None:
             self._drain()
             self._obs = None
-        self.total_steps += steps
-        self.total_episodes += episodes
-        return CollectStats(
-            n_step=steps,
-            n_episode=episodes,
-            returns=np.concatenate(done_returns) if done_returns else np.zeros(0),
-            lengths=np.concatenate(done_lengths) if done_lengths else np.zeros(0, dtype=np.int64),
-            seconds=time.perf_counter() - start,
-        )
+        self.total_steps += tally.steps
+        self.total_episodes += tally.episodes
+        return tally.stats(time.perf_counter() - start)
 
 
 def _rows_like_state(state: Any, n: int) -> Any:

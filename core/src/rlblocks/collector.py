@@ -70,6 +70,32 @@ class CollectStats:
         return out
 
 
+class _EpisodeTally:
+    """What one ``collect`` call has done so far: steps, finished episodes and (in
+    complete-episodes mode) how many episodes were started."""
+
+    __slots__ = ("episodes", "lengths", "n_episode", "returns", "started", "steps")
+
+    def __init__(self, n_episode: int | None, started: int) -> None:
+        self.n_episode = n_episode
+        self.started = started
+        self.steps = 0
+        self.episodes = 0
+        self.returns: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+
+    def stats(self, seconds: float) -> CollectStats:
+        return CollectStats(
+            n_step=self.steps,
+            n_episode=self.episodes,
+            returns=np.concatenate(self.returns) if self.returns else np.zeros(0),
+            lengths=(
+                np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
+            ),
+            seconds=seconds,
+        )
+
+
 def _reset_state_rows(state: Any, rows: np.ndarray) -> Any:
     """Zero the recurrent state of finished envs (tensor, array, dict or Batch of them)."""
     if state is None:
@@ -143,6 +169,45 @@ class Collector:
             )
         return np.stack([space.sample() for _ in range(n)])
 
+    def _end_step(
+        self,
+        ids: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: Any,
+        tally: _EpisodeTally,
+    ) -> np.ndarray:
+        """Book one step of envs ``ids``: episode sums; for finished episodes their return and
+        length, a recurrent-state reset, and either an env reset (its first obs written into
+        ``obs_next``) or, once enough episodes were started, retirement. Returns retired ids."""
+        tally.steps += len(ids)
+        self._ep_return[ids] += rew
+        self._ep_len[ids] += 1
+        done = terminated | truncated
+        if not done.any():
+            return ids[:0]
+        rows = np.flatnonzero(done)
+        finished = ids[rows]
+        tally.episodes += len(finished)
+        tally.returns.append(self._ep_return[finished].copy())
+        tally.lengths.append(self._ep_len[finished].copy())
+        self._ep_return[finished] = 0
+        self._ep_len[finished] = 0
+        if self._state is not None:
+            self._state = _reset_state_rows(self._state, finished)
+        if tally.n_episode is not None:
+            # start no more episodes than were asked for: the rest of these envs retire
+            restart = max(0, min(len(finished), tally.n_episode - tally.started))
+            tally.started += restart
+            keep_rows, retired = rows[:restart], finished[restart:]
+        else:
+            keep_rows, retired = rows, finished[:0]
+        if len(keep_rows):
+            reset_obs, _ = self.envs.reset(ids[keep_rows])
+            _put(obs_next, keep_rows, reset_obs)
+        return retired
+
     # -- the loop ----------------------------------------------------------------------------
     def collect(
         self,
@@ -167,19 +232,14 @@ class Collector:
             self.reset()
         policy, envs, buffer = self.policy, self.envs, self.buffer
         num_envs = self.num_envs
-        ep_return, ep_len = self._ep_return, self._ep_len
 
         # Complete-episodes mode: start at most n_episode episodes, one per env at first.
         if n_episode is not None:
             active = np.arange(min(num_envs, n_episode))
-            started = len(active)
         else:
             active = np.arange(num_envs)
-            started = 0
+        tally = _EpisodeTally(n_episode, started=len(active) if n_episode is not None else 0)
         all_active = len(active) == num_envs
-        done_returns: list[np.ndarray] = []
-        done_lengths: list[np.ndarray] = []
-        steps = episodes = 0
         use_policy = not random
         explore = self.exploration and getattr(policy, "training", False)
 
@@ -226,56 +286,22 @@ class Collector:
                 if render:
                     envs.render(active)  # type: ignore[attr-defined]
                     time.sleep(render)
-                n = len(active)
-                steps += n
-                ep_return[active] += rew
-                ep_len[active] += 1
-                done = terminated | truncated
-                if done.any():
-                    rows = np.flatnonzero(done)
-                    finished = active[rows]
-                    episodes += len(finished)
-                    done_returns.append(ep_return[finished].copy())
-                    done_lengths.append(ep_len[finished].copy())
-                    ep_return[finished] = 0
-                    ep_len[finished] = 0
-                    if self._state is not None:
-                        self._state = _reset_state_rows(self._state, finished)
-                    if n_episode is not None:
-                        # keep only as many envs running as episodes may still be started
-                        restart = max(0, min(len(finished), n_episode - started))
-                        started += restart
-                        keep_rows = rows[:restart]
-                        drop = finished[restart:]
-                    else:
-                        keep_rows, drop = rows, finished[:0]
-                    if len(keep_rows):
-                        reset_ids = active[keep_rows]
-                        reset_obs, _ = envs.reset(reset_ids)
-                        _assign_rows(obs_next, keep_rows, reset_obs)
-                    _write_obs(self, active, obs_next, all_active)
-                    if len(drop):
-                        active = active[~np.isin(active, drop)]
-                        all_active = False
-                else:
-                    _write_obs(self, active, obs_next, all_active)
-                if n_step is not None and steps >= n_step:
+                retired = self._end_step(active, rew, terminated, truncated, obs_next, tally)
+                _write_obs(self, active, obs_next, all_active)
+                if len(retired):
+                    active = active[~np.isin(active, retired)]
+                    all_active = False
+                if n_step is not None and tally.steps >= n_step:
                     break
-                if n_episode is not None and (episodes >= n_episode or len(active) == 0):
+                if n_episode is not None and (tally.episodes >= n_episode or len(active) == 0):
                     break
 
         if n_episode is not None:
             # envs that sat idle hold stale observations: the next collect starts afresh
             self._obs = None
-        self.total_steps += steps
-        self.total_episodes += episodes
-        return CollectStats(
-            n_step=steps,
-            n_episode=episodes,
-            returns=np.concatenate(done_returns) if done_returns else np.zeros(0),
-            lengths=np.concatenate(done_lengths) if done_lengths else np.zeros(0, dtype=np.int64),
-            seconds=time.perf_counter() - start,
-        )
+        self.total_steps += tally.steps
+        self.total_episodes += tally.episodes
+        return tally.stats(time.perf_counter() - start)
 
 
 # -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------
