@@ -23,6 +23,7 @@ from attrs import define, field
 
 from rlblocks.batch import Batch
 from rlblocks.protocols import Buffer, VectorEnv
+from rlblocks.views import ActingViews
 
 
 @define
@@ -138,6 +139,9 @@ class Collector:
         self.total_steps = 0
         self.total_episodes = 0
         self._store_policy = True
+        requirements = getattr(policy, "view_requirements", None) or {}
+        views = ActingViews(requirements, self.num_envs, envs.observation_space, self.action_space)
+        self._views: ActingViews | None = views if views else None
 
     # -- episode bookkeeping ------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -150,6 +154,8 @@ class Collector:
             if truncate is not None:
                 truncate()
         self._obs, _ = self.envs.reset(seed=seed)
+        if self._views is not None:
+            self._views.begin_episode(np.arange(self.num_envs), self._obs)
         self._seed = None  # seed once; later resets continue the envs' own RNG streams
         self._state = None
         self._ep_return[:] = 0
@@ -206,6 +212,8 @@ class Collector:
         if len(keep_rows):
             reset_obs, _ = self.envs.reset(ids[keep_rows])
             _put(obs_next, keep_rows, reset_obs)
+            if self._views is not None:
+                self._views.begin_episode(ids[keep_rows], reset_obs)
         return retired
 
     # -- the loop ----------------------------------------------------------------------------
@@ -253,7 +261,10 @@ class Collector:
                         if all_active or self._state is None
                         else _take(self._state, active)
                     )
-                    result = policy(Batch(obs=obs), state)
+                    batch = Batch(obs=obs)
+                    if self._views is not None:
+                        batch.update(self._views.build(active))
+                    result = policy(batch, state)
                     act = _to_numpy(result.act)
                     if explore:
                         act = policy.exploration_noise(act, result)
@@ -286,6 +297,8 @@ class Collector:
                 if render:
                     envs.render(active)  # type: ignore[attr-defined]
                     time.sleep(render)
+                if self._views is not None:
+                    self._views.record(active, act, rew, obs_next)
                 retired = self._end_step(active, rew, terminated, truncated, obs_next, tally)
                 _write_obs(self, active, obs_next, all_active)
                 if len(retired):

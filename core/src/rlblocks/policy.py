@@ -24,6 +24,7 @@ from torch import nn
 
 from rlblocks.batch import Batch
 from rlblocks.protocols import Buffer
+from rlblocks.views import ViewRequirement, training_views
 
 
 class BasePolicy(nn.Module):
@@ -47,6 +48,9 @@ class BasePolicy(nn.Module):
         self.device = torch.device(device)
         self.updating = False
         self.env_step = 0
+        #: Extra columns this policy's batches carry (RLlib's trajectory views); the collector
+        #: builds the acting ones, ``update`` the training ones. Empty: just the stored columns.
+        self.view_requirements: dict[str, ViewRequirement] = {}
         self.action_scaling = action_scaling and isinstance(action_space, gym.spaces.Box)
         self.action_bound_method = action_bound_method
         self._rng = np.random.default_rng()
@@ -111,6 +115,8 @@ class BasePolicy(nn.Module):
         if buffer is None or len(buffer) == 0:
             return {}
         batch, indices = buffer.sample(sample_size)
+        if self.view_requirements:
+            batch.update(training_views(buffer, indices, self.view_requirements))
         self.updating = True
         try:
             batch = self.process_fn(batch, buffer, indices)
