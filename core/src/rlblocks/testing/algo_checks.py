@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import gymnasium as gym
 import numpy as np
 import torch
 
