@@ -1,0 +1,1 @@
+"""Soft Q-learning for rlblocks — the worked example of a third-party algorithm plugin."""
