@@ -6,11 +6,18 @@ Target (n-step, partial-episode bootstrapping)::
     a*  = argmax_a Q_online(s_{t+m}, a)   if double else   argmax_a Q_target(s_{t+m}, a)
 
 with m <= n_step cut at the episode's end. Loss: Huber or MSE between Q(s_t, a_t) and y_t.
+
+Dict observations (goal-conditioned envs, nested Dicts too) are flattened leaf by leaf in sorted
+key order by core's :class:`~rlblocks.nets.encoders.FlattenEncoder` into one float vector.
+A buffer whose ``sample`` rewrites transitions (hindsight relabelling) offers
+``batch_view(batch, indices)``; the n-step walk then reads that view, so targets see the rewritten
+goals and rewards on every step of the path.
 """
 
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,10 +28,35 @@ import torch.nn.functional as F
 
 from rlblocks.batch import Batch
 from rlblocks.nets import QNetwork, obs_dim
+from rlblocks.nets.encoders import FlattenEncoder, obs_to_tensor
 from rlblocks.policy import BasePolicy
 from rlblocks.protocols import Buffer
 from rlblocks.returns import nstep_return
 from rlblocks_algo_dqn.config import DQNConfig
+
+Path = tuple[str, ...]
+
+
+def _dict_leaves(space: gym.spaces.Dict, prefix: Path = ()) -> list[tuple[Path, gym.Space]]:
+    """``(key path, leaf space)`` of a (nested) Dict space, keys sorted at every level."""
+    out: list[tuple[Path, gym.Space]] = []
+    for key in sorted(space.spaces):
+        sub = space.spaces[key]
+        if isinstance(sub, gym.spaces.Dict):
+            out.extend(_dict_leaves(sub, (*prefix, key)))
+        else:
+            out.append(((*prefix, key), sub))
+    return out
+
+
+def _dict_encoder(space: gym.spaces.Dict) -> tuple[list[Path], FlattenEncoder]:
+    """The leaf paths of ``space`` and a FlattenEncoder over a one-level Dict of those leaves
+    (an OrderedDict keeps the sorted path order; gymnasium would re-sort joined names)."""
+    leaves = _dict_leaves(space)
+    if not leaves:
+        raise TypeError("DQN got a Dict observation space without any entries")
+    flat = gym.spaces.Dict(OrderedDict(("/".join(p), s) for p, s in leaves))
+    return [p for p, _ in leaves], FlattenEncoder(flat)
 
 
 class DQNPolicy(BasePolicy):
@@ -47,8 +79,14 @@ class DQNPolicy(BasePolicy):
         self.config = config = config or DQNConfig()
         self.num_actions = int(action_space.n)
         self._discrete_obs = isinstance(observation_space, gym.spaces.Discrete)
+        self._obs_paths: list[Path] = []
+        if isinstance(observation_space, gym.spaces.Dict):
+            self._obs_paths, self.encoder = _dict_encoder(observation_space)
+            in_dim = self.encoder.out_dim
+        else:
+            in_dim = obs_dim(observation_space)
         self.model = model or QNetwork(
-            obs_dim(observation_space),
+            in_dim,
             self.num_actions,
             hidden=config.hidden_sizes,
             dueling=config.dueling,
@@ -69,6 +107,15 @@ class DQNPolicy(BasePolicy):
 
     # -- acting -------------------------------------------------------------------------------
     def _obs(self, obs: Any) -> torch.Tensor:
+        """Network input ``[B, in_dim]`` from ``obs [B, ...]`` (a dict/Batch for Dict spaces)."""
+        if self._obs_paths:
+            flat = {}
+            for path in self._obs_paths:
+                leaf = obs
+                for key in path:
+                    leaf = leaf[key]
+                flat["/".join(path)] = obs_to_tensor(leaf, self.device)
+            return self.encoder(flat)
         if self._discrete_obs:
             idx = torch.as_tensor(obs, dtype=torch.long, device=self.device)
             return F.one_hot(idx, self.observation_space.n).float()  # type: ignore[attr-defined]
@@ -117,13 +164,18 @@ class DQNPolicy(BasePolicy):
         return q_target.gather(1, best).squeeze(1)
 
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
-        """n-step returns over the buffer: ``batch.returns`` is the TD target ``y_t``."""
+        """n-step returns over the buffer: ``batch.returns`` is the TD target ``y_t``.
+
+        When the buffer rewrote the sampled transitions (it has ``batch_view``, e.g. hindsight
+        relabelling), the walk reads that view, whose reads are aligned with the batch's rows."""
+        batch_view = getattr(buffer, "batch_view", None)
+        source = buffer if batch_view is None else batch_view(batch, indices)
         partial, boot_idx, boot_discount = nstep_return(
-            buffer, indices, self.config.gamma, self.config.n_step
+            source, indices, self.config.gamma, self.config.n_step
         )
-        obs_next = buffer.get(boot_idx, "obs_next") if hasattr(buffer, "get") else None
+        obs_next = source.get(boot_idx, "obs_next") if hasattr(source, "get") else None
         if obs_next is None:
-            obs_next = buffer[boot_idx].obs_next
+            obs_next = source[boot_idx].obs_next
         q_next = self._target_q(obs_next).cpu().numpy()
         batch.returns = (partial + boot_discount * q_next).astype(np.float32)
         return batch

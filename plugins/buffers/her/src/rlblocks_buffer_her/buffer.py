@@ -1,0 +1,368 @@
+"""Hindsight experience replay (Andrychowicz et al., 2017) for rlblocks buffers.
+
+Goal-conditioned envs return Dict observations with ``observation``, ``achieved_goal`` (what the
+agent reached) and ``desired_goal`` (what it was asked to reach), and a reward that is a function
+of the two goals (gymnasium-robotics' ``GoalEnv.compute_reward(achieved_goal, desired_goal,
+info)``). A failed episode still shows how to reach the goals it did achieve, so on ``sample`` a
+fraction ``k / (k + 1)`` of the transitions gets a hindsight goal: the ``achieved_goal`` (of
+``obs_next``) at a step chosen uniformly from the same episode at or after the sampled one
+("future" strategy), found by following the buffer's ``next`` links up to the episode's newest
+stored step (unfinished episodes included). ``desired_goal`` in ``obs`` and ``obs_next`` becomes
+that goal and ``rew`` (and, with ``terminate_on_success``, ``terminated``) is recomputed with the
+reward function. The stored data never changes.
+
+n-step targets walk the buffer beyond the sampled slot and would read stored rewards there;
+:meth:`HERSampling.batch_view` gives a view in which every read along a sampled row's path sees
+that row's goal, so n-step returns of relabelled transitions use relabelled rewards too (DQN uses
+it; any algorithm that walks the buffer for targets should).
+
+Relabelling is a sampling strategy, so it is one mixin (:class:`HERSampling`) over any rlblocks
+buffer: :class:`HERReplayBuffer` over the base buffer, :class:`HERVectorReplayBuffer` over the
+per-env vector buffer (what ``buffer="her"`` builds; an env's episodes are never pushed out by
+another env's steps there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+from rlblocks.errors import ConfigError
+from rlblocks.plugins.spec import import_object
+from rlblocks_buffer_vector.buffer import VectorReplayBuffer
+
+__all__ = ["HERReplayBuffer", "HERSampling", "HERVectorReplayBuffer", "RelabelledView"]
+
+GoalFn = Callable[[np.ndarray, np.ndarray, Any], Any]
+_STRATEGIES = ("future",)
+
+
+def _resolve_fn(value: GoalFn | str | None, name: str) -> GoalFn | None:
+    """A goal function given as a callable, an import path ``"package.module:function"`` or None."""
+    if value is None or callable(value):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{name} must be a callable or an import path 'package.module:function', "
+            f"got {type(value).__name__}"
+        )
+    try:
+        fn = import_object(value)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(
+            f"{name}={value!r} cannot be imported ({exc}); write it as 'package.module:function' "
+            "naming an importable function"
+        ) from exc
+    if not callable(fn):
+        raise ConfigError(f"{name}={value!r} names a {type(fn).__name__}, not a function")
+    return fn
+
+
+class HERSampling:
+    """Mixin that relabels goals of sampled transitions (hindsight experience replay).
+
+    Args (beside the buffer's own ``size, num_envs, ignore_obs_next, seed``):
+        k: relabelled transitions per original one; a fraction ``k / (k + 1)`` of every sampled
+            batch gets a hindsight goal (``k=4``: 80%; ``k=0``: plain replay).
+        strategy: where hindsight goals come from; ``"future"`` (the only one so far).
+        compute_reward: ``compute_reward(achieved_goal [R, *g], desired_goal [R, *g], info) ->
+            rew [R]``, vectorised over ``R`` transitions (gymnasium-robotics' ``GoalEnv``
+            convention; ``info`` is the stored ``info`` at those steps, or ``{}`` when the buffer
+            stores none). A callable or an import path ``"package.module:function"``. When None,
+            call :meth:`attach_env` before the first sample.
+        terminate_on_success: recompute ``terminated`` of relabelled transitions with
+            ``compute_terminated`` (for envs whose episodes end when the goal is reached); False
+            keeps the stored flags, right for envs that never end on success (Fetch, Hand).
+        compute_terminated: ``compute_terminated(achieved_goal, desired_goal, info) -> bool
+            [R]`` (callable or import path); used only with ``terminate_on_success``.
+        stack_num: must be 1 (stacked goals have no single goal to replace).
+
+    Observations must be Dicts with ``achieved_goal`` and ``desired_goal`` entries (and usually
+    ``observation``). ``buf[index]`` and ``get`` return what was stored; only :meth:`sample`
+    relabels. An hdf5 file keeps goal functions given as import paths; callables are not saved,
+    so attach them again after :meth:`load_hdf5`.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        num_envs: int = 1,
+        k: int = 4,
+        strategy: str = "future",
+        compute_reward: GoalFn | str | None = None,
+        terminate_on_success: bool = False,
+        compute_terminated: GoalFn | str | None = None,
+        stack_num: int = 1,
+        ignore_obs_next: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        if int(k) < 0:
+            raise ConfigError(f"k must be >= 0 (relabelled transitions per original one), got {k}")
+        if strategy not in _STRATEGIES:
+            raise ConfigError(f"strategy={strategy!r} is not known; use one of {_STRATEGIES}")
+        if int(stack_num) != 1:
+            raise ConfigError(
+                f"the HER buffer reads single observations (stack_num=1), got stack_num="
+                f"{stack_num}; stack frames inside the env's 'observation' entry instead"
+            )
+        super().__init__(size, num_envs, 1, ignore_obs_next, seed)  # type: ignore[call-arg]
+        self.k = int(k)
+        self.strategy = strategy
+        self.future_p = self.k / (self.k + 1)
+        self.terminate_on_success = bool(terminate_on_success)
+        # import paths are kept so that hdf5 files rebuild the buffer with its functions
+        self._reward_path = compute_reward if isinstance(compute_reward, str) else None
+        self._terminated_path = compute_terminated if isinstance(compute_terminated, str) else None
+        self.compute_reward: GoalFn | None = _resolve_fn(compute_reward, "compute_reward")
+        self.compute_terminated: GoalFn | None = _resolve_fn(
+            compute_terminated, "compute_terminated"
+        )
+
+    def _init_kwargs(self) -> dict[str, Any]:
+        kwargs = super()._init_kwargs()  # type: ignore[misc]
+        kwargs.pop("stack_num", None)
+        kwargs.update(
+            k=self.k, strategy=self.strategy, compute_reward=self._reward_path,
+            terminate_on_success=self.terminate_on_success,
+            compute_terminated=self._terminated_path,
+        )
+        return kwargs
+
+    def attach_env(self, env: Any) -> HERSampling:
+        """Take the goal functions from an env: ``env.unwrapped.compute_reward`` (and
+        ``compute_terminated`` with ``terminate_on_success``). ``env`` is a gymnasium env (or any
+        object with those methods). This is how a run built from config names wires a
+        :class:`GoalEnv`'s reward in; returns the buffer."""
+        base = getattr(env, "unwrapped", env)
+        reward = getattr(base, "compute_reward", None)
+        if not callable(reward):
+            raise ConfigError(
+                f"{type(base).__name__} has no compute_reward(achieved_goal, desired_goal, info); "
+                "pass compute_reward= to the buffer instead"
+            )
+        self.compute_reward = reward
+        if self.terminate_on_success:
+            terminated = getattr(base, "compute_terminated", None)
+            if callable(terminated):
+                self.compute_terminated = terminated
+            elif self.compute_terminated is None:
+                raise ConfigError(
+                    f"terminate_on_success is set but {type(base).__name__} has no "
+                    "compute_terminated(achieved_goal, desired_goal, info); pass "
+                    "compute_terminated= to the buffer or set terminate_on_success=False"
+                )
+        return self
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def sample(self, batch_size: int) -> tuple[Batch, np.ndarray]:
+        """``(batch, indices)`` like the underlying buffer, with a fraction ``k / (k + 1)`` of
+        the rows relabelled: ``obs.desired_goal`` and ``obs_next.desired_goal`` set to a future
+        achieved goal of the same episode, ``rew`` (and ``terminated`` / ``done`` with
+        ``terminate_on_success``) recomputed."""
+        indices = self.sample_index(batch_size)  # type: ignore[attr-defined]
+        batch = self[indices]  # type: ignore[index]
+        if self.future_p > 0.0 and len(indices):
+            self._relabel(batch, indices)
+        return batch, indices
+
+    def batch_view(self, batch: Batch, indices: np.ndarray) -> Any:
+        """A read-only view for targets that walk the buffer from a sampled batch (n-step
+        returns): row ``j`` of every read sees ``batch.obs.desired_goal[j]`` as its goal, so
+        rewards (and terminations) along the path are recomputed for it. See
+        :class:`RelabelledView`; the buffer itself when nothing is relabelled (``k=0``)."""
+        if self.future_p == 0.0:
+            return self
+        self._check_ready()
+        goals = np.asarray(batch.obs["desired_goal"])
+        if goals.shape[:1] != np.shape(indices):
+            raise ValueError(
+                f"batch has {goals.shape[0]} goals for {len(indices)} indices; pass the batch "
+                "and the indices that sample() returned together"
+            )
+        return RelabelledView(self, goals)
+
+    # --- relabelling --------------------------------------------------------------------------
+
+    def _check_ready(self) -> None:
+        data = self._data  # type: ignore[attr-defined]
+        obs = None if data is None else data.get("obs")
+        if not isinstance(obs, dict) or not {"achieved_goal", "desired_goal"} <= obs.keys():
+            stored = sorted(obs) if isinstance(obs, dict) else "an array"
+            raise ConfigError(
+                f"hindsight relabelling needs Dict observations with 'achieved_goal' and "
+                f"'desired_goal' entries; this buffer stores obs as {stored}. Use a goal-"
+                "conditioned env, or buffer 'vector' / 'replay' for other envs"
+            )
+        if self.compute_reward is None:
+            raise ConfigError(
+                "the HER buffer has no reward function: pass compute_reward= (a callable or "
+                "'package.module:function'), or call buffer.attach_env(env) to use the env's "
+                "compute_reward"
+            )
+        if self.terminate_on_success and self.compute_terminated is None:
+            raise ConfigError(
+                "terminate_on_success is set but the HER buffer has no compute_terminated: pass "
+                "compute_terminated=, or call buffer.attach_env(env) with an env that has one"
+            )
+
+    def _relabel(self, batch: Batch, indices: np.ndarray) -> None:
+        """Give a random ``future_p`` share of ``batch``'s rows future goals (in place)."""
+        self._check_ready()
+        rng: np.random.Generator = self._rng  # type: ignore[attr-defined]
+        rows = np.flatnonzero(rng.random(len(indices)) < self.future_p)
+        if len(rows) == 0:
+            return
+        idx = np.asarray(indices, dtype=np.int64)[rows]
+        goal = self._achieved_next(self._future_slots(idx))  # [R, *goal_shape]
+        batch.obs.desired_goal[rows] = goal
+        batch.obs_next.desired_goal[rows] = goal
+        batch.rew[rows] = self._reward(idx, goal)
+        if self.terminate_on_success:
+            term = self._success(idx, goal)
+            batch.terminated[rows] = term
+            batch.done[rows] = term | batch.truncated[rows]
+
+    def _future_slots(self, idx: np.ndarray) -> np.ndarray:
+        """For each slot of ``idx`` ``[R]``, a slot drawn uniformly from the same episode at or
+        after it, up to the episode's newest stored step.
+
+        Walks ``next`` for the whole batch at once: one vectorised step per step of the longest
+        remaining episode piece (``path [R, L]``, the last slot repeating once a row stops)."""
+        nxt = self._next  # type: ignore[attr-defined]
+        cur = idx
+        path = [cur]
+        while True:
+            step = nxt[cur].astype(np.int64)
+            if np.array_equal(step, cur):
+                break
+            path.append(step)
+            cur = step
+        slots = np.stack(path, axis=1)
+        after = np.count_nonzero(slots[:, 1:] != slots[:, :-1], axis=1)  # [R] later steps stored
+        rng: np.random.Generator = self._rng  # type: ignore[attr-defined]
+        pick = (rng.random(len(idx)) * (after + 1)).astype(np.int64)
+        return slots[np.arange(len(idx)), pick]
+
+    def _achieved_next(self, slots: np.ndarray) -> np.ndarray:
+        """``obs_next.achieved_goal`` at ``slots`` (rebuilt from the next obs when not stored)."""
+        data = self._data  # type: ignore[attr-defined]
+        if self.ignore_obs_next:  # type: ignore[attr-defined]
+            return data["obs"]["achieved_goal"].take(self._next[slots], axis=0)  # type: ignore[attr-defined]
+        return data["obs_next"]["achieved_goal"].take(slots, axis=0)
+
+    def _info(self, slots: np.ndarray) -> Any:
+        info = self.get(slots, "info", None, 1)  # type: ignore[attr-defined]
+        return {} if info is None else info
+
+    def _reward(self, slots: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """``compute_reward`` of the transitions at ``slots`` ``[R]`` for goals ``goal``."""
+        assert self.compute_reward is not None
+        rew = np.asarray(self.compute_reward(self._achieved_next(slots), goal, self._info(slots)))
+        if rew.shape[:1] != slots.shape:
+            raise ConfigError(
+                f"compute_reward returned shape {rew.shape} for {len(slots)} transitions; it must "
+                "be vectorised: goals of shape [R, ...] in, rewards [R] out"
+            )
+        return rew
+
+    def _success(self, slots: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """``compute_terminated`` of the transitions at ``slots`` for goals ``goal`` (bool)."""
+        assert self.compute_terminated is not None
+        term = np.asarray(
+            self.compute_terminated(self._achieved_next(slots), goal, self._info(slots)), bool
+        )
+        if term.shape != slots.shape:
+            raise ConfigError(
+                f"compute_terminated returned shape {term.shape} for {len(slots)} transitions; "
+                "it must be vectorised: goals of shape [R, ...] in, flags [R] out"
+            )
+        return term
+
+
+class RelabelledView:
+    """The buffer as the rows of one sampled batch see it: row ``j`` of every read belongs to
+    sampled row ``j`` and has goal ``goals[j]``.
+
+    Reads take ``[B]`` slot arrays aligned with the batch (row ``j`` on the path of sampled row
+    ``j``, as :func:`rlblocks.returns.nstep_return` walks them). ``rew`` is recomputed with each
+    row's goal (so for every row, relabelled or not: a goal env's stored reward is
+    ``compute_reward`` of its own goal); ``obs`` / ``obs_next`` carry the row's goal; with
+    ``terminate_on_success`` ``terminated`` / ``done`` are recomputed and ``next`` stops where a
+    row's goal is reached. Everything else reads through to the buffer.
+    """
+
+    def __init__(self, buffer: HERSampling, goals: np.ndarray) -> None:
+        self.buffer = buffer
+        self.goals = goals  # [B, *goal_shape]
+
+    def __len__(self) -> int:
+        return len(self.buffer)  # type: ignore[arg-type]
+
+    @property
+    def env_id(self) -> np.ndarray:
+        return self.buffer.env_id  # type: ignore[attr-defined]
+
+    def _rows(self, index: Any) -> np.ndarray:
+        idx = np.asarray(index, dtype=np.int64)
+        if idx.shape != self.goals.shape[:1]:
+            raise ValueError(
+                f"a relabelled view reads one slot per sampled row ({len(self.goals)}), got "
+                f"index of shape {idx.shape}; read the buffer itself for other slots"
+            )
+        return idx
+
+    def _terminated(self, idx: np.ndarray) -> np.ndarray:
+        if self.buffer.terminate_on_success:
+            return self.buffer._success(idx, self.goals)
+        return np.asarray(self.buffer.get(idx, "terminated"), bool)  # type: ignore[attr-defined]
+
+    def prev(self, index: Any) -> np.ndarray:
+        return self.buffer.prev(index)  # type: ignore[attr-defined]
+
+    def next(self, index: Any) -> np.ndarray:
+        """The buffer's ``next``, ending at steps where the row's goal is reached when success
+        terminates episodes."""
+        idx = self._rows(index)
+        nxt = np.asarray(self.buffer.next(idx))  # type: ignore[attr-defined]
+        if self.buffer.terminate_on_success:
+            nxt = np.where(self._terminated(idx), idx, nxt)
+        return nxt
+
+    def get(self, index: Any, key: str, default: Any = None, stack_num: int | None = None) -> Any:
+        """Value of ``key`` at row-aligned slots ``index`` ``[B]``, with the rows' goals."""
+        idx = self._rows(index)
+        if key == "rew":
+            return self.buffer._reward(idx, self.goals)
+        if key == "terminated":
+            return self._terminated(idx)
+        if key == "done":
+            truncated = np.asarray(self.buffer.get(idx, "truncated"), bool)  # type: ignore[attr-defined]
+            return self._terminated(idx) | truncated
+        value = self.buffer.get(idx, key, default, stack_num)  # type: ignore[attr-defined]
+        if key in ("obs", "obs_next") and value is not default:
+            value.desired_goal = self.goals.copy()
+        return value
+
+    def __getitem__(self, index: Any) -> Batch:
+        idx = self._rows(index)
+        batch = self.buffer[idx]  # type: ignore[index]
+        batch.obs.desired_goal = self.goals.copy()
+        batch.obs_next.desired_goal = self.goals.copy()
+        batch.rew = self.get(idx, "rew")
+        batch.terminated = self._terminated(idx)
+        batch.done = batch.terminated | batch.truncated
+        return batch
+
+
+class HERReplayBuffer(HERSampling, ReplayBuffer):
+    """Hindsight relabelling over the base buffer (one circular storage shared by all envs)."""
+
+
+class HERVectorReplayBuffer(HERSampling, VectorReplayBuffer):
+    """Hindsight relabelling over the vector buffer (one circular sub-buffer per env); the
+    buffer that ``buffer="her"`` builds."""
