@@ -23,4 +23,18 @@ SPEC = AlgoSpec(
             "test_episodes": 100,
         },
     },
+    env_defaults={
+        # Pendulum: a short horizon and return scaling for the critic; two critic epochs per
+        # rollout of 2048 steps.
+        "Pendulum-*": {
+            "buffer": {"size": 4_200},
+            "trainer": {
+                "max_env_steps": 200_000,
+                "step_per_collect": 2_048,
+                "repeat_per_collect": 2,
+                "test_interval": 8_000,
+            },
+            "algo": {"gamma": 0.95, "value_scaling": True, "actor_step_size": 0.1},
+        },
+    },
 )

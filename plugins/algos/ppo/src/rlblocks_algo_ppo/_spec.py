@@ -1,7 +1,55 @@
 """Entry-point spec of PPO: imports nothing heavier than attrs."""
 
+from typing import Any
+
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_ppo.config import PPOConfig
+
+#: MuJoCo: the PPO paper's settings (Schulman et al., 2017, Table 3: horizon 2048, Adam 3e-4,
+#: 10 epochs, minibatch 64, gamma 0.99, GAE lambda 0.95, clip 0.2) with the learning rate
+#: annealed to zero, plus the implementation details published MuJoCo results rely on (Engstrom
+#: et al., 2020; Huang et al., 2022): observation normalisation, value scaling, orthogonal
+#: initialisation, gradient clipping at 0.5, separate 64-64 tanh actor and critic.
+MUJOCO: dict[str, dict[str, Any]] = {
+    "env": {"num_envs": 8, "num_test_envs": 10},
+    "buffer": {"size": 2_100},
+    "trainer": {
+        "max_env_steps": 1_000_000,
+        "step_per_collect": 2_048,
+        "repeat_per_collect": 10,
+        "batch_size": 64,
+        "test_interval": 10_000,
+        "test_episodes": 10,
+    },
+    "algo": {
+        "hidden_sizes": [64, 64],
+        "activation": "tanh",
+        "lr": 3e-4,
+        "lr_decay_steps": 1_000_000,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_ratio": 0.2,
+        "max_grad_norm": 0.5,
+        "vf_coef": 0.5,
+        "ent_coef": 0.0,
+        "norm_adv": True,
+        "obs_norm": True,
+        "value_scaling": True,
+        "action_bound_method": "clip",
+    },
+}
+MUJOCO_ENVS = (
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
+)
+
+#: Pendulum: short horizon (gamma 0.9, as in RL Zoo's ppo.yml for Pendulum-v1) and a larger
+#: learning rate than MuJoCo's; the rest are the CartPole defaults above.
+PENDULUM: dict[str, dict[str, Any]] = {
+    "buffer": {"size": 4_200},
+    "trainer": {"max_env_steps": 150_000, "step_per_collect": 2_048, "test_interval": 8_000},
+    "algo": {"gamma": 0.9, "lr": 1e-3},
+}
 
 SPEC = AlgoSpec(
     name="ppo",
@@ -22,5 +70,9 @@ SPEC = AlgoSpec(
             "test_interval": 4_000,
             "test_episodes": 100,
         },
+    },
+    env_defaults={
+        "Pendulum-*": PENDULUM,
+        **{f"{name}-*": MUJOCO for name in MUJOCO_ENVS},
     },
 )

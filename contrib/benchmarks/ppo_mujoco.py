@@ -1,8 +1,12 @@
 #!/usr/bin/env python
-"""PPO on MuJoCo for a chosen budget, with the PPO preset (the PPO paper's hyperparameters plus
-observation normalisation and value scaling), printing the best test return per env and seed.
+"""PPO on MuJoCo for a chosen budget, with PPO's MuJoCo defaults (its spec's ``env_defaults``: the
+PPO paper's hyperparameters plus observation normalisation and value scaling), printing the best
+test return per env and seed. The learning rate is annealed to zero over the chosen budget.
 
-Run: ``python contrib/benchmarks/mujoco.py --envs HalfCheetah-v5,Hopper-v5 --steps 1000000
+Named ``ppo_mujoco.py``, not ``mujoco.py``: a script's folder comes first on ``sys.path``, so a
+``mujoco.py`` there would shadow the ``mujoco`` package for every script in it.
+
+Run: ``python contrib/benchmarks/ppo_mujoco.py --envs HalfCheetah-v5,Hopper-v5 --steps 1000000
 --seeds 3 --backend shmem``. For reference, Tianshou's published PPO results at 1M steps
 (its README's MuJoCo table): HalfCheetah ~5400, Hopper ~3100, Walker2d ~3600, Ant ~3200.
 """
@@ -16,7 +20,6 @@ import tempfile
 import torch
 
 import rlblocks
-from rlblocks_algo_ppo.presets import preset_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.seeds):
             with tempfile.TemporaryDirectory() as tmp:
                 r = rlblocks.train(
-                    "ppo", env=env, seed=seed, backend=args.backend, config=preset_path("mujoco"),
+                    "ppo", env=env, seed=seed, backend=args.backend,
                     max_env_steps=args.steps, loggers=[], progress=False, run_dir=f"{tmp}/run",
                     overrides=[f"algo.lr_decay_steps={args.steps}"], stop_reward=1e9,
                 )
