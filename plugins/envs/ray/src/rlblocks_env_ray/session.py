@@ -1,0 +1,115 @@
+"""Which Ray this process uses, and whether the backend may shut it down.
+
+Several vector envs of one process share one Ray (a training run builds a train and a test
+vector env). When none is running the first one starts a local Ray; the last one to close shuts
+it down. A Ray that was already initialised, or a cluster given by address, is never shut down
+here: it belongs to whoever started it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import ray
+
+from rlblocks.errors import ConfigError
+
+#: ``ray.init`` arguments that only make sense when starting a Ray, not when connecting to one.
+START_ONLY = frozenset({
+    "num_cpus", "num_gpus", "resources", "labels", "object_store_memory", "include_dashboard",
+    "dashboard_host", "dashboard_port", "_memory", "_system_config", "_temp_dir",
+    "_plasma_directory",
+})
+
+_lock = threading.Lock()
+_owned = False  # the Ray this process is connected to was started here
+_users = 0  # open vector envs relying on that owned Ray
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def acquire(address: str | None, init_kwargs: dict[str, Any]) -> bool:
+    """Make sure this process is connected to Ray; True when the caller must ``release()``.
+
+    ``address`` None: keep the Ray already initialised here, else connect to the local Ray
+    that ``ray start`` runs on this machine (or ``RAY_ADDRESS``), else start a private one. A
+    string: connect to that cluster.
+    """
+    global _owned, _users
+    with _lock:
+        if ray.is_initialized():
+            _check_same_cluster(address)
+            if _owned:
+                _users += 1
+            return _owned
+        connect_kwargs = {k: v for k, v in init_kwargs.items() if k not in START_ONLY}
+        if address is not None:
+            try:
+                ray.init(address=address, **connect_kwargs)
+            except ConnectionError as exc:
+                raise ConfigError(
+                    f"cannot connect to the Ray cluster at address={address!r}: {exc}. Check "
+                    "that the cluster is up (`ray status`), or pass address=None to start a "
+                    "local Ray"
+                ) from exc
+            return False
+        running = _running_local_address(init_kwargs.get("_temp_dir"))
+        if running is not None:
+            ray.init(address=running, **connect_kwargs)
+            return False
+        start_kwargs = {"num_cpus": _cores(), "include_dashboard": False, **init_kwargs}
+        ray.init(**start_kwargs)
+        _owned, _users = True, 1
+        return True
+
+
+def release() -> None:
+    """One vector env that ``acquire`` counted is done; shut the owned Ray down after the last."""
+    global _owned, _users
+    with _lock:
+        _users = max(0, _users - 1)
+        if _users == 0 and _owned:
+            _owned = False
+            if ray.is_initialized():
+                ray.shutdown()
+
+
+def started_here() -> bool:
+    """Whether the Ray this process uses was started by this backend."""
+    return _owned and ray.is_initialized()
+
+
+def _running_local_address(temp_dir: str | None) -> str | None:
+    """``RAY_ADDRESS``, else the cluster ``ray start`` recorded on this machine: Ray's own rule
+    for ``ray.init()`` without an address. Unlike ``address="auto"``, it never picks the private
+    Ray another process started with ``ray.init()``, which dies with that process."""
+    env = os.environ.get("RAY_ADDRESS")
+    if env:
+        return env
+    try:
+        from ray._private.services import find_bootstrap_address  # Ray's lookup, not public
+    except ImportError:  # pragma: no cover - a Ray that moved it: start a private one
+        return None
+    try:
+        return find_bootstrap_address(temp_dir)
+    except Exception:
+        return None
+
+
+def _check_same_cluster(address: str | None) -> None:
+    if address is None or address == "auto" or address.startswith("ray://"):
+        return  # a client address cannot be compared with the one Ray reports; trust the user
+    current = ray.get_runtime_context().gcs_address
+    if address != current:
+        raise ConfigError(
+            f"this process is already connected to the Ray at {current!r}, not "
+            f"address={address!r}. Call ray.shutdown() first, or pass address=None to use the "
+            "connected Ray"
+        )

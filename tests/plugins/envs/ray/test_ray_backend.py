@@ -1,0 +1,387 @@
+"""The Ray backend: conformance, seeding, async stepping, faults, Ray's lifecycle, a whole run.
+
+One local Ray (2 CPUs, no dashboard) serves the whole module, started once by a module-scoped
+fixture: starting Ray costs seconds. The first test checks the backend's own start and shutdown
+of a local Ray, so it runs before that fixture starts one.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray backend's tests need `pip install ray`")
+
+import rlblocks  # noqa: E402
+from rlblocks.errors import ConfigError, EnvWorkerError  # noqa: E402
+from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns  # noqa: E402
+from rlblocks_env_ray.ray_env import RayVectorEnv  # noqa: E402
+from rlblocks_env_ray.session import _running_local_address  # noqa: E402
+
+# Ray's workers need not be able to import this test module: its env classes travel by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+RAY_INIT = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
+
+
+@pytest.fixture(scope="module")
+def module_ray() -> Any:
+    """One local Ray for the module (this test process owns it, not the backend)."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(**RAY_INIT)
+    yield ray
+    if started and ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
+def local_ray(module_ray: Any) -> Any:
+    """The module's Ray, started again if a test shut it down."""
+    if not ray.is_initialized():
+        ray.init(**RAY_INIT)
+    return ray
+
+
+def _pids_gone(pids: list[int], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+# -- Ray's lifecycle ----------------------------------------------------------------------------
+def test_starts_local_ray_when_none_runs_and_shuts_it_down_after_last_close() -> None:
+    if _running_local_address(None) is not None:
+        pytest.skip("a Ray from `ray start` or RAY_ADDRESS is up: the backend would use it")
+    if ray.is_initialized():
+        ray.shutdown()  # only when another module left one behind: this test needs none
+    first = RayVectorEnv(probe_env_fns(2), init_kwargs={"num_cpus": 2})
+    assert first.started_ray and ray.is_initialized()
+    assert ray.cluster_resources()["CPU"] == 2
+    second = RayVectorEnv(probe_env_fns(2), num_workers=1)  # shares the Ray the first started
+    assert second.started_ray
+    pids = first.worker_pids + second.worker_pids
+    first.close()
+    assert ray.is_initialized(), "the second vector env still runs on this Ray"
+    obs, _ = second.reset()
+    assert obs.shape == (2, 5)
+    second.close()
+    second.close()
+    assert not ray.is_initialized(), "the Ray the backend started must stop with its last user"
+    assert _pids_gone(pids), "actor processes outlived close()"
+
+
+def test_uses_the_connected_ray_and_never_shuts_it_down(local_ray: Any) -> None:
+    address = ray.get_runtime_context().gcs_address
+    with RayVectorEnv(probe_env_fns(2), address=address) as envs:
+        assert not envs.started_ray
+        envs.reset()
+    assert ray.is_initialized(), "a Ray the backend did not start belongs to its owner"
+    with pytest.raises(ConfigError, match="already connected"):
+        RayVectorEnv(probe_env_fns(2), address="10.255.255.1:6379")
+
+
+def test_close_kills_every_actor(local_ray: Any) -> None:
+    envs = RayVectorEnv(probe_env_fns(4), num_workers=2)
+    envs.reset()
+    pids = list(envs.worker_pids)
+    actors = envs.actors
+    assert len(set(pids)) == 2 and all(p is not None for p in pids)
+    envs.close()
+    for actor in actors:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.pid.remote(), timeout=10)
+    assert _pids_gone(pids), "actor processes outlived close()"
+    with pytest.raises(EnvWorkerError, match="closed"):
+        envs.reset()
+
+
+# -- protocol -----------------------------------------------------------------------------------
+def test_ray_passes_conformance_kit(local_ray: Any) -> None:
+    check_vector_env(functools.partial(RayVectorEnv, num_workers=2))
+
+
+def _rollout(backend: str, **options: Any) -> np.ndarray:
+    envs = rlblocks.make_vector_env(backend, "CartPole-v1", num_envs=3, **options)
+    try:
+        obs, _ = envs.reset(seed=7)
+        out = [obs]
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            obs, _, term, trunc, _ = envs.step(rng.integers(2, size=3))
+            out.append(obs.copy())
+            done = np.flatnonzero(term | trunc)
+            if len(done):
+                reset_obs, _ = envs.reset(done)
+                obs[done] = reset_obs
+        return np.stack(out)
+    finally:
+        envs.close()
+
+
+def test_same_seed_gives_the_dummy_backends_trajectories(local_ray: Any) -> None:
+    reference = _rollout("dummy")
+    np.testing.assert_array_equal(_rollout("ray", num_workers=2), reference)
+    # one actor: its reply is the whole result, which must still be an array the caller owns
+    np.testing.assert_array_equal(_rollout("ray", num_workers=1), reference)
+    assert not np.allclose(reference[:, 0], reference[:, 1]), "envs must get distinct seeds"
+
+
+class RenderProbeEnv(ProbeEnv):
+    """A probe env that renders a 2x2 frame filled with its index and its step count."""
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012
+    render_mode = "rgb_array"
+    gravity = 9.8
+
+    def render(self) -> np.ndarray:
+        return np.full((2, 2, 3), 10 * self.index + int(self._state[1]), dtype=np.uint8)
+
+
+def test_render_and_attributes_reach_the_actors(local_ray: Any) -> None:
+    fns = [functools.partial(RenderProbeEnv, i) for i in range(3)]
+    with RayVectorEnv(fns, num_workers=2) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(3, dtype=int))
+        frames = envs.render([2, 0])
+        assert [int(f[0, 0, 0]) for f in frames] == [21, 1]
+        assert envs.get_attr("gravity") == [9.8, 9.8, 9.8]
+        envs.set_attr("gravity", 1.5, [1])
+        assert envs.get_attr("gravity", [2, 1]) == [9.8, 1.5]
+
+
+# -- async --------------------------------------------------------------------------------------
+class SlowProbeEnv(ProbeEnv):
+    """A probe env whose step sleeps ``delay`` seconds."""
+
+    def __init__(self, index: int, delay: float) -> None:
+        super().__init__(index)
+        self.delay = delay
+
+    def step(self, action: Any) -> Any:
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+def test_step_wait_returns_ready_envs_with_their_own_ids(local_ray: Any) -> None:
+    fns = [functools.partial(SlowProbeEnv, i, 0.5 if i >= 2 else 0.0) for i in range(4)]
+    with RayVectorEnv(fns, num_workers=2, wait_num=1) as envs:
+        envs.reset()
+        envs.step_async(np.array([1, 2, 3, 4]))
+        ids, obs, _rew, _term, _trunc, _infos = envs.step_wait()
+        assert sorted(ids.tolist()) == [0, 1], "the fast actor's envs come back first"
+        assert obs[:, 0].astype(int).tolist() == ids.tolist(), "obs rows must match env ids"
+        assert obs[:, 3].astype(int).tolist() == (ids + 1).tolist(), "each env got its action"
+        assert envs.ready_env_ids.tolist() == [0, 1]
+        with pytest.raises(EnvWorkerError, match="in flight"):
+            envs.reset([2])
+        # ready envs are stepped again while the slow ones still run
+        envs.step_async(np.array([5, 6]), ids)
+        got: dict[int, np.ndarray] = {}
+        while len(got) < 4:
+            ids, obs, *_ = envs.step_wait(wait_num=4)
+            got.update(zip(ids.tolist(), obs))
+        assert {i: int(o[0]) for i, o in got.items()} == {0: 0, 1: 1, 2: 2, 3: 3}
+        assert int(got[0][1]) == 2 and int(got[2][1]) == 1, "envs 0, 1 stepped twice, 2, 3 once"
+        with pytest.raises(EnvWorkerError, match="no step in flight"):
+            envs.step_wait()
+
+
+def test_step_wait_timeout_returns_what_is_ready(local_ray: Any) -> None:
+    fns = [functools.partial(SlowProbeEnv, i, 1.0 if i == 1 else 0.0) for i in range(2)]
+    with RayVectorEnv(fns, num_workers=2) as envs:
+        envs.reset()
+        envs.step_async(np.array([0, 0]))
+        ids, *_ = envs.step_wait(timeout=0.2)
+        assert ids.tolist() == [0]
+        ids, *_ = envs.step_wait()
+        assert ids.tolist() == [1]
+
+
+class IndexPolicy:
+    """Acts ``(index + t) % 7`` from a probe observation, so a misrouted action is visible."""
+
+    training = False
+
+    def __call__(self, batch: Any, state: Any = None) -> Any:
+        from rlblocks.batch import Batch
+
+        obs = np.asarray(batch.obs)
+        return Batch(act=(obs[:, 0] + obs[:, 1]).astype(np.int64) % 7)
+
+    def map_action(self, act: Any) -> Any:
+        return act
+
+    def map_action_inverse(self, act: Any) -> Any:
+        return act
+
+
+def test_async_collector_keeps_rows_per_env_on_ray(local_ray: Any) -> None:
+    from rlblocks.async_collector import AsyncCollector
+
+    fns = [functools.partial(SlowProbeEnv, i, 0.02 if i >= 2 else 0.0) for i in range(4)]
+    with RayVectorEnv(fns, num_workers=2, wait_num=1) as envs:
+        buf = rlblocks.make_buffer("replay", size=500, num_envs=4)
+        collector = AsyncCollector(IndexPolicy(), envs, buf, seed=0)
+        assert collector.is_async
+        assert collector.collect(n_step=40).n_step >= 40
+        stats = collector.collect(n_episode=5)
+        assert stats.n_episode == 5 and not envs._in_flight.any()
+        data = buf[np.arange(len(buf))]
+        obs, nxt, act = np.asarray(data.obs), np.asarray(data.obs_next), np.asarray(data.act)
+        assert (obs[:, 0] == nxt[:, 0]).all(), "obs and obs_next of a row from different envs"
+        assert (nxt[:, 1] == obs[:, 1] + 1).all(), "a transition spans two episodes"
+        assert (act == nxt[:, 3]).all(), "the stored action is not the one the env received"
+
+
+# -- faults -------------------------------------------------------------------------------------
+class FaultyEnv(ProbeEnv):
+    """Env 1 misbehaves on its second step: ``mode`` raise, exit or hang."""
+
+    def __init__(self, index: int, mode: str) -> None:
+        super().__init__(index)
+        self.length = 100
+        self.mode = mode
+
+    def step(self, action: Any) -> Any:
+        out = super().step(action)
+        if self.index == 1 and self._state[1] == 2:
+            if self.mode == "raise":
+                explode_in_env()
+            elif self.mode == "exit":
+                os._exit(3)
+            elif self.mode == "hang":
+                time.sleep(60)
+        return out
+
+
+def explode_in_env() -> None:
+    raise ValueError("the env broke")
+
+
+def _faulty(mode: str, **options: Any) -> RayVectorEnv:
+    fns = [functools.partial(FaultyEnv, i, mode) for i in range(4)]
+    return RayVectorEnv(fns, num_workers=2, **options)
+
+
+def test_env_error_reaches_caller_with_env_id_and_actor_traceback(local_ray: Any) -> None:
+    with _faulty("raise") as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match=r"env 1 raised in step: ValueError") as err:
+            envs.step(np.zeros(4, dtype=int))
+        assert "explode_in_env" in str(err.value), "the actor's traceback must be included"
+        with pytest.raises(EnvWorkerError, match="reset"):
+            envs.step(np.zeros(4, dtype=int))  # every env of the failed step must be reset
+        # the actor survives: after a reset the envs step again
+        envs.reset()
+        obs, *_ = envs.step(np.zeros(2, dtype=int), [0, 1])
+        assert obs[:, 1].tolist() == [1, 1]
+
+
+def test_env_error_in_async_step_keeps_other_results(local_ray: Any) -> None:
+    with _faulty("raise") as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        envs.step_async(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match="env 1 raised in step"):
+            envs.step_wait(wait_num=4)
+        ids, obs, *_ = envs.step_wait()
+        assert ids.tolist() == [2, 3], "the healthy actor's results are not lost"
+        assert obs[:, 1].tolist() == [2, 2]
+
+
+def test_killed_actor_is_reported_with_its_envs(local_ray: Any) -> None:
+    with RayVectorEnv(probe_env_fns(4), num_workers=2) as envs:
+        envs.reset()
+        ray.kill(envs.actors[1])
+        with pytest.raises(EnvWorkerError, match=r"envs \[2, 3\].*ray\.kill") as err:
+            envs.step(np.zeros(4, dtype=int))
+        assert "restart_failed" in str(err.value)
+        with pytest.raises(EnvWorkerError, match="cannot use envs"):
+            envs.reset()
+
+
+def test_actor_that_exits_is_reported_by_async_wait(local_ray: Any) -> None:
+    with _faulty("exit") as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        envs.step_async(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match=r"envs \[0, 1\]\) died while running step"):
+            while True:
+                envs.step_wait()
+
+
+def test_hung_actor_is_killed_after_worker_timeout(local_ray: Any) -> None:
+    with _faulty("hang", worker_timeout=2.0) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match="did not answer step within worker_timeout"):
+            envs.step(np.zeros(4, dtype=int))
+
+
+def test_restart_failed_replaces_actor_and_truncates_its_envs(local_ray: Any) -> None:
+    with _faulty("exit", restart_failed=True) as envs:
+        envs.reset()
+        old = envs.worker_pids
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.warns(RuntimeWarning, match="died while running step"):
+            obs, rew, term, trunc, infos = envs.step(np.ones(4, dtype=int))
+        assert trunc.tolist() == [True, True, False, False] and not term.any()
+        assert "env_worker_restarted" in infos[0] and rew[:2].tolist() == [0.0, 0.0]
+        assert obs[2:, 1].tolist() == [2, 2], "the healthy actor's envs stepped normally"
+        assert envs.worker_pids[0] != old[0] and envs.worker_pids[1] == old[1]
+        obs, _ = envs.reset([0, 1])
+        assert obs[:, 2].tolist() == [1, 1], "fresh envs in the new actor"
+        obs, *_ = envs.step(np.zeros(4, dtype=int))
+        assert obs[:, 1].tolist() == [1, 1, 3, 3]
+
+
+def test_env_that_fails_to_build_is_reported(local_ray: Any) -> None:
+    def broken() -> Any:
+        raise RuntimeError("no such asset")
+
+    with pytest.raises(EnvWorkerError, match=r"env 1 raised in make: RuntimeError"):
+        RayVectorEnv([functools.partial(ProbeEnv, 0), broken], num_workers=2)
+
+
+# -- a whole run --------------------------------------------------------------------------------
+def test_train_dqn_end_to_end_on_ray(local_ray: Any, tmp_path: Path) -> None:
+    result = rlblocks.train(
+        "dqn",
+        seed=0,
+        backend="ray",
+        overrides=[
+            "trainer.max_env_steps=300",
+            "trainer.warmup_steps=64",
+            "trainer.test_interval=300",
+            "trainer.test_episodes=2",
+            "env.num_envs=4",
+            "env.num_test_envs=2",
+            "env.num_workers=2",
+        ],
+        loggers=[],
+        progress=False,
+        run_dir=tmp_path / "run",
+    )
+    assert result.env_steps >= 300
+    assert (tmp_path / "run" / "result.json").exists()
+    assert ray.is_initialized(), "the run must not shut down a Ray it did not start"
