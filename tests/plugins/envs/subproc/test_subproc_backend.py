@@ -190,6 +190,25 @@ def test_env_error_reaches_caller_with_env_id_and_worker_traceback(backend: str)
         assert obs[:, 1].tolist() == [1, 1]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_step_leaves_no_stale_results_and_asks_for_resets(backend: str) -> None:
+    with _faulty("raise", backend) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match="env 1 raised"):
+            envs.step(np.zeros(4, dtype=int))
+        # envs 2 and 3 (the other worker) stepped too, unseen: they must be reset first
+        with pytest.raises(EnvWorkerError, match="reset"):
+            envs.step(np.zeros(2, dtype=int), [2, 3])
+        envs.reset()
+        obs, *_ = envs.step(np.zeros(4, dtype=int))
+        assert obs[:, 1].tolist() == [1, 1, 1, 1]
+        envs.step_async(np.zeros(3, dtype=int), [0, 2, 3])  # env 1 would raise again at t=2
+        ids, obs, *_ = envs.step_wait(timeout=10)
+        assert sorted(ids.tolist()) == [0, 2, 3], "a stale reply from the failed step came back"
+        assert obs[:, 1].tolist() == [2, 2, 2]
+
+
 @pytest.mark.parametrize(
     ("mode", "message"),
     [("segv", "killed by signal SIGSEGV"), ("exit", "exited with code 3")],

@@ -538,7 +538,16 @@ class SubprocVectorEnv:
                                  (W.STEP, slots, self._encode_actions(w, actions, rows))))
             for w, slots, rows, gids in groups
         ]
-        parts = [(gids, self._decode_step(req, self._finish(w, req))) for w, gids, req in sent]
+        parts, error = [], None
+        for w, gids, req in sent:
+            try:
+                parts.append((gids, self._decode_step(req, self._finish(w, req))))
+            except EnvWorkerError as exc:  # keep draining: no reply may linger in a pipe
+                error = error or exc
+        if error is not None:
+            # the other envs of this step moved on without the caller seeing their results
+            self._needs_reset[all_ids] = True
+            raise error
         obs, rew, term, trunc, infos = self._assemble_step(parts, order)
         done = term | trunc
         if done.any():
