@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.batch import Batch
 from rlblocks.collector import (
     Collector,
     CollectStats,
     _EpisodeTally,
-    _put,
-    _take,
     _to_numpy,
     _to_numpy_tree,
 )
@@ -87,11 +86,11 @@ class AsyncCollector(Collector):
 
     def _act(self, ready: np.ndarray, use_policy: bool, explore: bool) -> Any:
         """Choose actions for ``ready`` and remember them (and the policy output) per env."""
-        obs = _take(self._obs, ready)
+        obs = take_rows(self._obs, ready)
         policy = self.policy
         policy_out = None
         if use_policy:
-            state = None if self._state is None else _take(self._state, ready)
+            state = None if self._state is None else take_rows(self._state, ready)
             result = policy(Batch(obs=obs), state)
             act = _to_numpy(result.act)
             if explore:
@@ -101,7 +100,7 @@ class AsyncCollector(Collector):
             if new_state is not None:
                 if self._state is None:
                     self._state = _rows_like_state(new_state, self.num_envs)
-                _put(self._state, ready, new_state)
+                put_rows(self._state, ready, new_state)
             policy_out = result.get("policy", None)
         else:
             env_act = self._random_actions(len(ready))
@@ -114,7 +113,7 @@ class AsyncCollector(Collector):
             tree = _to_numpy_tree(policy_out)
             if self._policy_rows is None:
                 self._policy_rows = _rows_like(tree, self.num_envs)
-            _put(self._policy_rows, ready, tree)
+            put_rows(self._policy_rows, ready, tree)
         else:
             self._policy_rows = None
         return env_act
@@ -159,7 +158,7 @@ class AsyncCollector(Collector):
                 self._flying[ids] = False
                 if buffer is not None:
                     data = {
-                        "obs": _take(self._obs, ids),
+                        "obs": take_rows(self._obs, ids),
                         "act": self._act_rows[ids],
                         "rew": rew,
                         "terminated": terminated,
@@ -167,14 +166,14 @@ class AsyncCollector(Collector):
                         "obs_next": obs_next,
                     }
                     if self._policy_rows is not None:
-                        data["policy"] = _take(self._policy_rows, ids)
+                        data["policy"] = take_rows(self._policy_rows, ids)
                     buffer.add(data, env_ids=ids)
                 if render:
                     envs.render(ids)  # type: ignore[attr-defined]
                     time.sleep(render)
                 retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally)
                 keep = ids[~np.isin(ids, retired)] if len(retired) else ids
-                _put(self._obs, ids, obs_next)
+                put_rows(self._obs, ids, obs_next)
                 ready = keep
                 if n_step is not None and tally.steps >= n_step:
                     break

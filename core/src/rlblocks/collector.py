@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from attrs import define, field
 
+from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.batch import Batch
 from rlblocks.protocols import Buffer, VectorEnv
 from rlblocks.views import ActingViews
@@ -211,7 +212,7 @@ class Collector:
             keep_rows, retired = rows, finished[:0]
         if len(keep_rows):
             reset_obs, _ = self.envs.reset(ids[keep_rows])
-            _put(obs_next, keep_rows, reset_obs)
+            put_rows(obs_next, keep_rows, reset_obs)
             if self._views is not None:
                 self._views.begin_episode(ids[keep_rows], reset_obs)
         return retired
@@ -253,13 +254,13 @@ class Collector:
 
         with torch.inference_mode():
             while True:
-                obs = self._obs if all_active else _take(self._obs, active)
+                obs = self._obs if all_active else take_rows(self._obs, active)
                 policy_out = None
                 if use_policy:
                     state = (
                         self._state
                         if all_active or self._state is None
-                        else _take(self._state, active)
+                        else take_rows(self._state, active)
                     )
                     batch = Batch(obs=obs)
                     if self._views is not None:
@@ -274,7 +275,7 @@ class Collector:
                         if self._state is None or all_active:
                             self._state = new_state
                         else:
-                            _put(self._state, active, new_state)
+                            put_rows(self._state, active, new_state)
                     policy_out = result.get("policy", None)
                 else:
                     env_act = self._random_actions(len(active))
@@ -318,36 +319,11 @@ class Collector:
 
 
 # -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------
-def _take(tree: Any, rows: np.ndarray) -> Any:
-    if isinstance(tree, dict):
-        return {k: _take(v, rows) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_take(v, rows) for v in tree)
-    if isinstance(tree, Batch):
-        return tree[rows]
-    return tree[rows]
-
-
-def _put(tree: Any, rows: np.ndarray, value: Any) -> None:
-    if isinstance(tree, dict | Batch):
-        for k in tree:
-            _put(tree[k], rows, value[k])
-    elif isinstance(tree, tuple):
-        for t, v in zip(tree, value):
-            _put(t, rows, v)
-    else:
-        tree[rows] = value
-
-
-def _assign_rows(tree: Any, rows: np.ndarray, value: Any) -> None:
-    _put(tree, rows, value)
-
-
 def _write_obs(self: Collector, active: np.ndarray, obs_next: Any, all_active: bool) -> None:
     if all_active:
         self._obs = obs_next
     else:
-        _put(self._obs, active, obs_next)
+        put_rows(self._obs, active, obs_next)
 
 
 def _to_numpy(x: Any) -> np.ndarray:

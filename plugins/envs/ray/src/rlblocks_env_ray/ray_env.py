@@ -24,6 +24,7 @@ import ray
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
+from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks_env_ray import session
 from rlblocks_env_ray.actor import EnvActor
@@ -310,7 +311,7 @@ class RayVectorEnv:
         """A truncated step for envs whose actor failed and was replaced."""
         n = len(ids)
         info = [{"env_worker_restarted": reason} for _ in range(n)]
-        return _take(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
+        return take_rows(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
 
     # -- grouping env ids by actor --------------------------------------------------------------
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
@@ -384,11 +385,11 @@ class RayVectorEnv:
         trunc_a = np.array(trunc, dtype=bool)
         ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
         if order is not None:
-            obs = _take(obs, order)
+            obs = take_rows(obs, order)
             rew_a, term_a, trunc_a = rew_a[order], term_a[order], trunc_a[order]
             infos = [infos[k] for k in order]
             ids = ids[order]
-        _put(self._last_obs, ids, obs)
+        put_rows(self._last_obs, ids, obs)
         return ids, obs, rew_a, term_a, trunc_a, infos
 
     # -- protocol -------------------------------------------------------------------------------
@@ -425,10 +426,10 @@ class RayVectorEnv:
         infos: list[dict] = [i for p in payloads for i in p[1]]
         joined = np.concatenate([c.ids for c in calls])
         if order is not None:
-            obs = _take(obs, order)
+            obs = take_rows(obs, order)
             infos = [infos[k] for k in order]
             joined = joined[order]
-        _put(self._last_obs, joined, obs)
+        put_rows(self._last_obs, joined, obs)
         self._needs_reset[all_ids] = False
         return obs, infos
 
@@ -630,23 +631,3 @@ class RayVectorEnv:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
-
-
-# -- trees of arrays (obs may be an array or a dict/tuple tree of arrays) ----------------------
-def _take(tree: Any, rows: Any) -> Any:
-    if isinstance(tree, dict):
-        return {k: _take(v, rows) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_take(v, rows) for v in tree)
-    return tree[rows]
-
-
-def _put(tree: Any, rows: Any, value: Any) -> None:
-    if isinstance(tree, dict):
-        for k in tree:
-            _put(tree[k], rows, value[k])
-    elif isinstance(tree, tuple):
-        for t, v in zip(tree, value):
-            _put(t, rows, v)
-    else:
-        tree[rows] = value

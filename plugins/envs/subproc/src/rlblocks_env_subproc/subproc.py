@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks_env_subproc import worker as W
 
@@ -193,11 +194,11 @@ class SubprocVectorEnv:
         trunc_a = np.array(trunc, dtype=bool)
         ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
         if order is not None:
-            obs = _take(obs, order)
+            obs = take_rows(obs, order)
             rew_a, term_a, trunc_a = rew_a[order], term_a[order], trunc_a[order]
             infos = [infos[k] for k in order]
             ids = ids[order]
-        _put(self._last_obs, ids, obs)
+        put_rows(self._last_obs, ids, obs)
         return obs, rew_a, term_a, trunc_a, infos
 
     def _assemble_reset(
@@ -207,17 +208,17 @@ class SubprocVectorEnv:
         infos: list[dict] = [i for p in parts for i in p[1][1]]
         ids = np.concatenate([p[0] for p in parts])
         if order is not None:
-            obs = _take(obs, order)
+            obs = take_rows(obs, order)
             infos = [infos[k] for k in order]
             ids = ids[order]
-        _put(self._last_obs, ids, obs)
+        put_rows(self._last_obs, ids, obs)
         return obs, infos
 
     def _synthetic_step(self, ids: np.ndarray, reason: str) -> Any:
         """A truncated step for envs whose worker failed and was restarted."""
         n = len(ids)
         info = [{"env_worker_restarted": reason} for _ in range(n)]
-        return _take(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
+        return take_rows(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
 
     def _stack(self, parts: list[Any]) -> Any:
         if self._box_obs:
@@ -631,25 +632,3 @@ class SubprocVectorEnv:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
-
-
-# -- trees of arrays (obs may be an array or a dict/tuple tree of arrays) ----------------------
-def _take(tree: Any, rows: Any) -> Any:
-    if isinstance(tree, dict):
-        return {k: _take(v, rows) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_take(v, rows) for v in tree)
-    return tree[rows]
-
-
-def _put(tree: Any, rows: Any, value: Any) -> None:
-    if tree is None:
-        return
-    if isinstance(tree, dict):
-        for k in tree:
-            _put(tree[k], rows, value[k])
-    elif isinstance(tree, tuple):
-        for t, v in zip(tree, value):
-            _put(t, rows, v)
-    else:
-        tree[rows] = value
