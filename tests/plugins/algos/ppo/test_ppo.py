@@ -177,10 +177,12 @@ def test_mujoco_env_ids_get_the_papers_settings_without_a_config_file(env_id: st
 def test_cartpole_and_pendulum_keep_their_own_settings() -> None:
     cartpole = build_config("ppo", spec_lookup=spec_lookup)
     assert cartpole.env.id == "CartPole-v1"
-    assert (cartpole.trainer.step_per_collect, cartpole.trainer.batch_size) == (1024, 256)
+    assert (cartpole.trainer.step_per_collect, cartpole.trainer.batch_size) == (256, 256)
     assert not cartpole.algo.obs_norm and cartpole.algo.lr_decay_steps is None
+    assert cartpole.env.num_test_envs == cartpole.trainer.test_episodes == 100
     pendulum = build_config("ppo", flags={"env": {"id": "Pendulum-v1"}}, spec_lookup=spec_lookup)
     assert pendulum.algo.gamma == 0.9 and not pendulum.algo.obs_norm
+    assert pendulum.algo.value_scaling and pendulum.trainer.step_per_collect == 2048
 
 
 def test_user_flags_beat_the_mujoco_settings() -> None:
