@@ -674,3 +674,10 @@ def test_memmap_buffer_larger_than_the_process_memory_limit_fills_and_samples(tm
     out = subprocess.run([sys.executable, "-c", _CHILD, str(tmp_path)], capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-2000:]
+
+
+def test_sample_indices_is_sample_index_under_the_architecture_name() -> None:
+    buf = ReplayBuffer(8)
+    for i in range(5):
+        buf.add({"obs": i, "act": i, "rew": 0.0, "done": i == 2, "obs_next": i + 1})
+    assert buf.sample_indices(0).tolist() == buf.sample_index(0).tolist() == [0, 1, 2, 3, 4]

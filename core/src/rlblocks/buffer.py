@@ -603,6 +603,11 @@ class ReplayBuffer:
             return self._slots[: self._size].copy()
         return np.concatenate([self._slots[self._index :], self._slots[: self._index]])
 
+    def sample_indices(self, batch_size: int) -> np.ndarray:
+        """The same as :meth:`sample_index` (the name ARCHITECTURE.md uses); subclasses override
+        ``sample_index`` only."""
+        return self.sample_index(batch_size)
+
     def sample_index(self, batch_size: int) -> np.ndarray:
         """``batch_size > 0``: that many uniformly random valid slots (with replacement);
         ``0``: every valid slot in time (insertion) order; ``< 0``: an empty array."""
