@@ -28,6 +28,7 @@ from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks_env_ray import session
 from rlblocks_env_ray.actor import EnvActor
+from rlblocks_env_subproc.grouping import WorkerGroups
 
 STEP, RESET, CALL, MAKE = "step", "reset", "call", "make"
 _PENDING: Any = object()  # the reply of a call not answered yet (None is a valid payload)
@@ -78,7 +79,7 @@ def _death_detail(exc: BaseException) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
 
 
-class RayVectorEnv:
+class RayVectorEnv(WorkerGroups):
     """Steps ``len(env_fns)`` envs in ``num_workers`` Ray actors, several envs per actor.
 
     Same contract as the other backends: no autoreset (the caller resets finished envs with
@@ -314,37 +315,6 @@ class RayVectorEnv:
         return take_rows(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
 
     # -- grouping env ids by actor --------------------------------------------------------------
-    def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
-        if self._closed:
-            raise EnvWorkerError("this vector env is closed; build a new one")
-        if env_ids is None:
-            return None
-        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
-        if len(np.unique(ids)) != len(ids):
-            raise ValueError(f"env_ids {ids.tolist()} name an env twice")
-        return ids
-
-    def _groups(
-        self, ids: np.ndarray | None
-    ) -> tuple[list[tuple[_Worker, list[int] | None, Any, np.ndarray]], np.ndarray | None]:
-        """``[(actor, slots or None, rows into the caller's arrays, global ids)]`` and the
-        permutation that puts the joined results back in the caller's order."""
-        if ids is None or (len(ids) == self.num_envs and (ids == self._all_ids).all()):
-            return [(w, None, slice(w.start, w.stop), w.ids) for w in self._workers], None
-        owner = self._env_worker[ids]
-        groups, positions = [], []
-        for w_index in np.unique(owner):
-            rows = np.flatnonzero(owner == w_index)
-            gids = ids[rows]
-            groups.append((self._workers[w_index], self._env_slot[gids].tolist(), rows, gids))
-            positions.append(rows)
-        joined = np.concatenate(positions)
-        if (np.diff(joined) > 0).all():
-            return groups, None
-        return groups, np.argsort(joined)
-
     def _actions_for(self, actions: Any, rows: Any) -> Any:
         if isinstance(actions, np.ndarray) or isinstance(rows, slice):
             a = actions[rows]
@@ -367,30 +337,7 @@ class RayVectorEnv:
         out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
         return concatenate(self.observation_space, items, out)
 
-    def _assemble_step(
-        self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
-    ) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
-        obs = self._stack([p[1][0] for p in parts])
-        rew: list[float] = []
-        term: list[bool] = []
-        trunc: list[bool] = []
-        infos: list[dict] = []
-        for _, (_, r, te, tr, inf) in parts:
-            rew += r
-            term += te
-            trunc += tr
-            infos += inf
-        rew_a = np.array(rew, dtype=np.float64)
-        term_a = np.array(term, dtype=bool)
-        trunc_a = np.array(trunc, dtype=bool)
-        ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
-        if order is not None:
-            obs = take_rows(obs, order)
-            rew_a, term_a, trunc_a = rew_a[order], term_a[order], trunc_a[order]
-            infos = [infos[k] for k in order]
-            ids = ids[order]
-        put_rows(self._last_obs, ids, obs)
-        return ids, obs, rew_a, term_a, trunc_a, infos
+    _assemble_step = WorkerGroups._join_step
 
     # -- protocol -------------------------------------------------------------------------------
     def reset(

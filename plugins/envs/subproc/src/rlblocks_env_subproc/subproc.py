@@ -30,6 +30,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks_env_subproc import worker as W
+from rlblocks_env_subproc.grouping import WorkerGroups
 
 
 def default_num_workers(num_envs: int) -> int:
@@ -83,7 +84,7 @@ def _describe_exit(process: Any) -> str:
     return f"exited with code {code}"
 
 
-class SubprocVectorEnv:
+class SubprocVectorEnv(WorkerGroups):
     """Steps ``len(env_fns)`` envs in ``num_workers`` processes, several envs per process.
 
     Same contract as the in-process backend: no autoreset (the caller resets finished envs with
@@ -179,27 +180,7 @@ class SubprocVectorEnv:
         self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
         """Join per-worker step results; ``order`` permutes the joined rows (None: as joined)."""
-        obs = self._stack([p[1][0] for p in parts])
-        rew: list[float] = []
-        term: list[bool] = []
-        trunc: list[bool] = []
-        infos: list[dict] = []
-        for _, (_, r, te, tr, inf) in parts:
-            rew += r
-            term += te
-            trunc += tr
-            infos += inf
-        rew_a = np.array(rew, dtype=np.float64)
-        term_a = np.array(term, dtype=bool)
-        trunc_a = np.array(trunc, dtype=bool)
-        ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
-        if order is not None:
-            obs = take_rows(obs, order)
-            rew_a, term_a, trunc_a = rew_a[order], term_a[order], trunc_a[order]
-            infos = [infos[k] for k in order]
-            ids = ids[order]
-        put_rows(self._last_obs, ids, obs)
-        return obs, rew_a, term_a, trunc_a, infos
+        return self._join_step(parts, order)[1:]
 
     def _assemble_reset(
         self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
@@ -370,40 +351,6 @@ class SubprocVectorEnv:
                 self._stash.append((got.ids, self._decode_step(got, payload)))
 
     # -- grouping env ids by worker -------------------------------------------------------------
-    def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
-        if self._closed:
-            raise EnvWorkerError("this vector env is closed; build a new one")
-        if env_ids is None:
-            return None
-        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
-        if len(np.unique(ids)) != len(ids):
-            raise ValueError(f"env_ids {ids.tolist()} name an env twice")
-        return ids
-
-    def _groups(
-        self, ids: np.ndarray | None
-    ) -> tuple[list[tuple[_Worker, Any, Any, np.ndarray]], np.ndarray | None]:
-        """``[(worker, slots or None, rows into the caller's arrays, global ids)]`` and the
-        permutation that puts the joined results back in the caller's order."""
-        if ids is None or (
-            len(ids) == self.num_envs and (ids == self._all_ids).all()
-        ):
-            return [(w, None, slice(w.start, w.stop), w.ids) for w in self._workers], None
-        owner = self._env_worker[ids]
-        groups = []
-        positions = []
-        for w_index in np.unique(owner):
-            rows = np.flatnonzero(owner == w_index)
-            gids = ids[rows]
-            groups.append((self._workers[w_index], self._env_slot[gids].tolist(), rows, gids))
-            positions.append(rows)
-        joined = np.concatenate(positions)
-        if (np.diff(joined) > 0).all():
-            return groups, None
-        return groups, np.argsort(joined)
-
     # -- protocol -----------------------------------------------------------------------------
     def reset(
         self,
