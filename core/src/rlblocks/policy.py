@@ -117,9 +117,13 @@ class BasePolicy(nn.Module):
         batch, indices = buffer.sample(sample_size)
         if self.view_requirements:
             batch.update(training_views(buffer, indices, self.view_requirements))
+        # A buffer that rewrites what it samples (hindsight relabelling) hands process_fn a view
+        # whose reads follow the rewritten rows, so n-step or GAE targets see the same data.
+        batch_view = getattr(buffer, "batch_view", None)
+        source = buffer if batch_view is None else batch_view(batch, indices)
         self.updating = True
         try:
-            batch = self.process_fn(batch, buffer, indices)
+            batch = self.process_fn(batch, source, indices)
             stats = self.learn(batch, **kwargs)
             self.post_process_fn(batch, buffer, indices)
         finally:

@@ -17,6 +17,7 @@ from rlblocks.experiment import seed_everything
 from rlblocks.returns import nstep_return
 from rlblocks.testing.buffer_checks import History, check_buffer
 from rlblocks_buffer_her import HERReplayBuffer, HERVectorReplayBuffer
+from rlblocks_buffer_her.buffer import RelabelledView
 
 BUFFERS = [HERReplayBuffer, HERVectorReplayBuffer]
 
@@ -271,17 +272,29 @@ def test_nstep_returns_use_relabelled_rewards_along_the_whole_path() -> None:
 
 def test_dqn_targets_on_a_her_buffer_read_the_relabelled_view() -> None:
     env = BitFlipEnv(3)
+    # hard target updates far apart: the target network is the same before and after learning
     policy = rlblocks.make_policy("dqn", env.observation_space, env.action_space, n_step=2,
-                                  gamma=0.5, hidden_sizes=[8])
+                                  gamma=0.5, hidden_sizes=[8], tau=None,
+                                  target_update_interval=1000)
     buf = HERReplayBuffer(40, k=4, compute_reward=goal_reward, seed=0)
     envs = rlblocks.make_vector_env("dummy", [lambda: BitFlipEnv(3)], seed=0)
     Collector(policy, envs, buf, seed=0).collect(n_step=30, random=True)
-    batch, idx = buf.sample(64)
-    view = buf.batch_view(batch, idx)
+    seen: dict = {}
+    process_fn = policy.process_fn
+
+    def spy(batch, buffer, indices):
+        seen.update(buffer=buffer, indices=indices)
+        out = process_fn(batch, buffer, indices)
+        seen["returns"] = np.array(out.returns)
+        return out
+
+    policy.process_fn = spy
+    policy.update(64, buf)
+    view, idx = seen["buffer"], seen["indices"]
+    assert isinstance(view, RelabelledView), "update must hand process_fn the relabelled view"
     partial, boot, discount = nstep_return(view, idx, 0.5, 2)
     q_next = policy._target_q(view.get(boot, "obs_next")).numpy()
-    out = policy.process_fn(batch, buf, idx)
-    np.testing.assert_allclose(out.returns, partial + discount * q_next, rtol=1e-5)
+    np.testing.assert_allclose(seen["returns"], partial + discount * q_next, rtol=1e-5)
     plain, _, _ = nstep_return(buf, idx, 0.5, 2)
     assert not np.allclose(partial, plain)  # relabelled rows earn rewards the stored ones lack
 

@@ -10,8 +10,8 @@ with m <= n_step cut at the episode's end. Loss: Huber or MSE between Q(s_t, a_t
 Dict observations (goal-conditioned envs, nested Dicts too) are flattened leaf by leaf in sorted
 key order by core's :class:`~rlblocks.nets.encoders.FlattenEncoder` into one float vector.
 A buffer whose ``sample`` rewrites transitions (hindsight relabelling) offers
-``batch_view(batch, indices)``; the n-step walk then reads that view, so targets see the rewritten
-goals and rewards on every step of the path.
+``batch_view(batch, indices)``; ``BasePolicy.update`` hands that view to ``process_fn``, so the
+n-step walk sees the rewritten goals and rewards on every step of the path.
 """
 
 from __future__ import annotations
@@ -166,16 +166,14 @@ class DQNPolicy(BasePolicy):
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
         """n-step returns over the buffer: ``batch.returns`` is the TD target ``y_t``.
 
-        When the buffer rewrote the sampled transitions (it has ``batch_view``, e.g. hindsight
-        relabelling), the walk reads that view, whose reads are aligned with the batch's rows."""
-        batch_view = getattr(buffer, "batch_view", None)
-        source = buffer if batch_view is None else batch_view(batch, indices)
+        ``buffer`` is a relabelled view when the buffer rewrites what it samples (hindsight
+        relabelling; :meth:`BasePolicy.update` passes it), so targets read the rewritten rows."""
         partial, boot_idx, boot_discount = nstep_return(
-            source, indices, self.config.gamma, self.config.n_step
+            buffer, indices, self.config.gamma, self.config.n_step
         )
-        obs_next = source.get(boot_idx, "obs_next") if hasattr(source, "get") else None
+        obs_next = buffer.get(boot_idx, "obs_next") if hasattr(buffer, "get") else None
         if obs_next is None:
-            obs_next = source[boot_idx].obs_next
+            obs_next = buffer[boot_idx].obs_next
         q_next = self._target_q(obs_next).cpu().numpy()
         batch.returns = (partial + boot_discount * q_next).astype(np.float32)
         return batch
