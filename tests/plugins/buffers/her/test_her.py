@@ -283,18 +283,21 @@ def test_dqn_targets_on_a_her_buffer_read_the_relabelled_view() -> None:
     process_fn = policy.process_fn
 
     def spy(batch, buffer, indices):
-        seen.update(buffer=buffer, indices=indices)
+        # the expected targets, computed from the view before learning moves the online net
+        # (Double DQN picks the bootstrap action with it)
+        partial, boot, discount = nstep_return(buffer, indices, 0.5, 2)
+        q_next = policy._target_q(buffer.get(boot, "obs_next")).numpy()
+        seen.update(buffer=buffer, indices=indices, partial=partial,
+                    expected=partial + discount * q_next)
         out = process_fn(batch, buffer, indices)
         seen["returns"] = np.array(out.returns)
         return out
 
     policy.process_fn = spy
     policy.update(64, buf)
-    view, idx = seen["buffer"], seen["indices"]
+    view, idx, partial = seen["buffer"], seen["indices"], seen["partial"]
     assert isinstance(view, RelabelledView), "update must hand process_fn the relabelled view"
-    partial, boot, discount = nstep_return(view, idx, 0.5, 2)
-    q_next = policy._target_q(view.get(boot, "obs_next")).numpy()
-    np.testing.assert_allclose(seen["returns"], partial + discount * q_next, rtol=1e-5)
+    np.testing.assert_allclose(seen["returns"], seen["expected"], rtol=1e-5)
     plain, _, _ = nstep_return(buf, idx, 0.5, 2)
     assert not np.allclose(partial, plain)  # relabelled rows earn rewards the stored ones lack
 

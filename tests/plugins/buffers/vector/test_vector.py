@@ -143,3 +143,57 @@ def test_random_add_sequences_match_the_history_and_survive_hdf5(tmp_path_factor
     loaded = VectorReplayBuffer.load_hdf5(path)
     buf = loaded
     history.verify(loaded, uid_of, "after hdf5 load")
+
+
+_BOOKKEEPING = ("_prev", "_next", "_last", "_stamp", "_ptr", "_count", "_ep_rew", "_ep_len")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.lists(st.tuples(st.sampled_from(["all", "some", "read"]),
+                                              st.floats(0, 1), st.integers(0, 2**16)),
+                                    min_size=1, max_size=60))
+def test_lockstep_adds_leave_exactly_the_bookkeeping_of_step_by_step_adds(sub_size, ops) -> None:
+    """The lockstep shortcut writes links, stamps and positions later, in bulk; whatever is
+    read in between, and however the adds wrap and overwrite, it must agree with a buffer that
+    does all of it at every add."""
+    fast = VectorReplayBuffer(3 * sub_size, num_envs=3)
+    slow = VectorReplayBuffer(3 * sub_size, num_envs=3)
+    slow._pending_cap = 0  # never takes the shortcut
+    uid = 0
+    for kind, p_done, salt in ops:
+        if kind == "read":
+            assert np.array_equal(fast.sample_index(0), slow.sample_index(0))
+            for name in _BOOKKEEPING:
+                assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+            continue
+        envs = np.arange(3) if kind == "all" else np.flatnonzero([salt & 1, salt & 2, 1])
+        n = len(envs)
+        ids = np.arange(uid, uid + n)
+        uid += n
+        done = ((ids * 7919 + salt) % 100) / 100 < p_done / 4
+        data = {"obs": ids, "act": ids % 2, "rew": ids * 1.0, "terminated": done,
+                "truncated": np.zeros(n, bool), "obs_next": ids + 1}
+        got = fast.add(dict(data), env_ids=envs)
+        want = slow.add(dict(data), env_ids=envs)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    for name in _BOOKKEEPING:
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    running = fast._ep_len > 0
+    assert np.array_equal(fast._ep_start[running], slow._ep_start[running])
+    idx = fast.sample_index(0)
+    assert np.array_equal(idx, slow.sample_index(0))
+    assert np.array_equal(fast.prev(idx), slow.prev(idx))
+    assert np.array_equal(fast.next(idx), slow.next(idx))
+    assert np.array_equal(fast.unfinished_index(), slow.unfinished_index())
+
+
+def test_lockstep_adds_take_the_shortcut_and_catch_up_on_read() -> None:
+    buf = VectorReplayBuffer(12, num_envs=3)
+    for t in range(3):
+        buf.add(step([3 * t, 3 * t + 1, 3 * t + 2]), env_ids=np.arange(3))
+    assert buf._pending == 2  # the first add allocated the storage; the next two wrote data only
+    assert buf.next(np.array([0])).tolist() == [1]  # a read catches up
+    assert buf._pending == 0
+    assert buf.prev(np.array([2, 6])).tolist() == [1, 5]
+    assert buf.unfinished_index().tolist() == [2, 6, 10]

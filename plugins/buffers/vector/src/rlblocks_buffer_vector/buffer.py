@@ -10,6 +10,14 @@ allocation, time order and uniform sampling differ.
 Time order across sub-buffers comes from a per-slot insertion stamp, so ``sample_index(0)`` lists
 every valid transition of every env in the order it was added (unfinished episodes included),
 exactly as for the base buffer.
+
+The common add, one step of every env in env-id order with no episode ending, while all
+sub-buffers are at the same position ("lockstep"), only writes the data rows and the running
+episode statistics. Its episode links, insertion stamps and write positions follow a pattern
+(each env's chain continues into the same local slot), so they are written in bulk later: the
+first read of any of that bookkeeping (``_prev``, ``_next``, ``_last``, ``_stamp``, ``_ptr``,
+``_count`` are properties that catch up first) or any other kind of add. Every result is the
+same as with step-by-step bookkeeping; the add costs about half as much.
 """
 
 from __future__ import annotations
@@ -34,6 +42,21 @@ def _nest(cols: dict[tuple[str, ...], Any], rows: slice) -> dict[str, Any]:
     return out
 
 
+def _caught_up(name: str) -> property:
+    """A bookkeeping array that lockstep adds may leave behind: reading it catches up first."""
+    key = f"_{name}_array"
+
+    def get(self: VectorReplayBuffer) -> np.ndarray:
+        if self._pending:
+            self._catch_up()
+        return self.__dict__[key]
+
+    def set(self: VectorReplayBuffer, value: np.ndarray) -> None:
+        self.__dict__[key] = value
+
+    return property(get, set, doc=f"``{name}``, with pending lockstep adds applied")
+
+
 class VectorReplayBuffer(ReplayBuffer):
     """Replay buffer with one circular sub-buffer of ``size // num_envs`` slots per env.
 
@@ -43,6 +66,15 @@ class VectorReplayBuffer(ReplayBuffer):
     """
 
     _META_ARRAYS = (*ReplayBuffer._META_ARRAYS, "ptr", "count", "stamp")
+
+    # bookkeeping that lockstep adds write in bulk (see the module docstring)
+    _prev = _caught_up("prev")
+    _next = _caught_up("next")
+    _last = _caught_up("last")
+    _stamp = _caught_up("stamp")
+    _ptr = _caught_up("ptr")
+    _count = _caught_up("count")
+    _pending = 0  # lockstep adds whose bookkeeping is not written yet
 
     def __init__(
         self,
@@ -77,6 +109,13 @@ class VectorReplayBuffer(ReplayBuffer):
         self._claimed: tuple[np.ndarray, np.ndarray] | None = None
         self._env[:] = np.repeat(self._env_range, sub_size)
         self._env_varies = False  # each slot belongs to one env for good
+        # pending lockstep adds: first local slot, fill and clock before them; python mirrors of
+        # the write position and fill while some are pending
+        self._pend_from = (0, 0, 0)
+        self._lz_ptr = self._lz_count = 0
+        self._pending_cap = min(sub_size - 1, 4096)  # pending adds never wrap a sub-buffer
+        self._fresh = True  # some env may be at the start of an episode (ep_start to set)
+        self._no_flags = np.zeros(self.num_envs, dtype=bool).tobytes()
         if type(self).__init__ is VectorReplayBuffer.__init__:
             self._reopen_if_saved()
 
@@ -87,6 +126,93 @@ class VectorReplayBuffer(ReplayBuffer):
         super()._set_state(state)
         self._clock = int(state["clock"])
         self._lockstep = self._is_lockstep()
+
+    # --- adds -----------------------------------------------------------------------------------
+
+    def add(
+        self, batch: Any, env_ids: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """See :meth:`ReplayBuffer.add`. One step of every env in env-id order that ends no
+        episode, while the sub-buffers are in lockstep, takes a shorter path (same results)."""
+        if self._lockstep and self._pending_cap > 0:
+            writes = self._fast_writes(batch, env_ids)
+            if writes is not None and self._no_episode_ends(batch):
+                return self._lockstep_add(writes, batch["rew"])
+        if self._pending:
+            self._catch_up()
+        self._fresh = True
+        return super().add(batch, env_ids)
+
+    def _no_episode_ends(self, batch: dict[str, np.ndarray]) -> bool:
+        term, trunc = batch["terminated"], batch["truncated"]
+        if term.dtype == np.bool_ and trunc.dtype == np.bool_:
+            return term.tobytes() == self._no_flags and trunc.tobytes() == self._no_flags
+        return not (term.any() or trunc.any())
+
+    def _lockstep_add(
+        self, writes: list[tuple[np.ndarray, Any]], rew: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Write one step of every env; links, stamps and positions wait (``_catch_up``)."""
+        if self._pending >= self._pending_cap:
+            self._catch_up()
+        n, sub = self.num_envs, self.sub_size
+        if self._pending == 0:
+            p, count = int(self._ptr[0]), int(self._count[0])
+            self._pend_from = (p, count, self._clock)
+        else:
+            p, count = self._lz_ptr, self._lz_count
+        where = slice(p, p + (n - 1) * sub + 1, sub)
+        for arr, value in writes:
+            arr[where] = value
+        pos = self._offset + p
+        if self._fresh:  # envs at the start of an episode begin it here
+            np.copyto(self._ep_start, pos, where=self._ep_len == 0)
+            self._fresh = False
+        self._ep_len += 1
+        self._ep_rew += rew
+        self._pending += 1
+        self._lz_ptr = 0 if p + 1 == sub else p + 1
+        if count < sub:
+            self._lz_count = count + 1
+            self._size += n
+        else:
+            self._lz_count = count
+        self._clock += n
+        zeros = np.zeros(n, dtype=np.int64)
+        return pos, np.zeros(self._ep_rew.shape), zeros, self._ep_start.copy()
+
+    def _catch_up(self) -> None:
+        """Write the links, stamps and positions of the pending lockstep adds, exactly as
+        step-by-step adds would have left them."""
+        k = self._pending
+        self._pending = 0
+        self._fresh = True
+        p0, c0, clock0 = self._pend_from
+        d = self.__dict__
+        prev, nxt, last = d["_prev_array"], d["_next_array"], d["_last_array"]
+        sub, n, maxsize = self.sub_size, self.num_envs, self.maxsize
+        steps = np.arange(k, dtype=np.int64)
+        slots = (p0 + steps)[:, None] + self._offset[None, :]  # [k, n]; p0 + k <= sub - 1 + p0
+        slots[slots - self._offset >= sub] -= sub  # wrap within each sub-buffer
+        first_over = max(0, sub - c0)  # adds from here on overwrote valid transitions
+        if first_over < k:
+            old = slots[first_over:].ravel()
+            succ = nxt[old]
+            moved = succ[succ != old]
+            prev[moved] = moved  # their episode lost its beginning
+            last[np.isin(last, old)] = maxsize  # a chain whose newest step is gone
+        before = last.copy()
+        first = slots[0]
+        prev[first] = np.where(before != maxsize, before, first)
+        nxt[before] = first  # envs without a chain write into the spare slot
+        if k > 1:
+            prev[slots[1:]] = slots[:-1]
+            nxt[slots[:-1]] = slots[1:]
+        nxt[slots[-1]] = slots[-1]
+        last[:] = slots[-1]
+        d["_stamp_array"][slots] = clock0 + steps[:, None] * n + self._env_range[None, :]
+        d["_ptr_array"].fill(self._lz_ptr)
+        d["_count_array"].fill(self._lz_count)
 
     # --- slot allocation ----------------------------------------------------------------------
 
