@@ -155,7 +155,8 @@ class PrioritizedSampling:
         """Normalised importance weights ``(p_i**alpha / min_k p_k**alpha)**-beta`` of slots
         ``index`` (float32, at most 1)."""
         p = self._tree.leaves[index]
-        return ((p / self._tree.min()) ** -self.beta).astype(np.float32)
+        w = np.minimum((p / self._tree.min()) ** -self.beta, 1.0)  # the float32 min may round up
+        return w.astype(np.float32)
 
     def __getitem__(self, index: Any) -> Batch:
         """Transitions as for the underlying buffer, plus their importance ``weight``."""

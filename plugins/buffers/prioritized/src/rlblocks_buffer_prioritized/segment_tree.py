@@ -7,9 +7,9 @@ nodes, ``P`` the power of two at or above ``N``: node ``k`` has children ``2k`` 
 root is node 1 and leaf ``i`` is node ``P + i``.
 
 Both batched walks (``B`` leaves up to the root after a set, ``B`` prefix sums down to a leaf) are
-``B * log2(P)`` scalar steps. With numba they run as compiled loops (about 5 µs for 256 walks in a
-tree of 1e5 leaves); without it, as ``log2 P`` rounds of numpy calls vectorised over the batch
-(about 10x slower, but correct and dependency-free).
+``B * log2(P)`` scalar steps. With numba they run as compiled loops (about 10-20 µs for 256 walks
+in a tree of 1e5 leaves, bound by cache misses); without it, as ``log2 P`` rounds of numpy calls
+vectorised over the batch (slower, but correct and dependency-free).
 """
 
 from __future__ import annotations
@@ -55,40 +55,48 @@ def _find_py(total: np.ndarray, leaf0: int, value: np.ndarray) -> np.ndarray:
 
 if njit is not None:
 
+    # Both walks go level by level over the whole batch (not walk by walk): the loads of one
+    # level are independent of each other, so the CPU overlaps their cache misses. In a tree of
+    # 1e5 leaves (2 MB per array) that is 2-3x faster than finishing one walk before the next.
+
     @njit(cache=True, nogil=True)
     def _set_nb(total, least, leaf0, index, value):  # type: ignore[no-untyped-def]
         scalar = value.shape[0] == 1
+        node = np.empty(index.shape[0], dtype=np.int64)
         for j in range(index.shape[0]):
-            node = index[j] + leaf0
+            k = index[j] + leaf0
             v = value[0] if scalar else value[j]
-            total[node] = v
-            least[node] = v
-            node >>= 1
-            while node >= 1:
-                a = total[2 * node] + total[2 * node + 1]
-                lo = min(least[2 * node], least[2 * node + 1])
-                total[node] = a
-                least[node] = lo
-                node >>= 1
+            total[k] = v
+            least[k] = v
+            node[j] = k >> 1
+        while node[0] >= 1:  # every walk is at the same depth
+            for j in range(node.shape[0]):
+                k = node[j]
+                total[k] = total[2 * k] + total[2 * k + 1]
+                least[k] = min(least[2 * k], least[2 * k + 1])
+                node[j] = k >> 1
 
     @njit(cache=True, nogil=True)
     def _find_nb(total, leaf0, value):  # type: ignore[no-untyped-def]
-        out = np.empty(value.shape[0], dtype=np.int64)
-        for j in range(value.shape[0]):
-            v = value[j]
-            node = 1
-            while node < leaf0:
-                node <<= 1
-                left = total[node]
-                if v >= left and total[node + 1] > 0:
-                    v -= left
-                    node += 1
-            out[j] = node - leaf0
-        return out
+        node = np.ones(value.shape[0], dtype=np.int64)
+        level = 1
+        while level < leaf0:
+            level <<= 1
+            for j in range(value.shape[0]):
+                k = node[j] << 1
+                left = total[k]
+                if value[j] >= left and total[k + 1] > 0:
+                    value[j] -= left
+                    k += 1
+                node[j] = k
+        return node - leaf0
 
 
 class SumMinTree:
-    """Sum and min over ``capacity`` non-negative leaves (float64), updated and searched in batches.
+    """Sum and min over ``capacity`` non-negative leaves, updated and searched in batches.
+
+    Sums are float64 (prefix sums over 1e5+ leaves need the precision); the min is float32: it
+    only normalises float32 importance weights, and half the bytes means fewer cache misses.
 
     Leaves that were never set hold 0 for the sum (never sampled) and +inf for the min (ignored).
     """
@@ -102,7 +110,7 @@ class SumMinTree:
             leaf0 <<= 1
         self._leaf0 = leaf0
         self._sum = np.zeros(2 * leaf0)
-        self._min = np.full(2 * leaf0, np.inf)
+        self._min = np.full(2 * leaf0, np.inf, dtype=np.float32)
         self.compiled = njit is not None
 
     @property
