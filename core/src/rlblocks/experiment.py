@@ -225,6 +225,11 @@ class Experiment:
         )
         if hasattr(self.buffer, "seed"):
             self.buffer.seed(seed)
+        if hasattr(self.buffer, "attach_env"):
+            # buffers that need the env's own functions (hindsight relabelling takes
+            # compute_reward from a goal env) get a local instance of the run's env
+            self._probe_env = gym.make(c.env.id, **c.env.make_kwargs)
+            self.buffer.attach_env(self._probe_env)
         # train and test envs get disjoint seed ranges; a resumed run starts new episodes
         self.train_collector = Collector(
             self.policy, self.train_envs, self.buffer, seed=seed if not resumed else seed + 7919

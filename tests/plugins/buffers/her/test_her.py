@@ -14,6 +14,7 @@ import rlblocks
 from rlblocks.collector import Collector
 from rlblocks.errors import ConfigError
 from rlblocks.experiment import seed_everything
+from rlblocks.plugins.hookspecs import hookimpl
 from rlblocks.returns import nstep_return
 from rlblocks.testing.buffer_checks import History, check_buffer
 from rlblocks_buffer_her import HERReplayBuffer, HERVectorReplayBuffer
@@ -387,3 +388,30 @@ def test_dqn_with_her_solves_bit_flipping_where_plain_replay_does_not() -> None:
     plain = train_bitflip("vector", n, episodes)
     assert her >= 0.9, f"DQN + HER solved {her:.0%} of {n}-bit test episodes"
     assert plain < 0.2, f"plain replay solved {plain:.0%}: the task is too easy to show HER"
+
+
+def test_train_by_names_takes_compute_reward_from_the_goal_env(tmp_path) -> None:
+    """``rlblocks.train(..., buffer="her")`` with no reward function: the run attaches the env's
+    own compute_reward; an env without one is refused with the fix."""
+    gym.register("rlblocks-test/BitFlipTrain-v0", entry_point=BitFlipEnv, max_episode_steps=4,
+                 kwargs={"n": 3})
+    seen: dict = {}
+
+    class Spy:
+        @hookimpl
+        def rlblocks_update_end(self, stats, env_step, gradient_step) -> None:
+            seen["updates"] = seen.get("updates", 0) + 1
+
+    try:
+        result = rlblocks.train(
+            "dqn", env="rlblocks-test/BitFlipTrain-v0", buffer="her", seed=0, loggers=[],
+            progress=False, max_env_steps=300, num_envs=1, hooks=[Spy()], run_dir=tmp_path / "r",
+            overrides=["buffer.size=500", "trainer.test_interval=300", "trainer.test_episodes=2",
+                       "env.num_test_envs=1", "trainer.warmup_steps=50"],
+        )
+        assert result.env_steps >= 300 and result.gradient_steps > 0 and seen.get("updates")
+        with pytest.raises(ConfigError, match="compute_reward"):
+            rlblocks.train("dqn", env="CartPole-v1", buffer="her", seed=0, loggers=[],
+                           progress=False, max_env_steps=100, run_dir=tmp_path / "c")
+    finally:
+        gym.registry.pop("rlblocks-test/BitFlipTrain-v0", None)

@@ -133,28 +133,31 @@ class HERSampling:
         return kwargs
 
     def attach_env(self, env: Any) -> HERSampling:
-        """Take the goal functions from an env: ``env.unwrapped.compute_reward`` (and
-        ``compute_terminated`` with ``terminate_on_success``). ``env`` is a gymnasium env (or any
-        object with those methods). This is how a run built from config names wires a
-        :class:`GoalEnv`'s reward in; returns the buffer."""
+        """Take the goal functions the buffer was not given from an env:
+        ``env.unwrapped.compute_reward`` (and ``compute_terminated`` with
+        ``terminate_on_success``). ``env`` is a gymnasium env (or any object with those
+        methods). ``rlblocks.train`` calls it with an instance of the run's env, so a run built
+        from names (``--buffer her``) uses a goal env's own reward; functions passed to the
+        buffer (``compute_reward=``) win. Returns the buffer."""
         base = getattr(env, "unwrapped", env)
-        reward = getattr(base, "compute_reward", None)
-        if not callable(reward):
-            raise ConfigError(
-                f"{type(base).__name__} has no compute_reward(achieved_goal, desired_goal, info); "
-                "pass compute_reward= to the buffer instead"
-            )
-        self.compute_reward = reward
-        if self.terminate_on_success:
+        if self.compute_reward is None:
+            reward = getattr(base, "compute_reward", None)
+            if not callable(reward):
+                raise ConfigError(
+                    f"{type(base).__name__} has no compute_reward(achieved_goal, desired_goal, "
+                    "info) for hindsight relabelling; pass compute_reward= to the buffer "
+                    "(buffer.compute_reward=package.module:function) or use a goal env"
+                )
+            self.compute_reward = reward
+        if self.terminate_on_success and self.compute_terminated is None:
             terminated = getattr(base, "compute_terminated", None)
-            if callable(terminated):
-                self.compute_terminated = terminated
-            elif self.compute_terminated is None:
+            if not callable(terminated):
                 raise ConfigError(
                     f"terminate_on_success is set but {type(base).__name__} has no "
                     "compute_terminated(achieved_goal, desired_goal, info); pass "
                     "compute_terminated= to the buffer or set terminate_on_success=False"
                 )
+            self.compute_terminated = terminated
         return self
 
     # --- reading ------------------------------------------------------------------------------
