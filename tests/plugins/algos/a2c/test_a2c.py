@@ -1,4 +1,5 @@
-"""A2C: one gradient step per minibatch of a fresh rollout, and training to CartPole's threshold."""
+"""A2C: one gradient step per minibatch of a fresh rollout, the tanh-squashed Gaussian mean, and
+training to CartPole's and Pendulum's thresholds."""
 
 from __future__ import annotations
 
@@ -52,9 +53,51 @@ def test_critic_moves_towards_the_returns() -> None:
     assert last < 0.5 * first
 
 
+@pytest.mark.parametrize("tanh_mean", [False, True])
+def test_tanh_mean_squashes_the_gaussian_mean_into_the_unit_box(tanh_mean: bool) -> None:
+    torch.manual_seed(0)
+    box = gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float32)
+    policy = A2CPolicy(OBS, box, A2CConfig(tanh_mean=tanh_mean))
+    last = [m for m in policy.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        last.bias.fill_(3.0)
+    feats = policy.encode(np.zeros((4, 3), dtype=np.float32))
+    dist = policy.dist(feats)
+    expected = torch.tanh(torch.tensor(3.0)) if tanh_mean else torch.tensor(3.0)
+    torch.testing.assert_close(dist.mean, torch.full((4, 2), float(expected)))
+    policy.eval()  # the greedy test action is the (squashed) mean, in network units
+    act = policy(Batch(obs=np.zeros((4, 3), dtype=np.float32))).act
+    np.testing.assert_allclose(act, float(expected), rtol=1e-6)
+    # the gradient reaches the actor through the tanh
+    policy.train()
+    stats = policy.update(0, rollout(policy), batch_size=5, repeat=1)
+    assert np.isfinite(stats["loss"]) and last.bias.grad is not None
+
+
+def test_tanh_mean_leaves_discrete_actions_alone() -> None:
+    torch.manual_seed(0)
+    policy = A2CPolicy(OBS, gym.spaces.Discrete(3), A2CConfig(tanh_mean=True))
+    feats = policy.encode(np.zeros((2, 3), dtype=np.float32))
+    torch.testing.assert_close(policy.dist(feats).logits, policy.actor(feats).logits)
+
+
 @pytest.mark.slow
 def test_a2c_solves_cartpole_with_default_settings(tmp_path) -> None:
     result = rlblocks.train(
         "a2c", seed=0, loggers=[], progress=False, run_dir=tmp_path / "run"
     )
     assert result.solved and result.best_test_return >= 475.0, result
+
+
+@pytest.mark.slow
+def test_a2c_reaches_minus_250_on_pendulum_with_its_pendulum_defaults(tmp_path) -> None:
+    result = rlblocks.train(
+        "a2c",
+        env="Pendulum-v1",
+        seed=0,
+        stop_reward=-250.0,
+        loggers=[],
+        progress=False,
+        run_dir=tmp_path / "run",
+    )
+    assert result.solved and result.best_test_return >= -250.0, result

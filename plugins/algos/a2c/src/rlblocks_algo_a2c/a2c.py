@@ -2,7 +2,8 @@
 
     loss = -mean(log pi(a|s) * A) + vf_coef * mean((V(s) - R)^2) - ent_coef * mean(entropy)
 
-with ``A`` the GAE advantages and ``R = A + V_old`` the value targets.
+with ``A`` the GAE advantages and ``R = A + V_old`` the value targets. With ``tanh_mean`` the
+Gaussian policy's mean (Box actions) is ``tanh`` of the actor's output.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import gymnasium as gym
 import torch
 
 from rlblocks.batch import Batch
+from rlblocks.distributions import DiagGaussian, Distribution
 from rlblocks.onpolicy import OnPolicyPolicy
 from rlblocks_algo_a2c.config import A2CConfig
 
@@ -37,6 +39,13 @@ class A2CPolicy(OnPolicyPolicy):
             )
         else:
             self.optim = torch.optim.Adam(self._params, lr=self.config.lr)
+
+    def dist(self, features: torch.Tensor) -> Distribution:
+        """The action distribution; a Gaussian's mean squashed into [-1, 1] with ``tanh_mean``."""
+        dist = super().dist(features)
+        if self.config.tanh_mean and isinstance(dist, DiagGaussian):
+            return DiagGaussian(torch.tanh(dist.mean), dist.log_std)
+        return dist
 
     def learn(
         self, batch: Batch, batch_size: int = 0, repeat: int = 1, **kwargs: Any

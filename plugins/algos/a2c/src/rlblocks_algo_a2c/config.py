@@ -17,3 +17,9 @@ class A2CConfig(OnPolicyConfig):
     """adam, or rmsprop (alpha 0.99, eps 1e-5) as in the A3C paper."""
     norm_adv: bool = False
     """Standardise advantages per minibatch (A2C's usual default: off)."""
+    tanh_mean: bool = False
+    """Box actions: squash the Gaussian policy's mean into [-1, 1] with tanh (the sampling noise
+    is added after it, and ``action_bound_method`` still bounds the sample), as Tianshou's
+    ``ActorProb`` does by default (``unbounded=False``). Without it the mean is unbounded and,
+    with ``action_bound_method="clip"``, can drift past the bounds where every sample is clipped
+    to the same action and the policy gradient carries no signal back."""
