@@ -131,7 +131,9 @@ class BufferConfig:
     """The replay buffer: which plugin, its capacity, and the plugin's own options."""
 
     name: str = field(default="replay", validator=_non_empty_str)
-    """Registry name of the buffer (``rlblocks list buffer``)."""
+    """Registry name of the buffer (``rlblocks list buffer``). A run that names none gets
+    "vector" (one sub-buffer per env) when it has several training envs and
+    rlblocks-buffer-vector is installed, else "replay"."""
     size: int = field(default=100_000, validator=_int_at_least(1))
     """Capacity in transitions, over all envs."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("buffer", "name")})
@@ -646,6 +648,31 @@ def _plugin_name(data: Mapping[str, Any], section: str, cls: type, name_field: s
     return attrs.fields_dict(cls)[name_field].default
 
 
+#: The buffer a run gets when no layer names one and it has several training envs: the
+#: per-env vector buffer (one call per vector step, each env's steps together), if installed.
+MULTI_ENV_BUFFER = "vector"
+
+
+def _default_buffer(merged: dict[str, Any], spec_lookup: SpecLookup) -> None:
+    """Name the vector buffer for multi-env runs that did not choose a buffer."""
+    table = merged.get("buffer")
+    if isinstance(table, Mapping) and "name" in table:
+        return
+    env = merged.get("env")
+    num_envs = env.get("num_envs") if isinstance(env, Mapping) else None
+    if num_envs is None:
+        num_envs = attrs.fields_dict(EnvConfig)["num_envs"].default
+    if not isinstance(num_envs, int) or num_envs <= 1:
+        return
+    try:
+        spec_lookup("buffer", MULTI_ENV_BUFFER)
+    except Exception:  # not installed: the base replay buffer serves any number of envs
+        return
+    merged.setdefault("buffer", {})
+    if isinstance(merged["buffer"], dict):
+        merged["buffer"]["name"] = MULTI_ENV_BUFFER
+
+
 def build_config(
     algo_name: str,
     *,
@@ -690,6 +717,7 @@ def build_config(
 
     # The plugins are known only now; look them up here so that an unknown name raises the
     # registry's own error rather than a line in the ConfigError.
+    _default_buffer(merged, spec_lookup)
     buffer_name = _plugin_name(merged, "buffer", BufferConfig, "name")
     backend = _plugin_name(merged, "env", EnvConfig, "backend")
     labels = {"algo": f"algo ({algo_name})", "buffer": "buffer", "env": "env"}
