@@ -591,3 +591,19 @@ def test_user_values_beat_env_defaults() -> None:
     assert config.trainer.batch_size == 8
     assert config.env.num_envs == 2
     assert config.trainer.max_env_steps == 3000
+
+
+def test_multi_env_runs_default_to_the_vector_buffer_when_it_is_installed() -> None:
+    vector = BufferSpec(name="vector", summary="", impl="fake:Vector", config=ReplayConfig)
+
+    def with_vector(kind: str, name: str) -> PluginSpec:
+        return vector if (kind, name) == ("buffer", "vector") else lookup(kind, name)
+
+    def name_of(**kwargs: Any) -> str:
+        return build_config("dqn", spec_lookup=with_vector, **kwargs).buffer.name
+
+    assert name_of() == "vector"  # 8 training envs by default
+    assert name_of(overrides=["env.num_envs=1"]) == "replay"
+    assert name_of(overrides=["buffer.name=replay"]) == "replay"  # a chosen buffer wins
+    assert build_config("prio-dqn", spec_lookup=with_vector).buffer.name == "prioritized"
+    assert build().buffer.name == "replay"  # vector not installed: the base buffer
