@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -144,3 +145,45 @@ def test_buffer_with_set_env_step_hears_progress_before_each_collect() -> None:
     trainer.run()
     assert heard[0] == 64  # after the warm-up
     assert heard == sorted(heard) and heard[-1] == trainer.state.env_step - 8
+
+
+@pytest.mark.parametrize("in_training", [True, False])
+def test_in_training_tests_as_soon_as_training_returns_reach_the_stop_reward(in_training) -> None:
+    # CartPole's random-ish early episodes return ~20: a stop reward of 5 is met by the first
+    # finished training episodes, long before the scheduled test at 10k env steps
+    rec = Recorder()
+    trainer = build(rec, stop_reward=5.0, max_env_steps=20_000, test_in_training=in_training)
+    trainer.test_interval = trainer.state.next_test_step = 10_000
+    result = trainer.run()
+    tests = [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"]
+    if in_training:
+        assert result.solved and tests and tests[0] < 200, tests
+        assert result.env_steps == tests[-1] < 10_000
+    else:
+        assert tests[0] == 10_000
+
+
+def test_in_training_waits_a_quarter_interval_between_tests_that_fail() -> None:
+    # training returns (~20) always reach 5; the greedy tests never reach 1e9: tests come at
+    # most once per quarter of test_interval (plus the scheduled ones)
+    rec = Recorder()
+    trainer = build(rec, stop_reward=5.0, max_env_steps=1_200, test_in_training=True)
+    trainer.test = _failing_test(trainer)
+    trainer.run()
+    tests = trainer.seen_tests
+    unscheduled = [(a, b) for a, b in itertools.pairwise(tests) if b % 200 != 0]
+    assert len(unscheduled) >= 3, tests
+    assert all(b - a >= 200 / 4 for a, b in unscheduled), tests
+
+
+def _failing_test(trainer):
+    trainer.seen_tests = []
+    real = trainer.test
+
+    def test():
+        trainer.seen_tests.append(trainer.state.env_step)
+        stats = real()
+        trainer.state.solved = False
+        return stats
+
+    return test

@@ -158,6 +158,10 @@ class TrainerConfig:
     """Env steps between test evaluations."""
     test_episodes: int = field(default=100, validator=_int_at_least(1))
     """Episodes per test evaluation."""
+    test_in_training: bool = True
+    """Also test as soon as the mean return of the latest 10 training episodes reaches the stop
+    reward (at most once per quarter of test_interval), so a run stops once solved instead of at
+    the next scheduled test."""
     stop_reward: float | None = None
     """Stop when the mean test return reaches this; None uses the env's registered threshold."""
     checkpoint_interval: int = field(default=50_000, validator=_int_at_least(1))

@@ -7,7 +7,9 @@ minibatches of ``batch_size``, then clear the buffer; partial episodes continue 
 ``OffPolicyTrainer``: collect ``step_per_collect`` env steps, then ``update_per_step`` gradient
 steps per collected env step on samples of the replay buffer; test every ``test_interval`` env
 steps; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
-or ``max_env_steps`` is spent. ``BaseTrainer`` holds what every loop shares (testing, logging,
+or ``max_env_steps`` is spent. With ``test_in_training`` a test also runs as soon as the training
+episodes' recent mean return reaches ``stop_reward``, so a solved run stops without waiting for
+the next scheduled test. ``BaseTrainer`` holds what every loop shares (testing, logging,
 checkpoints, stop rule, resumable counters), so on-policy and offline loops only write ``_iterate``.
 
 Hooks fire once per collect, update round, test and run — never per env step.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +31,9 @@ from attrs import define
 from rlblocks.collector import Collector, CollectStats
 from rlblocks.errors import ConfigError
 from rlblocks.protocols import Buffer
+
+#: test_in_training looks at the mean return of this many latest training episodes.
+TRAIN_RETURN_WINDOW = 10
 
 
 @define
@@ -89,6 +95,7 @@ class BaseTrainer:
         test_interval: int = 5_000,
         test_episodes: int = 100,
         stop_reward: float | None = None,
+        test_in_training: bool = False,
         checkpoint_interval: int = 0,
         log_interval: int = 1_000,
         plugin_manager: pluggy.PluginManager | None = None,
@@ -105,6 +112,10 @@ class BaseTrainer:
         self.test_interval = test_interval
         self.test_episodes = test_episodes
         self.stop_reward = stop_reward
+        self.test_in_training = test_in_training
+        # returns of the latest training episodes, for test_in_training
+        self._train_returns: deque[float] = deque(maxlen=TRAIN_RETURN_WINDOW)
+        self._new_train_episodes = 0
         self.checkpoint_interval = checkpoint_interval
         self.log_interval = log_interval
         if plugin_manager is None:
@@ -142,6 +153,7 @@ class BaseTrainer:
         st = self.state
         st.tests += 1
         st.last_test_step = st.env_step
+        self._new_train_episodes = 0
         st.last_test_return = stats.mean_return
         if stats.mean_return > st.best_test_return:
             st.best_test_return = stats.mean_return
@@ -156,10 +168,27 @@ class BaseTrainer:
             st.solved = True
         return stats
 
+    def _training_looks_solved(self) -> bool:
+        """test_in_training: the latest training episodes' mean return reached stop_reward,
+        episodes finished since the last test, and that test is at least a quarter of
+        ``test_interval`` behind (a policy that plays well only while exploring is not tested
+        after every collect)."""
+        st = self.state
+        if not (self.test_in_training and self.stop_reward is not None and self._train_returns):
+            return False
+        if not self._new_train_episodes:
+            return False
+        if st.last_test_step >= 0 and st.env_step - st.last_test_step < self.test_interval / 4:
+            return False
+        return sum(self._train_returns) / len(self._train_returns) >= self.stop_reward
+
     def _record_collect(self, stats: CollectStats) -> None:
         st = self.state
         st.env_step += stats.n_step
         st.train_episodes += stats.n_episode
+        if stats.n_episode:
+            self._train_returns.extend(float(r) for r in np.ravel(stats.returns))
+            self._new_train_episodes += stats.n_episode
         self.hook.rlblocks_rollout_end(stats=stats.as_scalars(), env_step=st.env_step)
         if stats.n_episode:
             self.hook.rlblocks_episodes_end(
@@ -228,6 +257,8 @@ class BaseTrainer:
                 if st.env_step >= st.next_test_step:
                     while st.next_test_step <= st.env_step:
                         st.next_test_step += self.test_interval
+                    self.test()
+                elif self._training_looks_solved():
                     self.test()
                 self._flush_update_stats()
                 reason = self._should_stop()
