@@ -98,9 +98,8 @@ class DummyVectorEnv:
             raise EnvWorkerError(
                 f"envs {bad} finished their episode or were never reset; call reset(env_ids) first"
             )
-        if isinstance(actions, np.ndarray) and actions.ndim == 1 and actions.dtype.kind in "iub":
-            # plain ints: gymnasium's Discrete.contains checks them far faster than numpy scalars
-            actions = actions.tolist()
+        # numpy integer actions stay numpy scalars: gymnasium 1.x's Discrete.contains checks
+        # them faster than Python ints (which it range-checks through np.iinfo)
         envs = self.envs
         id_list = ids.tolist()
         results: list[tuple] = []
