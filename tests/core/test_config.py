@@ -327,8 +327,8 @@ def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
     assert config_error("trainer.zzz=1") == (
         "$.trainer.zzz: unknown field; fields of trainer: max_env_steps, step_per_collect, "
         "update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
-        "test_in_training, stop_reward, checkpoint_interval, repeat_per_collect, "
-        "episode_per_collect"
+        "test_in_training, test_screen_episodes, stop_reward, checkpoint_interval, "
+        "repeat_per_collect, episode_per_collect"
     )
 
 

@@ -180,10 +180,40 @@ def _failing_test(trainer):
     trainer.seen_tests = []
     real = trainer.test
 
-    def test():
+    def test(screen=True):
         trainer.seen_tests.append(trainer.state.env_step)
-        stats = real()
+        stats = real(screen)
         trainer.state.solved = False
         return stats
 
     return test
+
+
+def test_screened_tests_stop_early_when_the_first_episodes_fall_short() -> None:
+    class Screens(Recorder):
+        @hookimpl
+        def rlblocks_episodes_end(self, returns, lengths, env_step, namespace):
+            self.calls.append(("episodes", {"namespace": namespace, "n": len(returns)}))
+
+    # an unreachable stop reward: every scheduled test is a 2-episode screen, logged as
+    # test_screen; only the test that ends the run plays all 4 episodes and counts
+    rec = Screens()
+    trainer = build(rec, stop_reward=1e9, max_env_steps=600, test_screen_episodes=2,
+                    test_in_training=False)
+    result = trainer.run()
+    screens = [c[1]["step"] for c in rec.calls if c == ("log", c[1])
+               and c[1]["namespace"] == "test_screen"]
+    assert screens == [200, 400]
+    assert [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"] == [600]
+    assert [c[1]["n"] for c in rec.calls if c[0] == "episodes" and
+            c[1]["namespace"] == "test"] == [4]
+    assert trainer.state.tests == 1 and math.isfinite(result.best_test_return)
+
+    # a reachable one: the screen passes and the test goes on to all 4 episodes
+    rec = Screens()
+    result = build(rec, stop_reward=5.0, max_env_steps=600, test_screen_episodes=2,
+                   test_in_training=False).run()
+    assert result.solved
+    assert [c[1]["n"] for c in rec.calls if c[0] == "episodes" and
+            c[1]["namespace"] == "test"] == [4]
+    assert not [c for c in rec.calls if c[0] == "log" and c[1]["namespace"] == "test_screen"]

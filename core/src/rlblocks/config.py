@@ -162,6 +162,11 @@ class TrainerConfig:
     """Also test as soon as the mean return of the latest 10 training episodes reaches the stop
     reward (at most once per quarter of test_interval), so a run stops once solved instead of at
     the next scheduled test."""
+    test_screen_episodes: int = field(default=10, validator=_int_at_least(0))
+    """With a stop reward, each test first plays this many episodes and goes on to all
+    test_episodes only if their mean reaches the stop reward (a test that cannot pass costs a
+    tenth); screened-out tests are logged as test_screen and do not count. 0 turns it off; the
+    test that ends a run is always complete."""
     stop_reward: float | None = None
     """Stop when the mean test return reaches this; None uses the env's registered threshold."""
     checkpoint_interval: int = field(default=50_000, validator=_int_at_least(1))

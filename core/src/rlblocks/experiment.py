@@ -248,6 +248,7 @@ class Experiment:
             "test_interval": t.test_interval,
             "test_episodes": t.test_episodes,
             "test_in_training": t.test_in_training,
+            "test_screen_episodes": t.test_screen_episodes,
             "stop_reward": self.stop_reward(),
             "checkpoint_interval": t.checkpoint_interval if self.run_dir is not None else 0,
             "plugin_manager": self.pm,

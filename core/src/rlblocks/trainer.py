@@ -9,7 +9,8 @@ steps per collected env step on samples of the replay buffer; test every ``test_
 steps; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
 or ``max_env_steps`` is spent. With ``test_in_training`` a test also runs as soon as the training
 episodes' recent mean return reaches ``stop_reward``, so a solved run stops without waiting for
-the next scheduled test. ``BaseTrainer`` holds what every loop shares (testing, logging,
+the next scheduled test; with ``test_screen_episodes`` a test whose first few episodes fall short
+of ``stop_reward`` ends there. ``BaseTrainer`` holds what every loop shares (testing, logging,
 checkpoints, stop rule, resumable counters), so on-policy and offline loops only write ``_iterate``.
 
 Hooks fire once per collect, update round, test and run — never per env step.
@@ -96,6 +97,7 @@ class BaseTrainer:
         test_episodes: int = 100,
         stop_reward: float | None = None,
         test_in_training: bool = False,
+        test_screen_episodes: int = 0,
         checkpoint_interval: int = 0,
         log_interval: int = 1_000,
         plugin_manager: pluggy.PluginManager | None = None,
@@ -113,6 +115,8 @@ class BaseTrainer:
         self.test_episodes = test_episodes
         self.stop_reward = stop_reward
         self.test_in_training = test_in_training
+        self.test_screen_episodes = test_screen_episodes
+        self._last_attempt = -1  # env step of the latest test or screen
         # returns of the latest training episodes, for test_in_training
         self._train_returns: deque[float] = deque(maxlen=TRAIN_RETURN_WINDOW)
         self._new_train_episodes = 0
@@ -141,18 +145,44 @@ class BaseTrainer:
         self.state = TrainerState(**{k: v for k, v in state.items() if k in known})
 
     # -- pieces -------------------------------------------------------------------------------
-    def test(self) -> CollectStats | None:
-        """Run ``test_episodes`` greedy episodes on the test envs and record the result."""
+    def test(self, screen: bool = True) -> CollectStats | None:
+        """Run ``test_episodes`` greedy episodes on the test envs and record the result.
+
+        With ``test_screen_episodes`` (and a stop reward) the first few episodes screen the
+        policy: when their mean is below the stop reward the test ends there, logged under the
+        ``test_screen`` namespace (it does not count as a test: best and last test returns stay
+        as they were); otherwise the rest of the episodes follow and the test counts as usual,
+        over all ``test_episodes``. ``screen=False`` always runs the full test."""
         if self.test_collector is None or self.test_episodes <= 0:
             return None
+        st = self.state
+        k = self.test_screen_episodes
+        screening = screen and self.stop_reward is not None and 0 < k < self.test_episodes
         self.policy.eval()
         try:
-            stats = self.test_collector.collect(n_episode=self.test_episodes)
+            if screening:
+                first = self.test_collector.collect(n_episode=k)
+                if not first.mean_return >= self.stop_reward:
+                    self._last_attempt = st.env_step
+                    self._new_train_episodes = 0
+                    self.hook.rlblocks_log(
+                        namespace="test_screen", scalars=first.as_scalars(), step=st.env_step
+                    )
+                    return first
+                rest = self.test_collector.collect(n_episode=self.test_episodes - k)
+                stats = CollectStats(
+                    n_step=first.n_step + rest.n_step,
+                    n_episode=first.n_episode + rest.n_episode,
+                    returns=np.concatenate([first.returns, rest.returns]),
+                    lengths=np.concatenate([first.lengths, rest.lengths]),
+                    seconds=first.seconds + rest.seconds,
+                )
+            else:
+                stats = self.test_collector.collect(n_episode=self.test_episodes)
         finally:
             self.policy.train()
-        st = self.state
         st.tests += 1
-        st.last_test_step = st.env_step
+        st.last_test_step = self._last_attempt = st.env_step
         self._new_train_episodes = 0
         st.last_test_return = stats.mean_return
         if stats.mean_return > st.best_test_return:
@@ -178,7 +208,8 @@ class BaseTrainer:
             return False
         if not self._new_train_episodes:
             return False
-        if st.last_test_step >= 0 and st.env_step - st.last_test_step < self.test_interval / 4:
+        last = max(st.last_test_step, self._last_attempt)
+        if last >= 0 and st.env_step - last < self.test_interval / 4:
             return False
         return sum(self._train_returns) / len(self._train_returns) >= self.stop_reward
 
@@ -257,14 +288,15 @@ class BaseTrainer:
                 if st.env_step >= st.next_test_step:
                     while st.next_test_step <= st.env_step:
                         st.next_test_step += self.test_interval
-                    self.test()
+                    # the run's last test is always complete
+                    self.test(screen=st.env_step < self.max_env_steps)
                 elif self._training_looks_solved():
                     self.test()
                 self._flush_update_stats()
                 reason = self._should_stop()
                 if reason.startswith("reached") and st.last_test_step != st.env_step:
-                    # end on a test of the final policy unless one just ran at this step
-                    self.test()
+                    # end on a (full) test of the final policy unless one just ran here
+                    self.test(screen=False)
                     if st.solved:
                         reason = self._should_stop()
                 st.wall_seconds = time.perf_counter() - started
