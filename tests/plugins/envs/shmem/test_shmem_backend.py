@@ -23,6 +23,16 @@ def test_shmem_passes_conformance_kit(context: str, num_workers: int) -> None:
     check_vector_env(functools.partial(ShmemVectorEnv, num_workers=num_workers, context=context))
 
 
+@pytest.mark.parametrize(("num_workers", "local_envs"), [(1, 2), (2, 1), (None, None)])
+def test_shmem_with_local_envs_passes_conformance_kit(
+    num_workers: int | None, local_envs: int | None
+) -> None:
+    # (None, None): the default split, local envs on any machine with two cores or more
+    check_vector_env(
+        functools.partial(ShmemVectorEnv, num_workers=num_workers, local_envs=local_envs)
+    )
+
+
 NESTED = gym.spaces.Dict(
     {
         "pos": gym.spaces.Box(-1.0, 1.0, shape=(2, 3), dtype=np.float32),
@@ -72,11 +82,12 @@ def _flat(obs: Any) -> list[np.ndarray]:
     return [np.asarray(obs)]
 
 
+@pytest.mark.parametrize("local_envs", [0, 1])
 @pytest.mark.parametrize("name", SPACES)
-def test_every_supported_space_matches_the_in_process_backend(name: str) -> None:
+def test_every_supported_space_matches_the_in_process_backend(name: str, local_envs: int) -> None:
     fns = [functools.partial(SpaceEnv, SPACES[name]) for _ in range(3)]
     dummy = DummyVectorEnv(fns)
-    with ShmemVectorEnv(fns, num_workers=2) as shm:
+    with ShmemVectorEnv(fns, num_workers=2, local_envs=local_envs) as shm:
         results = []
         for envs in (dummy, shm):
             out = [envs.reset(seed=3)]
@@ -95,12 +106,23 @@ def test_every_supported_space_matches_the_in_process_backend(name: str) -> None
     dummy.close()
 
 
-def test_returned_obs_are_copies_not_views_of_shared_memory() -> None:
-    with rlblocks.make_vector_env("shmem", "CartPole-v1", num_envs=2, seed=0) as envs:
+@pytest.mark.parametrize("local_envs", [0, 1])
+def test_returned_obs_are_copies_not_views_of_shared_memory(local_envs: int) -> None:
+    with rlblocks.make_vector_env(
+        "shmem", "CartPole-v1", num_envs=2, seed=0, local_envs=local_envs
+    ) as envs:
         first, *_ = envs.step(np.array([0, 1]))
         kept = first.copy()
         envs.step(np.array([1, 0]))
         np.testing.assert_array_equal(first, kept)
+        # rows written by the calling process and by the worker, and the action each got
+        assert envs.local_envs == local_envs
+        obs, _ = envs.reset(seed=3)
+        with DummyVectorEnv([lambda: gym.make("CartPole-v1")] * 2) as ref:
+            np.testing.assert_array_equal(ref.reset(seed=3)[0], obs)
+            np.testing.assert_array_equal(
+                ref.step(np.array([0, 1]))[0], envs.step(np.array([0, 1]))[0]
+            )
 
 
 def test_unsupported_space_says_to_use_subproc() -> None:

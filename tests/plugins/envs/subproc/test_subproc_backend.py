@@ -14,12 +14,15 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.errors import EnvWorkerError
+from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns
 from rlblocks_env_shmem.shmem import ShmemVectorEnv
-from rlblocks_env_subproc.subproc import SubprocVectorEnv
+from rlblocks_env_subproc.subproc import SubprocVectorEnv, default_split
 
 BACKENDS = {"subproc": SubprocVectorEnv, "shmem": ShmemVectorEnv}
+#: Where 4 envs live: two workers, or envs 0-1 in the calling process and 2-3 in one worker.
+LAYOUTS = {"workers": {"num_workers": 2, "local_envs": 0},
+           "local": {"num_workers": 1, "local_envs": 2}}
 
 
 @pytest.mark.parametrize(
@@ -31,17 +34,43 @@ def test_subproc_passes_conformance_kit(context: str, num_workers: int) -> None:
     )
 
 
+def test_subproc_with_local_envs_passes_conformance_kit() -> None:
+    check_vector_env(functools.partial(SubprocVectorEnv, num_workers=1, local_envs=2))
+    check_vector_env(functools.partial(SubprocVectorEnv, num_workers=2, local_envs=1))
+
+
 def test_num_workers_defaults_to_cores_and_envs_share_workers() -> None:
-    with SubprocVectorEnv(probe_env_fns(5)) as envs:
-        cores = len(os.sched_getaffinity(0))
-        assert envs.num_workers == min(5, cores)
+    cores = len(os.sched_getaffinity(0))
+    with SubprocVectorEnv(probe_env_fns(5), local_envs=0) as envs:
+        assert envs.num_workers == min(5, cores) and envs.local_envs == 0
         assert len(set(envs.worker_pids)) == envs.num_workers
     with SubprocVectorEnv(probe_env_fns(5), num_workers=9) as envs:
-        assert envs.num_workers == 5
+        assert envs.num_workers == 5 and envs.local_envs == 0, "explicit workers: no local envs"
+    with SubprocVectorEnv(probe_env_fns(5)) as envs:
+        assert (envs.num_workers, envs.local_envs) == default_split(5, cores=cores)
+        assert len(set(envs.worker_pids)) == envs.num_workers
+        assert os.getpid() not in envs.worker_pids
+
+
+def test_default_split_gives_the_parent_one_cores_share() -> None:
+    assert default_split(8, cores=2) == (1, 5), "the workers' round trip counts as one env"
+    assert default_split(7, cores=2) == (1, 4)
+    assert default_split(16, cores=4) == (3, 5)
+    assert default_split(8, cores=64) == (7, 1), "at most one worker per remaining env"
+    assert default_split(2, cores=2) == (1, 1), "at least one env stays in a worker"
+    assert default_split(1, cores=2) == (1, 0), "one env: it stays in a worker"
+    assert default_split(8, cores=1) == (1, 0), "one core: nothing to overlap"
+    assert default_split(8, num_workers=2, cores=2) == (2, 0), "explicit workers keep every env"
+    assert default_split(8, local_envs=2, cores=4) == (3, 2)
+    assert default_split(8, num_workers=1, local_envs=6, cores=2) == (1, 6)
+    for bad in (8, 9, -1):
+        with pytest.raises(ConfigError, match="local_envs"):
+            default_split(8, local_envs=bad, cores=2)
 
 
 def _rollout(backend: str, **options: Any) -> np.ndarray:
     envs = rlblocks.make_vector_env(backend, "CartPole-v1", num_envs=3, **options)
+    assert getattr(envs, "local_envs", 0) == options.get("local_envs", 0)
     try:
         obs, _ = envs.reset(seed=7)
         out = [obs]
@@ -63,6 +92,9 @@ def test_same_seed_gives_identical_trajectories_on_every_backend() -> None:
     np.testing.assert_array_equal(_rollout("subproc", num_workers=2), reference)
     np.testing.assert_array_equal(_rollout("shmem", num_workers=2), reference)
     np.testing.assert_array_equal(_rollout("subproc", num_workers=1, context="spawn"), reference)
+    np.testing.assert_array_equal(_rollout("subproc", num_workers=1, local_envs=1), reference)
+    np.testing.assert_array_equal(_rollout("shmem", num_workers=1, local_envs=2), reference)
+    np.testing.assert_array_equal(_rollout("shmem", num_workers=2, local_envs=1), reference)
     assert not np.allclose(reference[:, 0], reference[:, 1]), "envs must get distinct seeds"
 
 
@@ -84,10 +116,11 @@ class RenderProbeEnv(ProbeEnv):
         return np.full((2, 2, 3), 10 * self.index + int(self._state[1]), dtype=np.uint8)
 
 
+@pytest.mark.parametrize("local_envs", [0, 1])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_render_and_attributes_reach_the_workers(backend: str) -> None:
+def test_render_and_attributes_reach_the_workers(backend: str, local_envs: int) -> None:
     fns = [functools.partial(RenderProbeEnv, i) for i in range(3)]
-    with BACKENDS[backend](fns, num_workers=2) as envs:
+    with BACKENDS[backend](fns, num_workers=2, local_envs=local_envs) as envs:
         envs.reset(seed=0)
         envs.step(np.zeros(3, dtype=int))
         frames = envs.render([2, 0])
@@ -110,14 +143,15 @@ class SlowProbeEnv(ProbeEnv):
         return super().step(action)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_step_wait_returns_ready_envs_with_their_own_ids(backend: str) -> None:
+def test_step_wait_returns_ready_envs_with_their_own_ids(backend: str, layout: str) -> None:
     fns = [functools.partial(SlowProbeEnv, i, 0.5 if i >= 2 else 0.0) for i in range(4)]
-    with BACKENDS[backend](fns, num_workers=2) as envs:
+    with BACKENDS[backend](fns, **LAYOUTS[layout]) as envs:
         envs.reset()
         envs.step_async(np.array([1, 2, 3, 4]))
         ids, obs, _rew, _term, _trunc, _infos = envs.step_wait(wait_num=1)
-        assert sorted(ids.tolist()) == [0, 1], "the fast worker's envs come back first"
+        assert sorted(ids.tolist()) == [0, 1], "the fast envs come back first"
         assert obs[:, 0].astype(int).tolist() == ids.tolist(), "obs rows must match env ids"
         assert obs[:, 3].astype(int).tolist() == (ids + 1).tolist(), "each env got its action"
         assert envs.ready_env_ids.tolist() == [0, 1]
@@ -133,9 +167,10 @@ def test_step_wait_returns_ready_envs_with_their_own_ids(backend: str) -> None:
         assert int(got[0][1]) == 2 and int(got[2][1]) == 1, "envs 0, 1 stepped twice, 2, 3 once"
 
 
-def test_step_wait_timeout_returns_what_is_ready() -> None:
+@pytest.mark.parametrize("local_envs", [0, 1])
+def test_step_wait_timeout_returns_what_is_ready(local_envs: int) -> None:
     fns = [functools.partial(SlowProbeEnv, i, 3.0 if i == 1 else 0.0) for i in range(2)]
-    with ShmemVectorEnv(fns, num_workers=2) as envs:
+    with ShmemVectorEnv(fns, num_workers=2, local_envs=local_envs) as envs:
         envs.reset()
         envs.step_async(np.array([0, 0]))
         start = time.monotonic()
@@ -173,30 +208,40 @@ def explode_in_env() -> None:
 
 def _faulty(mode: str, backend: str, **options: Any) -> SubprocVectorEnv:
     fns = [functools.partial(FaultyEnv, i, mode) for i in range(4)]
-    return BACKENDS[backend](fns, num_workers=2, **options)
+    options = {"num_workers": 2, "local_envs": 0, **options}
+    return BACKENDS[backend](fns, **options)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_env_error_reaches_caller_with_env_id_and_worker_traceback(backend: str) -> None:
-    with _faulty("raise", backend) as envs:
+def test_env_error_reaches_caller_with_env_id_and_worker_traceback(
+    backend: str, layout: str
+) -> None:
+    with _faulty("raise", backend, **LAYOUTS[layout]) as envs:
         envs.reset()
         envs.step(np.zeros(4, dtype=int))
         with pytest.raises(EnvWorkerError, match=r"env 1 raised in step: ValueError") as err:
             envs.step(np.zeros(4, dtype=int))
         assert "explode_in_env" in str(err.value), "the worker's traceback must be included"
+        where = "the calling process" if layout == "local" else "env worker 0"
+        assert f"traceback in {where} (pid" in str(err.value)
         # the worker survives: after a reset the envs step again
         envs.reset([0, 1])
         obs, *_ = envs.step(np.zeros(2, dtype=int), [0, 1])
         assert obs[:, 1].tolist() == [1, 1]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_failed_step_leaves_no_stale_results_and_asks_for_resets(backend: str) -> None:
-    with _faulty("raise", backend) as envs:
+def test_a_failed_step_leaves_no_stale_results_and_asks_for_resets(
+    backend: str, layout: str
+) -> None:
+    with _faulty("raise", backend, **LAYOUTS[layout]) as envs:
         envs.reset()
         envs.step(np.zeros(4, dtype=int))
         with pytest.raises(EnvWorkerError, match="env 1 raised"):
             envs.step(np.zeros(4, dtype=int))
+        assert not any(w.pending for w in envs._workers), "every reply of the step is drained"
         # envs 2 and 3 (the other worker) stepped too, unseen: they must be reset first
         with pytest.raises(EnvWorkerError, match="reset"):
             envs.step(np.zeros(2, dtype=int), [2, 3])
@@ -207,6 +252,27 @@ def test_a_failed_step_leaves_no_stale_results_and_asks_for_resets(backend: str)
         ids, obs, *_ = envs.step_wait(timeout=10)
         assert sorted(ids.tolist()) == [0, 2, 3], "a stale reply from the failed step came back"
         assert obs[:, 1].tolist() == [2, 2, 2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_local_env_error_in_step_async_is_raised_by_step_wait(backend: str) -> None:
+    with _faulty("raise", backend, **LAYOUTS["local"]) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        envs.step_async(np.zeros(4, dtype=int))  # env 1 (local) raises at once: kept for later
+        with pytest.raises(EnvWorkerError, match=r"env 1 raised in step") as err:
+            envs.step_wait()
+        assert "explode_in_env" in str(err.value)
+        # the worker's envs stepped normally and are still owed to the caller
+        ids, obs, *_ = envs.step_wait(timeout=10)
+        assert ids.tolist() == [2, 3] and obs[:, 1].tolist() == [2, 2]
+        with pytest.raises(EnvWorkerError, match="no step in flight"):
+            envs.step_wait()
+        with pytest.raises(EnvWorkerError, match="reset"):
+            envs.step(np.zeros(2, dtype=int), [0, 1])
+        envs.reset([0, 1])
+        obs, *_ = envs.step(np.zeros(4, dtype=int))
+        assert obs[:, 1].tolist() == [1, 1, 3, 3]
 
 
 @pytest.mark.parametrize(
@@ -263,12 +329,34 @@ def test_restart_failed_restarts_worker_and_truncates_its_envs(backend: str) -> 
         assert obs[:, 1].tolist() == [1, 1, 3, 3]
 
 
+def test_dead_worker_next_to_local_envs_is_reported_and_restarted() -> None:
+    with _faulty("segv", "shmem", num_workers=1, local_envs=1) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match=r"env worker 0 .*envs \[1, 2, 3\]\).*SIGSEGV"):
+            envs.step(np.zeros(4, dtype=int))
+    with _faulty("segv", "subproc", num_workers=1, local_envs=1, restart_failed=True) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.warns(RuntimeWarning, match="SIGSEGV"):
+            obs, _, term, trunc, _ = envs.step(np.ones(4, dtype=int))
+        assert trunc.tolist() == [False, True, True, True] and not term.any()
+        assert obs[0, 1] == 2, "the local env stepped normally"
+        envs.reset([1, 2, 3])
+        obs, *_ = envs.step(np.zeros(4, dtype=int))
+        assert obs[:, 1].tolist() == [3, 1, 1, 1]
+
+
 def test_env_that_fails_to_build_is_reported() -> None:
     def broken() -> gym.Env:
         raise RuntimeError("no such asset")
 
     with pytest.raises(EnvWorkerError, match=r"env 1 raised in make: RuntimeError"):
         SubprocVectorEnv([functools.partial(ProbeEnv, 0), broken], num_workers=2)
+    # a local env that fails to build: same report, and the workers already started are stopped
+    with pytest.raises(EnvWorkerError, match=r"env 0 raised in make: RuntimeError") as err:
+        SubprocVectorEnv([broken, functools.partial(ProbeEnv, 1)], num_workers=1, local_envs=1)
+    assert "no such asset" in str(err.value) and "the calling process" in str(err.value)
 
 
 # -- shutdown ----------------------------------------------------------------------------------
@@ -278,6 +366,28 @@ def _gone(pid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
+
+
+class ClosingProbeEnv(ProbeEnv):
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_close_closes_local_envs_and_stops_workers(backend: str) -> None:
+    fns = [functools.partial(ClosingProbeEnv, i) for i in range(3)]
+    with BACKENDS[backend](fns, num_workers=1, local_envs=2) as envs:
+        local = list(envs._local.group.envs)
+        pids = envs.worker_pids
+        assert len(local) == 2 and len(pids) == 1
+        envs.reset()
+        envs.step_async(np.zeros(3, dtype=int))  # closing with a step in flight is fine too
+    assert all(e.closed for e in local) and all(_gone(p) for p in pids)
+    envs.close()
+    with pytest.raises(EnvWorkerError, match="closed"):
+        envs.step(np.zeros(3, dtype=int))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

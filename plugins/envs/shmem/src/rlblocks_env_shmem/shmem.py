@@ -9,7 +9,8 @@ Layout of the block (``N = num_envs``; every array starts on a 64-byte boundary)
     truncated    [N] bool
     act          [N, *act_shape] when the action space has a fixed shape and dtype
 
-A worker writes the rows of its own envs, so commands and replies carry only env slots and infos.
+A worker writes the rows of its own envs, so commands and replies carry only env slots and infos;
+the envs the parent steps itself (``local_envs``) write their rows the same way.
 """
 
 from __future__ import annotations
@@ -156,6 +157,10 @@ class ShmemVectorEnv(SubprocVectorEnv):
         self._obs_views = views[:k]
         self._rew, self._term, self._trunc = views[k : k + 3]
         self._act = views[k + 3] if self._layout.act is not None else None
+
+    def _make_local_transport(self) -> Any:
+        # the parent's envs write their rows of the same block, so results assemble as one
+        return ShmTransport(self._layout, self._raw, self._tree)
 
     def _write_actions(self, actions: Any, ids: np.ndarray | None) -> None:
         if self._act is None:

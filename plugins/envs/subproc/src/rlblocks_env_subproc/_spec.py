@@ -19,8 +19,19 @@ class SubprocConfig:
     """Options of the multi-process backends (subproc and shmem share them)."""
 
     num_workers: int | None = field(default=None, validator=validators.optional(validators.ge(1)))
-    """Worker processes; each steps ``num_envs / num_workers`` envs per command. None: one per
-    available CPU core, at most one per env."""
+    """Worker processes; each steps about ``(num_envs - local_envs) / num_workers`` envs per
+    command. None: one per available CPU core, less the one the calling process uses when it
+    steps envs itself (``local_envs``), at most one per env."""
+    local_envs: int | None = field(default=None, validator=validators.optional(validators.ge(0)))
+    """Envs stepped in the calling process while the workers step theirs (envs ``0 ..
+    local_envs - 1``; the workers get the rest, so at least one must remain). A step sends the
+    workers their commands, steps the local envs, then collects the replies: the parent works
+    instead of waiting, and those envs pay no IPC. 0: every env in a worker. None (auto): with
+    ``num_workers`` unset and ``C >= 2`` CPU cores, ``ceil((num_envs + 1) / C)`` local envs (at
+    most ``num_envs - 1``) and ``C - 1`` workers: the parent takes one core's share, counting the
+    workers' round trip per step as one more env (2 cores, 8 envs: 5 local, 3 in one worker).
+    With ``num_workers`` set, or one core, or one env: 0. Envs much slower than a round trip
+    (~0.1 ms) balance best at ``num_envs / C``."""
     context: str | None = field(
         default=None, validator=validators.optional(validators.in_(CONTEXTS))
     )

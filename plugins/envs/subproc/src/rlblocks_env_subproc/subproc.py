@@ -1,9 +1,13 @@
 """The multi-process vector env: a few worker processes, several envs each, batched commands.
 
-Env ``i`` lives in worker ``i * num_workers // num_envs`` (contiguous blocks), so stepping all
-envs costs one command and one reply per worker, not per env. Requests to one worker are served
-in order; the parent keeps a FIFO of what each worker owes it, which is what makes asynchronous
-stepping (``step_async`` / ``step_wait``) safe to mix with resets of other envs.
+Envs ``[0, local_envs)`` live in the calling process; the others are split into contiguous blocks,
+one per worker process, so stepping all envs costs one command and one reply per worker, not per
+env. A step sends the workers their commands first, then steps the local envs while the workers
+work, then collects the replies: the parent does a share of the work instead of waiting.
+Requests to one worker are served in order; the parent keeps a FIFO of what each worker owes it,
+which is what makes asynchronous stepping (``step_async`` / ``step_wait``) safe to mix with
+resets of other envs. Local envs run a command when it is sent; their answer waits in the same
+FIFO, so every path that collects a worker's answers collects theirs too.
 
 Every wait is bounded: a worker that dies is seen at once (its pipe closes and its process
 sentinel fires), one that does not answer within ``worker_timeout`` is killed and reported.
@@ -33,13 +37,50 @@ from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def default_num_workers(num_envs: int) -> int:
     """One worker per CPU core this process may use, never more than one per env."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(num_envs, cores))
+    return max(1, min(num_envs, _cores()))
+
+
+def default_split(
+    num_envs: int, num_workers: int | None = None, local_envs: int | None = None,
+    cores: int | None = None,
+) -> tuple[int, int]:
+    """``(worker processes, envs stepped in the calling process)`` for these options.
+
+    ``local_envs=None`` (auto) with ``num_workers=None``: on ``C >= 2`` usable cores the parent
+    takes one core's share of the envs, counting the workers' command round trip (about 70 us on
+    a small VM, the cost of one or two MuJoCo steps) as one more env: ``ceil((num_envs + 1) / C)``
+    local envs, at most ``num_envs - 1``, and ``C - 1`` workers (at most one per remaining env)
+    for the rest. With 2 cores and 8 envs: 5 local, 3 in one worker, so a vector step costs about
+    ``max(5 steps, 3 steps + round trip)``. Envs much costlier than a round trip would balance
+    best at ``num_envs / C``; pass ``local_envs`` for those. On one core, or with one env,
+    everything runs in one worker as before. With an explicit ``num_workers`` the auto rule keeps
+    every env in the workers (``local_envs=0``): the caller chose the processes. An explicit
+    ``local_envs`` with ``num_workers=None`` leaves one core to the parent when it has envs."""
+    cores = _cores() if cores is None else cores
+    if local_envs is None:
+        if num_workers is not None or cores < 2 or num_envs < 2:
+            local_envs = 0
+        else:
+            local_envs = min(-(-(num_envs + 1) // cores), num_envs - 1)
+    if not 0 <= local_envs < num_envs:
+        raise ConfigError(
+            f"local_envs={local_envs} must leave at least one of the {num_envs} envs to the "
+            "worker processes (0 <= local_envs < num_envs); use backend='dummy' to step every "
+            "env in this process"
+        )
+    remote = num_envs - local_envs
+    if num_workers is None:
+        num_workers = cores - 1 if local_envs and cores > 1 else cores
+    return max(1, min(num_workers, remote)), local_envs
 
 
 def _default_context() -> str:
@@ -49,27 +90,40 @@ def _default_context() -> str:
 class _Request:
     """One command a worker owes an answer to."""
 
-    __slots__ = ("ids", "kind", "msg", "sent", "synthetic")
+    __slots__ = ("ids", "kind", "msg", "reply", "sent", "synthetic")
 
-    def __init__(self, kind: int, ids: np.ndarray, msg: tuple, sent: float) -> None:
+    def __init__(
+        self, kind: int, ids: np.ndarray, msg: tuple, sent: float, reply: tuple | None = None
+    ) -> None:
         self.kind = kind
         self.ids = ids  # global env ids, in the order the worker handles them
         self.msg = msg
         self.sent = sent
         self.synthetic: str | None = None  # set when its worker failed and was restarted
+        self.reply = reply  # the answer already there (local envs run their commands at once)
 
 
 class _Worker:
-    __slots__ = ("conn", "dead", "ids", "index", "pending", "process", "start", "stop")
+    """A block of envs: a worker process, or (``local``) the envs the parent steps itself."""
 
-    def __init__(self, index: int, start: int, stop: int) -> None:
-        self.index = index
+    __slots__ = ("conn", "dead", "group", "ids", "index", "label", "local", "pending",
+                 "process", "start", "stop")
+
+    def __init__(self, index: int, start: int, stop: int, label: str, local: bool = False) -> None:
+        self.index = index  # position in SubprocVectorEnv._workers
+        self.label = label  # for messages: "env worker 0", "the calling process"
+        self.local = local
         self.start, self.stop = start, stop
         self.ids = np.arange(start, stop)
         self.process: Any = None
         self.conn: Any = None
+        self.group: Any = None  # local: the W.EnvGroup the parent runs commands in
         self.pending: deque[_Request] = deque()
         self.dead: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return os.getpid() if self.local else getattr(self.process, "pid", None)
 
 
 def _describe_exit(process: Any) -> str:
@@ -85,7 +139,9 @@ def _describe_exit(process: Any) -> str:
 
 
 class SubprocVectorEnv(WorkerGroups):
-    """Steps ``len(env_fns)`` envs in ``num_workers`` processes, several envs per process.
+    """Steps ``len(env_fns)`` envs in ``num_workers`` processes, several envs per process, and
+    the first ``local_envs`` envs in the calling process (see :func:`default_split` for the
+    default; ``local_envs=0`` puts every env in a worker).
 
     Same contract as the in-process backend: no autoreset (the caller resets finished envs with
     ``reset(env_ids)``; stepping one that needs a reset raises EnvWorkerError), results in
@@ -104,12 +160,13 @@ class SubprocVectorEnv(WorkerGroups):
         timeout: float | None = None,
         worker_timeout: float | None = 120.0,
         restart_failed: bool = False,
+        local_envs: int | None = None,
     ) -> None:
         if len(env_fns) == 0:
             raise ConfigError(f"{type(self).__name__} needs at least one env factory")
         self._closed = True  # until the workers are up, close() has nothing to do
         self.num_envs = len(env_fns)
-        self.num_workers = min(num_workers or default_num_workers(self.num_envs), self.num_envs)
+        self.num_workers, self.local_envs = default_split(self.num_envs, num_workers, local_envs)
         self.context = context or _default_context()
         if self.context not in mp.get_all_start_methods():
             raise ConfigError(
@@ -122,8 +179,15 @@ class SubprocVectorEnv(WorkerGroups):
         self.restart_failed = restart_failed
         self._ctx = mp.get_context(self.context)
         self._env_fns = list(env_fns)
-        bounds = [i * self.num_envs // self.num_workers for i in range(self.num_workers + 1)]
-        self._workers = [_Worker(w, bounds[w], bounds[w + 1]) for w in range(self.num_workers)]
+        nl, remote = self.local_envs, self.num_envs - self.local_envs
+        bounds = [nl + i * remote // self.num_workers for i in range(self.num_workers + 1)]
+        self._workers = [_Worker(0, 0, nl, "the calling process", local=True)] if nl else []
+        self._workers += [
+            _Worker(len(self._workers) + w, bounds[w], bounds[w + 1], f"env worker {w}")
+            for w in range(self.num_workers)
+        ]
+        self._remote = [w for w in self._workers if not w.local]
+        self._local = self._workers[0] if nl else None
         self._env_worker = np.empty(self.num_envs, dtype=np.int64)
         self._env_slot = np.empty(self.num_envs, dtype=np.int64)
         for w in self._workers:
@@ -138,8 +202,10 @@ class SubprocVectorEnv(WorkerGroups):
         self._setup_transport()
         self._closed = False
         try:
-            for w in self._workers:
+            for w in self._remote:
                 self._start_worker(w)
+            if self._local is not None:  # built while the workers build theirs
+                self._start_local(self._local)
             for w in self._workers:
                 self._handshake(w)
         except BaseException:
@@ -155,6 +221,10 @@ class SubprocVectorEnv(WorkerGroups):
         self._last_obs: Any = None  # [num_envs, ...]: fallback obs of restarted workers
 
     def _make_transport(self) -> Any:
+        return W.PipeTransport()
+
+    def _make_local_transport(self) -> Any:
+        """The transport of the envs the parent steps (its own object: never sent anywhere)."""
         return W.PipeTransport()
 
     def _encode_actions(self, w: _Worker, actions: Any, rows: Any) -> Any:
@@ -228,6 +298,15 @@ class SubprocVectorEnv(WorkerGroups):
         w.pending.clear()
         w.pending.append(_Request(-1, w.ids, (), time.monotonic()))
 
+    def _start_local(self, w: _Worker) -> None:
+        """Build the parent's own envs; their handshake waits in ``pending`` like a reply."""
+        group, hello = W.make_group(
+            self._env_fns[w.start : w.stop], list(range(w.start, w.stop)),
+            self._make_local_transport(),
+        )
+        w.group = group
+        w.pending.append(_Request(-1, w.ids, (), time.monotonic(), reply=hello))
+
     def _handshake(self, w: _Worker) -> None:
         _req, payload = self._receive(w)
         spaces, spec, metadata, render_mode = payload
@@ -255,7 +334,7 @@ class SubprocVectorEnv(WorkerGroups):
             process.kill()
             process.join(5)
         reason = (
-            f"env worker {w.index} (pid {process.pid}, envs {w.ids.tolist()}) "
+            f"{w.label} (pid {process.pid}, envs {w.ids.tolist()}) "
             + (f"did not answer {what} within worker_timeout={self.worker_timeout}s and was "
                "killed" if hung else f"{_describe_exit(process)} while running {what}")
         )
@@ -291,22 +370,26 @@ class SubprocVectorEnv(WorkerGroups):
             if req.synthetic is not None:
                 w.pending.popleft()
                 return req, self._synthetic_step(req.ids, req.synthetic)
-            conn = w.conn
-            if not conn.poll():
-                limit = None
-                if self.worker_timeout is not None:
-                    limit = max(0.0, req.sent + self.worker_timeout - time.monotonic())
-                # a dead worker's pipe reads as EOF at once: one poll covers death and hangs
-                if not conn.poll(limit):
+            if req.reply is not None:  # a local command: ran when it was sent
+                msg, req.reply = req.reply, None
+                w.pending.popleft()
+            else:
+                conn = w.conn
+                if not conn.poll():
+                    limit = None
+                    if self.worker_timeout is not None:
+                        limit = max(0.0, req.sent + self.worker_timeout - time.monotonic())
+                    # a dead worker's pipe reads as EOF at once: one poll covers death and hangs
+                    if not conn.poll(limit):
+                        self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
+                        continue
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    w.process.join(1)
                     self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
                     continue
-            try:
-                msg = conn.recv()
-            except (EOFError, OSError):
-                w.process.join(1)
-                self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
-                continue
-            w.pending.popleft()
+                w.pending.popleft()
             if msg[0] == "ok":
                 return req, msg[1]
             _, env_id, command, exc_repr, tb = msg
@@ -317,7 +400,7 @@ class SubprocVectorEnv(WorkerGroups):
                 w.dead = f"env {env_id} failed to build"
             raise EnvWorkerError(
                 f"env {env_id} raised in {command}: {exc_repr}\n"
-                f"--- traceback in env worker {w.index} (pid {w.process.pid}) ---\n{tb}"
+                f"--- traceback in {w.label} (pid {w.pid}) ---\n{tb}"
             )
 
     def _check_alive(self, w: _Worker) -> None:
@@ -331,6 +414,10 @@ class SubprocVectorEnv(WorkerGroups):
 
     def _send(self, w: _Worker, kind: int, ids: np.ndarray, msg: tuple) -> _Request:
         self._check_alive(w)
+        if w.local:  # run it now; the reply (or the env's error) waits for _receive
+            req = _Request(kind, ids, msg, 0.0, reply=w.group.handle(msg))
+            w.pending.append(req)
+            return req
         req = _Request(kind, ids, msg, time.monotonic())
         try:
             w.conn.send(msg)
@@ -350,7 +437,34 @@ class SubprocVectorEnv(WorkerGroups):
             if got.kind == W.STEP:
                 self._stash.append((got.ids, self._decode_step(got, payload)))
 
-    # -- grouping env ids by worker -------------------------------------------------------------
+    def _send_groups(
+        self, kind: int, groups: list[tuple[Any, Any, Any, np.ndarray]],
+        make_msg: Callable[[_Worker, Any, Any], tuple],
+    ) -> list[tuple[_Worker, np.ndarray, _Request]]:
+        """Send ``make_msg(worker, slots, rows)`` to every group, in the groups' order in the
+        result, but the workers first: the local envs (group 0 when there are some) run their
+        command while the workers run theirs."""
+        sent: list[Any] = [None] * len(groups)
+        first = 1 if groups and groups[0][0].local else 0
+        for k in (*range(first, len(groups)), *range(first)):
+            w, slots, rows, gids = groups[k]
+            sent[k] = (w, gids, self._send(w, kind, gids, make_msg(w, slots, rows)))
+        return sent
+
+    def _collect(self, sent: list[tuple[_Worker, np.ndarray, _Request]]) -> list[Any]:
+        """Every group's answer, in order; an env error is raised once all are received (no
+        reply may linger in a pipe)."""
+        out, error = [], None
+        for w, _, req in sent:
+            try:
+                out.append(self._finish(w, req))
+            except EnvWorkerError as exc:
+                error = error or exc
+                out.append(None)
+        if error is not None:
+            raise error
+        return out
+
     # -- protocol -----------------------------------------------------------------------------
     def reset(
         self,
@@ -376,16 +490,23 @@ class SubprocVectorEnv(WorkerGroups):
             if len(seeds) != len(all_ids):
                 raise ValueError(f"got {len(seeds)} seeds for {len(all_ids)} envs")
         groups, order = self._groups(ids)
-        sent = []
-        for w, slots, rows, gids in groups:
+
+        def msg(w: _Worker, slots: Any, rows: Any) -> tuple:
             s = seeds[rows] if isinstance(rows, slice) else [seeds[r] for r in rows]
-            sent.append((w, gids, self._send(w, W.RESET, gids, (W.RESET, slots, s, options))))
-        parts = [(gids, self._decode_reset(req, self._finish(w, req))) for w, gids, req in sent]
+            return (W.RESET, slots, s, options)
+
+        sent = self._send_groups(W.RESET, groups, msg)
+        parts = [
+            (gids, self._decode_reset(req, payload))
+            for (_, gids, req), payload in zip(sent, self._collect(sent))
+        ]
         self._needs_reset[all_ids] = False
         return self._assemble_reset(parts, order)
 
     def step_async(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
-        """Send actions to the given envs and return at once; ``step_wait`` collects results."""
+        """Send actions to the given envs and return; ``step_wait`` collects results. Local envs
+        step here, after the workers got their commands; their results (or their env's error)
+        wait for ``step_wait`` like a worker's reply."""
         ids = self._ids(env_ids)
         all_ids = self._all_ids if ids is None else ids
         if len(actions) != len(all_ids):
@@ -403,9 +524,18 @@ class SubprocVectorEnv(WorkerGroups):
             )
         groups, _ = self._groups(ids)
         self._write_actions(actions, ids)
-        for w, slots, rows, gids in groups:
-            self._send(w, W.STEP, gids, (W.STEP, slots, self._encode_actions(w, actions, rows)))
         self._in_flight[all_ids] = True
+        try:
+            self._send_groups(W.STEP, groups, lambda w, slots, rows: (
+                W.STEP, slots, self._encode_actions(w, actions, rows)))
+        except BaseException:
+            # a send that raised (dead worker): the envs it did not reach are not in flight
+            owed = [r.ids for w in self._workers for r in w.pending if r.kind == W.STEP]
+            owed += [i for i, _ in self._stash]
+            self._in_flight[all_ids] = False
+            if owed:
+                self._in_flight[np.concatenate(owed)] = True
+            raise
 
     def step_wait(
         self, wait_num: int | None = None, timeout: float | None = None
@@ -413,7 +543,8 @@ class SubprocVectorEnv(WorkerGroups):
         """Results of envs whose step finished: ``(env_ids, obs, rew, terminated, truncated,
         infos)``. Returns once ``wait_num`` envs are ready (default: the configured one, else all
         in flight) or, with ``timeout`` seconds, once it elapsed and at least one env is ready.
-        Envs come back whole-worker at a time, so slightly more than ``wait_num`` may return."""
+        Envs come back whole-worker at a time, so slightly more than ``wait_num`` may return;
+        the local envs' results are ready as soon as ``step_async`` returns."""
         self._ids(None)  # raises when closed
         wait_num = self.wait_num if wait_num is None else wait_num
         timeout = self.timeout if timeout is None else timeout
@@ -427,15 +558,18 @@ class SubprocVectorEnv(WorkerGroups):
             busy = [w for w in self._workers if w.pending and w.pending[0].kind == W.STEP]
             if not busy:
                 break
-            conns = [w.conn for w in busy if w.pending[0].synthetic is None]
+            # answers already here: local envs' steps, and the truncations of restarted workers
+            instant = [w for w in busy
+                       if w.pending[0].reply is not None or w.pending[0].synthetic is not None]
+            conns = [w.conn for w in busy if w not in instant]
             limit = None
             if deadline is not None and ready > 0:
                 limit = max(0.0, deadline - time.monotonic())
-            if self.worker_timeout is not None:
+            if self.worker_timeout is not None and not instant:
                 oldest = min(w.pending[0].sent for w in busy)
                 hang = max(0.0, oldest + self.worker_timeout - time.monotonic())
                 limit = hang if limit is None else min(limit, hang)
-            if len(conns) == len(busy):
+            if not instant:
                 sentinels = [w.process.sentinel for w in busy]
                 got = mp_wait(conns + sentinels, limit)
                 if not got:
@@ -447,9 +581,9 @@ class SubprocVectorEnv(WorkerGroups):
                            if self.worker_timeout is not None
                            and w.pending[0].sent + self.worker_timeout <= now + 1e-3]
             else:
-                got = [w.conn for w in busy if w.pending[0].synthetic is not None]
+                got = []
             for w in busy:
-                if w.conn in got or w.process.sentinel in got or w.pending[0].synthetic:
+                if w in instant or w.conn in got or w.process.sentinel in got:
                     req, payload = self._receive(w)
                     self._stash.append((req.ids, self._decode_step(req, payload)))
                     ready += len(req.ids)
@@ -481,11 +615,8 @@ class SubprocVectorEnv(WorkerGroups):
             )
         groups, order = self._groups(ids)
         self._write_actions(actions, ids)
-        sent = [
-            (w, gids, self._send(w, W.STEP, gids,
-                                 (W.STEP, slots, self._encode_actions(w, actions, rows))))
-            for w, slots, rows, gids in groups
-        ]
+        sent = self._send_groups(W.STEP, groups, lambda w, slots, rows: (
+            W.STEP, slots, self._encode_actions(w, actions, rows)))
         parts, error = [], None
         for w, gids, req in sent:
             try:
@@ -505,12 +636,10 @@ class SubprocVectorEnv(WorkerGroups):
     def _simple(self, kind: int, env_ids: Any, *args: Any) -> list[Any]:
         ids = self._ids(env_ids)
         groups, order = self._groups(ids)
-        sent = [
-            (w, self._send(w, kind, gids, (kind, slots, *args))) for w, slots, _, gids in groups
-        ]
+        sent = self._send_groups(kind, groups, lambda w, slots, rows: (kind, slots, *args))
         out: list[Any] = []
-        for w, req in sent:
-            out += self._finish(w, req) or [None] * len(req.ids)
+        for (_, _, req), payload in zip(sent, self._collect(sent)):
+            out += payload or [None] * len(req.ids)
         return out if order is None else [out[k] for k in order]
 
     def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
@@ -534,8 +663,9 @@ class SubprocVectorEnv(WorkerGroups):
 
     @property
     def worker_pids(self) -> list[int]:
-        """Process ids of the workers (for monitoring, and for tests that kill one)."""
-        return [w.process.pid for w in self._workers if w.process is not None]
+        """Process ids of the workers (for monitoring, and for tests that kill one); the calling
+        process, which steps the local envs, is not one of them."""
+        return [w.process.pid for w in self._remote if w.process is not None]
 
     @property
     def batched_observation_space(self) -> gym.Space:
@@ -564,6 +694,12 @@ class SubprocVectorEnv(WorkerGroups):
             with contextlib.suppress(OSError):
                 w.conn.close()
             w.pending.clear()
+        local = getattr(self, "_local", None)
+        if local is not None:
+            local.pending.clear()
+            if local.group is not None:
+                local.group.close()
+                local.group = None
         self._stash.clear()
         self._in_flight[:] = False
 

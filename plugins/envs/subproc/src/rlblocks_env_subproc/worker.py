@@ -12,6 +12,7 @@ Protocol (parent -> worker, one pickled tuple per command; worker -> parent, one
 ``slots`` index the worker's own envs (None: all of them, the hot path). An env that raises
 answers ``("err", env_id, command, repr(exc), traceback)`` and the worker keeps serving. The
 transport decides how bulk results travel: inside the reply (pipes) or through shared memory.
+The commands run in an :class:`EnvGroup`, which the parent also uses for its ``local_envs``.
 """
 
 from __future__ import annotations
@@ -62,51 +63,44 @@ def _close_envs(envs: list[gym.Env]) -> None:
             env.close()
 
 
-def worker_main(conn: Any, fns_payload: bytes, env_ids: list[int], transport: Any) -> None:
-    """Entry point of a worker process (module level so every start method can import it)."""
-    # Ctrl-C goes to the whole process group; the parent decides and closes workers itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    envs: list[gym.Env] = []
-    current = env_ids[0]
-    try:
-        env_fns = cloudpickle.loads(fns_payload)
-        for gid, fn in zip(env_ids, env_fns):
-            current = gid
-            envs.append(fn())
-        transport.attach(env_ids, envs[0].observation_space)
-        first = envs[0]
-        spaces = [(e.observation_space, e.action_space) for e in envs]
-        conn.send(("ok", (spaces, getattr(first, "spec", None), first.metadata,
-                          getattr(first, "render_mode", None))))
-    except BaseException as exc:
-        conn.send(("err", current, "make", repr(exc), traceback.format_exc()))
-        _close_envs(envs)
-        return
+class EnvGroup:
+    """A few envs and the transport their results travel by: runs one command at a time.
 
-    all_slots = list(range(len(envs)))
-    first_id, last_id = env_ids[0], env_ids[-1] + 1
-    int_actions = isinstance(envs[0].action_space, gym.spaces.Discrete)
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError, KeyboardInterrupt):
-            break  # the parent is gone: nobody to serve
+    Used by the worker processes and, for ``local_envs``, by the parent itself (so local envs
+    behave exactly like remote ones: same seeding, same packing, same error replies)."""
+
+    def __init__(self, envs: list[gym.Env], env_ids: Sequence[int], transport: Any) -> None:
+        self.envs = envs
+        self.env_ids = list(env_ids)
+        self.transport = transport
+        self.all_slots = list(range(len(envs)))
+        self.first_id, self.last_id = self.env_ids[0], self.env_ids[-1] + 1
+        self.int_actions = isinstance(envs[0].action_space, gym.spaces.Discrete)
+        transport.attach(self.env_ids, envs[0].observation_space)
+
+    def handshake(self) -> tuple:
+        first = self.envs[0]
+        spaces = [(e.observation_space, e.action_space) for e in self.envs]
+        return ("ok", (spaces, getattr(first, "spec", None), first.metadata,
+                       getattr(first, "render_mode", None)))
+
+    def handle(self, msg: tuple) -> tuple:
+        """The reply to one command (not CLOSE): ``("ok", payload)`` or ``("err", env_id,
+        command, repr(exc), traceback)`` when an env raised."""
         cmd = msg[0]
-        if cmd == CLOSE:
-            _close_envs(envs)
-            with contextlib.suppress(OSError):
-                conn.send(("ok", None))
-            break
-        slots = all_slots if msg[1] is None else msg[1]
-        # rows of this worker's envs in the shared arrays: a slice on the hot path
-        gids: Any = slice(first_id, last_id) if msg[1] is None else [env_ids[s] for s in slots]
+        env_ids, envs, transport = self.env_ids, self.envs, self.transport
+        slots = self.all_slots if msg[1] is None else msg[1]
+        # rows of these envs in the shared arrays: a slice on the hot path
+        gids: Any = (
+            slice(self.first_id, self.last_id) if msg[1] is None else [env_ids[s] for s in slots]
+        )
         current = env_ids[slots[0]] if slots else -1
         try:
             if cmd == STEP:
                 actions = msg[2]
                 if actions is None:
                     actions = transport.read_actions(gids)
-                    if int_actions:
+                    if self.int_actions:
                         actions = actions.tolist()
                 obs_l, rew_l, term_l, trunc_l, info_l = [], [], [], [], []
                 for k, s in enumerate(slots):
@@ -144,9 +138,63 @@ def worker_main(conn: Any, fns_payload: bytes, env_ids: list[int], transport: An
                 reply = None
             else:
                 raise ValueError(f"unknown worker command {cmd!r}")
-            conn.send(("ok", reply))
+            return ("ok", reply)
         except Exception as exc:
+            return ("err", current, COMMAND_NAMES[cmd], repr(exc), traceback.format_exc())
+
+    def close(self) -> None:
+        _close_envs(self.envs)
+
+
+def make_group(env_fns: Sequence[Any], env_ids: Sequence[int], transport: Any) -> tuple:
+    """``(EnvGroup or None, handshake reply)``: builds the envs; an env that raises gives
+    ``(None, ("err", env_id, "make", repr(exc), traceback))`` and the ones built are closed."""
+    envs: list[gym.Env] = []
+    current = env_ids[0]
+    try:
+        for gid, fn in zip(env_ids, env_fns):
+            current = gid
+            envs.append(fn())
+        group = EnvGroup(envs, env_ids, transport)
+        return group, group.handshake()
+    except Exception as exc:
+        _close_envs(envs)
+        return None, ("err", current, "make", repr(exc), traceback.format_exc())
+
+
+def worker_main(conn: Any, fns_payload: bytes, env_ids: list[int], transport: Any) -> None:
+    """Entry point of a worker process (module level so every start method can import it)."""
+    # Ctrl-C goes to the whole process group; the parent decides and closes workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        group, hello = make_group(cloudpickle.loads(fns_payload), env_ids, transport)
+    except BaseException as exc:
+        conn.send(("err", env_ids[0], "make", repr(exc), traceback.format_exc()))
+        return
+    conn.send(hello)
+    if group is None:
+        return
+    handle = group.handle
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            break  # the parent is gone: nobody to serve
+        if msg[0] == CLOSE:
+            group.close()
+            with contextlib.suppress(OSError):
+                conn.send(("ok", None))
+            break
+        reply = handle(msg)
+        try:
             try:
-                conn.send(("err", current, COMMAND_NAMES[cmd], repr(exc), traceback.format_exc()))
+                conn.send(reply)
             except OSError:
-                break
+                raise
+            except Exception as exc:  # a result that does not pickle: report, keep serving
+                slots = group.all_slots if msg[1] is None else msg[1]
+                env_id = group.env_ids[slots[0]] if slots else -1
+                conn.send(("err", env_id, COMMAND_NAMES[msg[0]], repr(exc),
+                           traceback.format_exc()))
+        except OSError:
+            break
