@@ -35,6 +35,9 @@ from rlblocks.protocols import Buffer
 
 #: test_in_training looks at the mean return of this many latest training episodes.
 TRAIN_RETURN_WINDOW = 10
+#: A screened test goes on unless the screen's mean return is this many standard errors below
+#: the stop reward.
+SCREEN_Z = 2.0
 
 
 @define
@@ -149,7 +152,8 @@ class BaseTrainer:
         """Run ``test_episodes`` greedy episodes on the test envs and record the result.
 
         With ``test_screen_episodes`` (and a stop reward) the first few episodes screen the
-        policy: when their mean is below the stop reward the test ends there, logged under the
+        policy: when their mean is clearly below the stop reward (by more than ``SCREEN_Z``
+        standard errors) the test ends there, logged under the
         ``test_screen`` namespace (it does not count as a test: best and last test returns stay
         as they were); otherwise the rest of the episodes follow and the test counts as usual,
         over all ``test_episodes``. ``screen=False`` always runs the full test."""
@@ -162,7 +166,7 @@ class BaseTrainer:
         try:
             if screening:
                 first = self.test_collector.collect(n_episode=k)
-                if not first.mean_return >= self.stop_reward:
+                if self._screened_out(first.returns):
                     self._last_attempt = st.env_step
                     self._new_train_episodes = 0
                     self.hook.rlblocks_log(
@@ -197,6 +201,16 @@ class BaseTrainer:
         if self.stop_reward is not None and stats.mean_return >= self.stop_reward:
             st.solved = True
         return stats
+
+    def _screened_out(self, returns: np.ndarray) -> bool:
+        """Whether the screen's returns make reaching the stop reward unlikely: their mean
+        plus ``SCREEN_Z`` standard errors is still below it (a policy right at the threshold
+        often has a few bad episodes among ten, so the screen rejects only clear misses)."""
+        r = np.asarray(returns, dtype=np.float64).reshape(len(returns), -1).sum(axis=1)
+        if len(r) == 0:
+            return False
+        spread = r.std(ddof=1) / np.sqrt(len(r)) if len(r) > 1 else 0.0
+        return bool(r.mean() + SCREEN_Z * spread < self.stop_reward)
 
     def _training_looks_solved(self) -> bool:
         """test_in_training: the latest training episodes' mean return reached stop_reward,
