@@ -7,6 +7,12 @@ of one observation. Per vector step of ``N`` envs:
     in-process     N * step
     multi-process  ceil(N / W) * step + ipc(W) + N * obs_bytes / copy_rate,   W = min(N, cores)
 
+and for a backend that can step a share of the envs in the calling process (its config has
+``local_envs``, as subproc and shmem do): ``L = ceil((N + 1) / C)`` envs there while ``C - 1``
+workers step the other ``R = N - L``,
+
+    shared         max(L * step, ceil(R / (C - 1)) * step + ipc(C - 1)) + R * obs_bytes / copy_rate
+
 ``ipc`` is the round trip of a command to ``W`` workers on a loaded machine. The multi-process
 backend must win by ``margin`` to be picked, since it also costs processes and start-up time.
 Backends are found through the registry (``multiprocess`` and ``supports_async`` of their specs),
@@ -23,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import gymnasium as gym
 import numpy as np
 
@@ -93,19 +100,43 @@ def choose_backend(
     in_s = num_envs * step_s
     cost = f"env step {step_s * 1e6:.0f} us, obs {obs_bytes} B, {num_envs} envs, {cores} cores"
     workers = max(1, min(num_envs, cores))
+    options: dict[str, Any] = {"num_workers": workers}
     mp_s = (
         math.ceil(num_envs / workers) * step_s
         + IPC_FIXED_S + IPC_PER_WORKER_S * workers
         + num_envs * obs_bytes / COPY_BYTES_PER_S
     )
-    if multi and (not local or (workers > 1 and mp_s < margin * in_s)):
-        why = (f"{cost}: {workers} workers need ~{mp_s * 1e6:.0f} us per vector step, in-process "
+    plan = f"{workers} workers"
+    if multi and cores > 1 and num_envs > 1 and _takes_local_envs(installed[multi[0]]):
+        n_local = min(math.ceil((num_envs + 1) / cores), num_envs - 1)
+        remote = num_envs - n_local
+        w = max(1, min(remote, cores - 1))
+        shared_s = max(
+            n_local * step_s,
+            math.ceil(remote / w) * step_s + IPC_FIXED_S + IPC_PER_WORKER_S * w,
+        ) + remote * obs_bytes / COPY_BYTES_PER_S
+        if shared_s < mp_s:
+            workers, mp_s = w, shared_s
+            options = {"num_workers": w, "local_envs": n_local}
+            plan = f"{n_local} envs here and {w} worker(s)"
+    if multi and (not local or ((workers > 1 or "local_envs" in options)
+                  and mp_s < margin * in_s)):
+        why = (f"{cost}: {plan} need ~{mp_s * 1e6:.0f} us per vector step, in-process "
                f"~{in_s * 1e6:.0f} us")
-        return multi[0], {"num_workers": workers}, why
+        return multi[0], options, why
     why = f"{cost}: in-process ~{in_s * 1e6:.0f} us per vector step"
     if multi:
-        why += f", {workers} worker(s) ~{mp_s * 1e6:.0f} us (IPC costs more than it saves)"
+        why += f", {plan} ~{mp_s * 1e6:.0f} us (IPC costs more than it saves)"
     return local[0], {}, why
+
+
+def _takes_local_envs(spec: Any) -> bool:
+    """Whether a backend's config has ``local_envs`` (it can step envs in this process)."""
+    config = getattr(spec, "config", None)
+    try:
+        return config is not None and "local_envs" in attrs.fields_dict(config)
+    except (TypeError, attrs.exceptions.NotAnAttrsClassError):
+        return False
 
 
 def make_auto_vector_env(
