@@ -111,7 +111,9 @@ def trial_rlblocks(task: str, seed: int, cap: float) -> dict[str, Any]:
             "env_steps": result.env_steps, "best": result.best_test_return}
 
 
-def trial_sb3(task: str, seed: int, cap: float) -> dict[str, Any]:
+def trial_sb3(
+    task: str, seed: int, cap: float, sb3_eval_freq: int = SB3_EVAL_FREQ
+) -> dict[str, Any]:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import (
         BaseCallback,
@@ -134,7 +136,7 @@ def trial_sb3(task: str, seed: int, cap: float) -> dict[str, Any]:
     stop = StopTrainingOnRewardThreshold(reward_threshold=t["threshold"], verbose=0)
     evaluate = EvalCallback(
         eval_env, callback_on_new_best=stop, n_eval_episodes=TEST_EPISODES,
-        eval_freq=max(SB3_EVAL_FREQ // zoo["n_envs"], 1), deterministic=True, verbose=0,
+        eval_freq=max(sb3_eval_freq // zoo["n_envs"], 1), deterministic=True, verbose=0,
     )
     start = time.perf_counter()
     model.learn(total_timesteps=10_000_000, callback=[evaluate, Cap()])
@@ -268,7 +270,7 @@ TRIALS = {"rlblocks": trial_rlblocks, "sb3": trial_sb3, "tianshou": trial_tiansh
 
 def run_trial(fw: str, task: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--_trial", fw, "--_task", task, "--_seed", str(seed),
-           "--cap", str(args.cap)]
+           "--cap", str(args.cap), "--sb3-eval-freq", str(args.sb3_eval_freq)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cap + 120)
     except subprocess.TimeoutExpired:
@@ -290,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cap", type=float, default=120.0, help="seconds allowed per trial")
     parser.add_argument("--reference", action="store_true", help="print Tianshou's reference")
+    parser.add_argument("--sb3-eval-freq", type=int, default=SB3_EVAL_FREQ,
+                        help="env steps between SB3's 100-episode evaluations")
     parser.add_argument("--_trial")
     parser.add_argument("--_task")
     parser.add_argument("--_seed", type=int)
@@ -298,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(1)
-        print(json.dumps(TRIALS[args._trial](args._task, args._seed, args.cap)), flush=True)
+        extra = {"sb3_eval_freq": args.sb3_eval_freq} if args._trial == "sb3" else {}
+        print(json.dumps(TRIALS[args._trial](args._task, args._seed, args.cap, **extra)),
+              flush=True)
         return 0
     tasks = [t for t in args.tasks.split(",") if t]
     frameworks = [f for f in args.frameworks.split(",") if f]
