@@ -56,7 +56,9 @@ def acquire(address: str | None, init_kwargs: dict[str, Any]) -> bool:
             except ConnectionError as exc:
                 raise ConfigError(
                     f"cannot connect to the Ray cluster at address={address!r}: {exc}. Check "
-                    "that the cluster is up (`ray status`), or pass address=None to start a "
+                    "that the cluster is up (`ray status`) and, if it uses token "
+                    "authentication (Ray's default), that this process has its token "
+                    "(RAY_AUTH_TOKEN or ~/.ray/auth_token); or pass address=None to start a "
                     "local Ray"
                 ) from exc
             return False
