@@ -77,6 +77,8 @@ def test_backends_that_step_envs_here_get_a_shared_plan_when_it_pays() -> None:
     name, options, why = choose_backend(16, 30e-6, 136, installed, cores=2)
     assert name == "shmem" and options == {"num_workers": 1, "local_envs": 9}
     assert "9 envs here and 1 worker(s)" in why
-    # 8 of them, or cheap envs: the round trip eats the gain
-    assert choose_backend(8, 30e-6, 136, installed, cores=2)[0] == "dummy"
+    assert choose_backend(8, 30e-6, 136, installed, cores=2)[1] == {
+        "num_workers": 1, "local_envs": 5}
+    # 4 of them, or cheap envs: the round trip and the parent's bookkeeping eat the gain
+    assert choose_backend(4, 30e-6, 136, installed, cores=2)[0] == "dummy"
     assert choose_backend(16, 5e-6, 16, installed, cores=2)[0] == "dummy"

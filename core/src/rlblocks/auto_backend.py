@@ -11,7 +11,12 @@ and for a backend that can step a share of the envs in the calling process (its 
 ``local_envs``, as subproc and shmem do): ``L = ceil((N + 1) / C)`` envs there while ``C - 1``
 workers step the other ``R = N - L``,
 
-    shared         max(L * step, ceil(R / (C - 1)) * step + ipc(C - 1)) + R * obs_bytes / copy_rate
+    shared         max(L * step + parent, ceil(R / (C - 1)) * step + spin_ipc)
+                   + R * obs_bytes / copy_rate
+
+(``parent``: the calling process's own cost of sending, collecting and joining a step;
+``spin_ipc``: a round trip to a worker that busy-polls between commands, as theirs do by default
+when each has a core).
 
 ``ipc`` is the round trip of a command to ``W`` workers on a loaded machine. The multi-process
 backend must win by ``margin`` to be picked, since it also costs processes and start-up time.
@@ -40,6 +45,10 @@ from rlblocks.plugins.registry import get_registry
 IPC_FIXED_S = 150e-6
 IPC_PER_WORKER_S = 60e-6
 COPY_BYTES_PER_S = 2e9
+#: The shared plan (same 2-core box): the parent's bookkeeping per vector step, and the round
+#: trip to a worker that spins between commands.
+SHARED_PARENT_S = 50e-6
+SHARED_IPC_S = 80e-6
 #: Preference among multi-process backends (others installed come after, by name).
 PREFERRED = ("shmem", "subproc")
 NEVER_AUTO = ("auto", "ray")  # ray is for going past one machine: ask for it by name
@@ -112,8 +121,8 @@ def choose_backend(
         remote = num_envs - n_local
         w = max(1, min(remote, cores - 1))
         shared_s = max(
-            n_local * step_s,
-            math.ceil(remote / w) * step_s + IPC_FIXED_S + IPC_PER_WORKER_S * w,
+            n_local * step_s + SHARED_PARENT_S,
+            math.ceil(remote / w) * step_s + SHARED_IPC_S,
         ) + remote * obs_bytes / COPY_BYTES_PER_S
         if shared_s < mp_s:
             workers, mp_s = w, shared_s

@@ -406,3 +406,44 @@ def test_close_leaves_no_worker_processes(backend: str) -> None:
     assert all(_gone(p) for p in pids)
     with pytest.raises(EnvWorkerError, match="closed"):
         envs.reset()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_spinning_and_blocking_workers_step_the_same_trajectories(backend: str) -> None:
+    cls = BACKENDS[backend]
+    runs = []
+    for spin in (0.0, 500.0):
+        with cls(probe_env_fns(4), num_workers=1, local_envs=1, worker_spin_us=spin) as envs:
+            assert envs.worker_spin_us == spin
+            obs, _ = envs.reset(seed=3)
+            trace = [obs]
+            for t in range(12):
+                obs, rew, term, trunc, _ = envs.step(np.full(4, t % 2))
+                trace += [obs, rew]
+                done = np.flatnonzero(term | trunc)
+                if len(done):
+                    trace.append(envs.reset(done)[0])
+            runs.append(trace)
+    for a, b in zip(*runs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_worker_spin_defaults_to_on_only_when_workers_leave_a_core_each() -> None:
+    cores = len(os.sched_getaffinity(0))
+    with SubprocVectorEnv(probe_env_fns(2), num_workers=1) as envs:
+        assert envs.worker_spin_us == (200.0 if cores > 1 else 0.0)
+    with SubprocVectorEnv(probe_env_fns(cores), num_workers=cores, local_envs=0) as envs:
+        assert envs.worker_spin_us == 0.0  # as many workers as cores: they block
+    with pytest.raises(ConfigError, match="worker_spin_us"):
+        SubprocVectorEnv(probe_env_fns(2), worker_spin_us=-1)
+
+
+def test_a_spinning_worker_that_dies_is_still_reported_at_once() -> None:
+    with SubprocVectorEnv(probe_env_fns(2), num_workers=1, local_envs=0,
+                          worker_spin_us=5e5) as envs:  # spins for half a second between steps
+        envs.reset(seed=0)
+        os.kill(envs.worker_pids[0], signal.SIGKILL)
+        start = time.monotonic()
+        with pytest.raises(EnvWorkerError, match="killed by signal SIGKILL"):
+            envs.step(np.zeros(2, dtype=np.int64))
+        assert time.monotonic() - start < 5

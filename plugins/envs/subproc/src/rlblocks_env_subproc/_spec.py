@@ -32,6 +32,14 @@ class SubprocConfig:
     workers' round trip per step as one more env (2 cores, 8 envs: 5 local, 3 in one worker).
     With ``num_workers`` set, or one core, or one env: 0. Envs much slower than a round trip
     (~0.1 ms) balance best at ``num_envs / C``."""
+    worker_spin_us: float | None = field(
+        default=None, validator=validators.optional(validators.ge(0))
+    )
+    """Microseconds an idle worker busy-polls its pipe (yielding the CPU between polls) for the
+    next command before it blocks. Waking a blocked process costs tens of microseconds on a VM,
+    more than a cheap env step; during stepping the next command arrives within a vector step.
+    None (auto): 200 when there are fewer workers than CPU cores (each can keep one), else 0.
+    0 always blocks (lowest CPU use; best on a machine shared with other busy processes)."""
     context: str | None = field(
         default=None, validator=validators.optional(validators.in_(CONTEXTS))
     )

@@ -36,6 +36,10 @@ from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
 
+#: How long an idle worker busy-polls for the next command before it blocks (see
+#: ``worker_spin_us``): about one vector step of a few cheap envs plus a round trip.
+DEFAULT_SPIN_US = 200.0
+
 
 def _cores() -> int:
     try:
@@ -161,12 +165,18 @@ class SubprocVectorEnv(WorkerGroups):
         worker_timeout: float | None = 120.0,
         restart_failed: bool = False,
         local_envs: int | None = None,
+        worker_spin_us: float | None = None,
     ) -> None:
         if len(env_fns) == 0:
             raise ConfigError(f"{type(self).__name__} needs at least one env factory")
         self._closed = True  # until the workers are up, close() has nothing to do
         self.num_envs = len(env_fns)
         self.num_workers, self.local_envs = default_split(self.num_envs, num_workers, local_envs)
+        if worker_spin_us is None:  # spin only where each worker can have a core to itself
+            worker_spin_us = DEFAULT_SPIN_US if self.num_workers < _cores() else 0.0
+        if worker_spin_us < 0:
+            raise ConfigError(f"worker_spin_us must be >= 0, got {worker_spin_us}")
+        self.worker_spin_us = float(worker_spin_us)
         self.context = context or _default_context()
         if self.context not in mp.get_all_start_methods():
             raise ConfigError(
@@ -288,7 +298,8 @@ class SubprocVectorEnv(WorkerGroups):
         transport = self._transport if self._transport is not None else self._make_transport()
         process = self._ctx.Process(
             target=W.worker_main,
-            args=(child_conn, payload, list(range(w.start, w.stop)), transport),
+            args=(child_conn, payload, list(range(w.start, w.stop)), transport,
+                  self.worker_spin_us * 1e-6),
             name=f"rlblocks-env-worker-{w.index}",
             daemon=True,
         )
