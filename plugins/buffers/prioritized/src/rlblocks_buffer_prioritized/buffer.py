@@ -117,6 +117,14 @@ class PrioritizedSampling:
     def update_priority(self, index: Any, td_error: Any) -> None:
         """Set the priority of slots ``index`` to ``|td_error| + eps`` (``td_error``: ``[B]``, or
         ``[B, ...]`` averaged over the trailing axes; a tensor is moved to the CPU)."""
+        if (type(td_error) is np.ndarray and type(index) is np.ndarray and td_error.ndim == 1
+                and index.dtype == np.int64 and index.shape == td_error.shape):
+            # the common case (a learner's [B] errors for the sampled [B] slots), checked cheaply
+            prio = np.abs(td_error, dtype=np.float64)
+            prio += self.eps
+            self._max_prio = max(self._max_prio, float(prio.max(initial=0.0)))
+            self._tree._set_owned(index, prio**self.alpha)
+            return
         if hasattr(td_error, "detach"):
             td_error = td_error.detach().cpu().numpy()
         err = np.abs(np.asarray(td_error, dtype=np.float64))
@@ -148,8 +156,10 @@ class PrioritizedSampling:
         if len(self) == 0:  # type: ignore[arg-type]
             raise ValueError("cannot sample from an empty buffer; add transitions first")
         total = self._tree.total()
-        u = (np.arange(batch_size) + self._rng.random(batch_size)) * (total / batch_size)  # type: ignore[attr-defined]
-        return self._tree.find_prefix_sum(u)
+        u = self._rng.random(batch_size)  # type: ignore[attr-defined]
+        u += np.arange(batch_size)
+        u *= total / batch_size
+        return self._tree._find_owned(u)
 
     def weight(self, index: Any) -> np.ndarray:
         """Normalised importance weights ``(p_i**alpha / min_k p_k**alpha)**-beta`` of slots

@@ -157,6 +157,20 @@ class SumMinTree:
             self._sum[n : 2 * n] = self._sum[2 * n : 4 * n].reshape(-1, 2).sum(axis=1)
             self._min[n : 2 * n] = self._min[2 * n : 4 * n].reshape(-1, 2).min(axis=1)
 
+    def _find_owned(self, value: np.ndarray) -> np.ndarray:
+        """:meth:`find_prefix_sum` for a fresh, non-negative float64 array the tree may consume
+        (the sampler's own draws: no defensive copy)."""
+        if self.compiled:
+            return _find_nb(self._sum, self._leaf0, value)
+        return _find_py(self._sum, self._leaf0, value)
+
+    def _set_owned(self, index: np.ndarray, value: np.ndarray) -> None:
+        """:meth:`set` for 1-d int64 ``index`` and float64 ``value`` of the same length."""
+        if self.compiled and len(index):
+            _set_nb(self._sum, self._min, self._leaf0, index, value)
+        else:
+            self.set(index, value)
+
     def find_prefix_sum(self, value: np.ndarray) -> np.ndarray:
         """For each ``value`` in ``[0, total)`` the leaf ``i`` with
         ``sum(leaves[:i]) <= value < sum(leaves[:i + 1])``; never a zero leaf."""
