@@ -2,7 +2,7 @@
 and how per-worker results are joined back in the caller's order. Shared by the subproc, shmem
 and ray backends (a mixin: it reads the backend's ``num_envs``, ``_workers`` with their
 ``start``/``stop``/``ids``, ``_env_worker``, ``_env_slot``, ``_all_ids``, ``_closed``,
-``_last_obs`` and its ``_stack`` of per-worker observations)."""
+``_last_obs``, ``_in_flight`` and its ``_stack`` of per-worker observations)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,29 @@ class WorkerGroups:
         if len(np.unique(ids)) != len(ids):
             raise ValueError(f"env_ids {ids.tolist()} name an env twice")
         return ids
+
+    def _reset_plan(
+        self, env_ids: Sequence[int] | np.ndarray | None, seed: int | Sequence[int] | None
+    ) -> tuple[np.ndarray | None, np.ndarray, list[int | None]]:
+        """``(ids, all_ids, seeds)`` for ``reset``: validated ids (None: all), the ids in full,
+        and one seed per env (an int ``seed`` gives env ``i`` the seed ``seed + i``). Refuses
+        envs with a step in flight."""
+        ids = self._ids(env_ids)
+        all_ids = self._all_ids if ids is None else ids
+        if self._in_flight[all_ids].any():
+            raise EnvWorkerError(
+                f"envs {all_ids[self._in_flight[all_ids]].tolist()} have a step in flight; "
+                "call step_wait() before resetting them"
+            )
+        if seed is None:
+            seeds: list[int | None] = [None] * len(all_ids)
+        elif isinstance(seed, int | np.integer):
+            seeds = [int(seed) + int(i) for i in all_ids]
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            if len(seeds) != len(all_ids):
+                raise ValueError(f"got {len(seeds)} seeds for {len(all_ids)} envs")
+        return ids, all_ids, seeds
 
     def _groups(
         self, ids: np.ndarray | None

@@ -485,21 +485,7 @@ class SubprocVectorEnv(WorkerGroups):
     ) -> tuple[Any, list[dict]]:
         """Reset the given envs (all when None); an int ``seed`` seeds env ``i`` with
         ``seed + i``."""
-        ids = self._ids(env_ids)
-        all_ids = self._all_ids if ids is None else ids
-        if self._in_flight[all_ids].any():
-            raise EnvWorkerError(
-                f"envs {all_ids[self._in_flight[all_ids]].tolist()} have a step in flight; "
-                "call step_wait() before resetting them"
-            )
-        if seed is None:
-            seeds: np.ndarray | list = [None] * len(all_ids)
-        elif isinstance(seed, int | np.integer):
-            seeds = [int(seed) + int(i) for i in all_ids]
-        else:
-            seeds = list(seed)
-            if len(seeds) != len(all_ids):
-                raise ValueError(f"got {len(seeds)} seeds for {len(all_ids)} envs")
+        ids, all_ids, seeds = self._reset_plan(env_ids, seed)
         groups, order = self._groups(ids)
 
         def msg(w: _Worker, slots: Any, rows: Any) -> tuple:
