@@ -149,7 +149,6 @@ class ReplayBuffer:
         self._data: Tree | None = None
         # (path, storage array, item shape) of every stored key, in storage order
         self._leaves: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
-        self._slots = np.arange(self.maxsize, dtype=np.int64)  # read-only helper: 0..maxsize-1
         self._env_range = np.arange(self.num_envs, dtype=np.int64)
         # per-slot bookkeeping in the narrowest integer type that fits (memory: 4 + 4 + 2 bytes
         # per slot instead of 24); prev()/next()/env_id return these dtypes
@@ -274,6 +273,11 @@ class ReplayBuffer:
             f"{type(self).__name__} has no attribute or stored key {name!r}"
             + ("" if data is not None else " (nothing has been added yet)")
         )
+
+    @property
+    def _slots(self) -> np.ndarray:
+        """``0 .. maxsize - 1`` (made when needed: keeping it would cost 8 bytes a slot)."""
+        return np.arange(self.maxsize, dtype=np.int64)
 
     @property
     def env_id(self) -> np.ndarray:
@@ -569,7 +573,7 @@ class ReplayBuffer:
         ptr, size, maxsize = self._index, self._size, self.maxsize
         if ptr + n <= maxsize:
             where: Any = slice(ptr, ptr + n)
-            pos = self._slots[where]
+            pos = np.arange(ptr, ptr + n, dtype=np.int64)
         else:
             pos = (ptr + self._env_range[:n]) % maxsize  # n <= num_envs: env ids are distinct
             where = pos
@@ -600,8 +604,8 @@ class ReplayBuffer:
 
     def _time_order(self) -> np.ndarray:
         if self._size < self.maxsize:
-            return self._slots[: self._size].copy()
-        return np.concatenate([self._slots[self._index :], self._slots[: self._index]])
+            return np.arange(self._size, dtype=np.int64)
+        return np.roll(self._slots, -self._index)
 
     def sample_indices(self, batch_size: int) -> np.ndarray:
         """The same as :meth:`sample_index` (the name ARCHITECTURE.md uses); subclasses override

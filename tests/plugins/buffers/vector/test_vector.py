@@ -197,3 +197,27 @@ def test_lockstep_adds_take_the_shortcut_and_catch_up_on_read() -> None:
     assert buf._pending == 0
     assert buf.prev(np.array([2, 6])).tolist() == [1, 5]
     assert buf.unfinished_index().tolist() == [2, 6, 10]
+
+
+def test_int32_insertion_stamps_are_renumbered_without_changing_the_order() -> None:
+    """Stamps are int32: before the counter could overflow, the valid slots are renumbered in
+    their order. A tiny limit forces many renumberings; time order must match a buffer that
+    never renumbers."""
+
+    class Tight(VectorReplayBuffer):
+        _STAMP_LIMIT = 40  # renumber whenever the clock passes 40 - 2 * maxsize
+
+    tight, plain = Tight(9, num_envs=3), VectorReplayBuffer(9, num_envs=3)
+    assert tight._stamp.dtype == np.int32
+    rng = np.random.default_rng(0)
+    uid = 0
+    for t in range(60):
+        envs = np.arange(3) if t % 3 else np.sort(rng.choice(3, size=2, replace=False))
+        ids = np.arange(uid, uid + len(envs))
+        uid += len(envs)
+        data = step(ids, term=rng.random(len(envs)) < 0.2)
+        tight.add(dict(data), env_ids=envs)
+        plain.add(dict(data), env_ids=envs)
+        assert np.array_equal(tight.sample_index(0), plain.sample_index(0)), t
+        assert tight._clock < 40
+    assert np.array_equal(tight.obs[tight.sample_index(0)], plain.obs[plain.sample_index(0)])

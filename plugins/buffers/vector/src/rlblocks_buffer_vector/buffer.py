@@ -75,6 +75,7 @@ class VectorReplayBuffer(ReplayBuffer):
     _ptr = _caught_up("ptr")
     _count = _caught_up("count")
     _pending = 0  # lockstep adds whose bookkeeping is not written yet
+    _STAMP_LIMIT = 2**31 - 1  # insertion stamps are int32
 
     def __init__(
         self,
@@ -101,8 +102,11 @@ class VectorReplayBuffer(ReplayBuffer):
         self._offset = self._env_range * sub_size  # [num_envs] first slot of each sub-buffer
         self._ptr = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] next local slot
         self._count = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] valid slots
-        self._stamp = np.zeros(self.maxsize, dtype=np.int64)  # [maxsize] insertion counter
+        # [maxsize] insertion counter; int32 (4 bytes a slot), renumbered before it could
+        # overflow (see _rebase_stamps)
+        self._stamp = np.zeros(self.maxsize, dtype=np.int32)
         self._clock = 0
+        self._rebase_at = self._STAMP_LIMIT - 2 * self.maxsize
         # while fewer than this many slots are valid, no sub-buffer can be full
         self._fill_bound = sub_size
         self._lockstep = True  # see _is_lockstep
@@ -134,6 +138,8 @@ class VectorReplayBuffer(ReplayBuffer):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """See :meth:`ReplayBuffer.add`. One step of every env in env-id order that ends no
         episode, while the sub-buffers are in lockstep, takes a shorter path (same results)."""
+        if self._clock >= self._rebase_at:
+            self._rebase_stamps()
         if self._lockstep and self._pending_cap > 0:
             writes = self._fast_writes(batch, env_ids)
             if writes is not None and self._no_episode_ends(batch):
@@ -180,6 +186,19 @@ class VectorReplayBuffer(ReplayBuffer):
         self._clock += n
         zeros = np.zeros(n, dtype=np.int64)
         return pos, np.zeros(self._ep_rew.shape), zeros, self._ep_start.copy()
+
+    def _rebase_stamps(self) -> None:
+        """Renumber the valid slots' stamps ``0, 1, ...`` in their order, so the int32 counter
+        restarts far from overflow (once per ~2e9 added transitions; the order is unchanged)."""
+        if self._pending:
+            self._catch_up()
+        valid = self._valid_slots()
+        valid = np.arange(self.maxsize)[valid] if isinstance(valid, slice) else valid
+        order = valid[np.argsort(self._stamp[valid], kind="stable")]
+        stamp = self._stamp
+        stamp[:] = 0
+        stamp[order] = np.arange(len(order), dtype=stamp.dtype)
+        self._clock = len(order)
 
     def _catch_up(self) -> None:
         """Write the links, stamps and positions of the pending lockstep adds, exactly as
