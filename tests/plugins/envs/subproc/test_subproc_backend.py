@@ -447,3 +447,10 @@ def test_a_spinning_worker_that_dies_is_still_reported_at_once() -> None:
         with pytest.raises(EnvWorkerError, match="killed by signal SIGKILL"):
             envs.step(np.zeros(2, dtype=np.int64))
         assert time.monotonic() - start < 5
+
+
+def test_restart_failed_keeps_every_env_in_a_worker_by_default() -> None:
+    with SubprocVectorEnv(probe_env_fns(4), restart_failed=True) as envs:
+        assert envs.local_envs == 0  # only a worker's crash can be caught and restarted
+    with SubprocVectorEnv(probe_env_fns(4), restart_failed=True, local_envs=1) as envs:
+        assert envs.local_envs == 1  # unless asked for

@@ -30,8 +30,10 @@ class SubprocConfig:
     ``num_workers`` unset and ``C >= 2`` CPU cores, ``ceil((num_envs + 1) / C)`` local envs (at
     most ``num_envs - 1``) and ``C - 1`` workers: the parent takes one core's share, counting the
     workers' round trip per step as one more env (2 cores, 8 envs: 5 local, 3 in one worker).
-    With ``num_workers`` set, or one core, or one env: 0. Envs much slower than a round trip
-    (~0.1 ms) balance best at ``num_envs / C``."""
+    With ``num_workers`` set, ``restart_failed``, one core, or one env: 0. Envs much slower than
+    a round trip (~0.1 ms) balance best at ``num_envs / C``. Local envs are not isolated: an env
+    that crashes the interpreter (a segfault in native code) takes the caller with it, where a
+    worker's crash is reported as an error; pass 0 for envs that might."""
     worker_spin_us: float | None = field(
         default=None, validator=validators.optional(validators.ge(0))
     )

@@ -171,6 +171,9 @@ class SubprocVectorEnv(WorkerGroups):
             raise ConfigError(f"{type(self).__name__} needs at least one env factory")
         self._closed = True  # until the workers are up, close() has nothing to do
         self.num_envs = len(env_fns)
+        if local_envs is None and restart_failed:
+            # a caller that expects workers to die wants every env isolated in one
+            local_envs = 0
         self.num_workers, self.local_envs = default_split(self.num_envs, num_workers, local_envs)
         if worker_spin_us is None:  # spin only where each worker can have a core to itself
             worker_spin_us = DEFAULT_SPIN_US if self.num_workers < _cores() else 0.0
