@@ -78,7 +78,6 @@ class EnvGroup:
         self.transport = transport
         self.all_slots = list(range(len(envs)))
         self.first_id, self.last_id = self.env_ids[0], self.env_ids[-1] + 1
-        self.int_actions = isinstance(envs[0].action_space, gym.spaces.Discrete)
         transport.attach(self.env_ids, envs[0].observation_space)
 
     def handshake(self) -> tuple:
@@ -101,10 +100,8 @@ class EnvGroup:
         try:
             if cmd == STEP:
                 actions = msg[2]
-                if actions is None:
+                if actions is None:  # numpy integer scalars: gymnasium 1.x checks them faster
                     actions = transport.read_actions(gids)
-                    if self.int_actions:
-                        actions = actions.tolist()
                 obs_l, rew_l, term_l, trunc_l, info_l = [], [], [], [], []
                 for k, s in enumerate(slots):
                     current = env_ids[s]
