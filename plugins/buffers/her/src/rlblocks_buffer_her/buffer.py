@@ -62,6 +62,16 @@ def _resolve_fn(value: GoalFn | str | None, name: str) -> GoalFn | None:
     return fn
 
 
+def _goal_fn(env: Any, name: str, fix: str) -> GoalFn:
+    """The env's goal function ``name``, or a ConfigError that says ``fix``."""
+    fn = getattr(env, name, None)
+    if not callable(fn):
+        raise ConfigError(
+            f"{type(env).__name__} has no {name}(achieved_goal, desired_goal, info) {fix}"
+        )
+    return fn
+
+
 class HERSampling:
     """Mixin that relabels goals of sampled transitions (hindsight experience replay).
 
@@ -141,23 +151,15 @@ class HERSampling:
         buffer (``compute_reward=``) win. Returns the buffer."""
         base = getattr(env, "unwrapped", env)
         if self.compute_reward is None:
-            reward = getattr(base, "compute_reward", None)
-            if not callable(reward):
-                raise ConfigError(
-                    f"{type(base).__name__} has no compute_reward(achieved_goal, desired_goal, "
-                    "info) for hindsight relabelling; pass compute_reward= to the buffer "
-                    "(buffer.compute_reward=package.module:function) or use a goal env"
-                )
-            self.compute_reward = reward
+            self.compute_reward = _goal_fn(
+                base, "compute_reward", "for hindsight relabelling; pass compute_reward= to the "
+                "buffer (buffer.compute_reward=package.module:function) or use a goal env",
+            )
         if self.terminate_on_success and self.compute_terminated is None:
-            terminated = getattr(base, "compute_terminated", None)
-            if not callable(terminated):
-                raise ConfigError(
-                    f"terminate_on_success is set but {type(base).__name__} has no "
-                    "compute_terminated(achieved_goal, desired_goal, info); pass "
-                    "compute_terminated= to the buffer or set terminate_on_success=False"
-                )
-            self.compute_terminated = terminated
+            self.compute_terminated = _goal_fn(
+                base, "compute_terminated", "(terminate_on_success is set); pass "
+                "compute_terminated= to the buffer or set terminate_on_success=False",
+            )
         return self
 
     # --- reading ------------------------------------------------------------------------------
