@@ -551,16 +551,3 @@ class RayVectorEnv(WorkerGroups):
             if self._holds_session:
                 self._holds_session = False
                 session.release()
-
-    def __enter__(self) -> RayVectorEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self.num_envs
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()

@@ -6,8 +6,9 @@ and ray backends (a mixin: it reads the backend's ``num_envs``, ``_workers`` wit
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -16,7 +17,21 @@ from rlblocks.errors import EnvWorkerError
 
 
 class WorkerGroups:
-    """Env-id routing and result joining for backends whose workers own contiguous env blocks."""
+    """Env-id routing and result joining for backends whose workers own contiguous env blocks,
+    and the lifecycle dunders they share (context manager, ``len``, close on collection)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
 
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
         """Validated env ids (None: every env, in order)."""

@@ -702,16 +702,3 @@ class SubprocVectorEnv(WorkerGroups):
                 local.group = None
         self._stash.clear()
         self._in_flight[:] = False
-
-    def __enter__(self) -> SubprocVectorEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self.num_envs
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
