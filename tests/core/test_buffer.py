@@ -157,7 +157,7 @@ def uid_reader(buf, dict_obs):
 
 
 def fill(buf, calls, dict_obs, check_each=True):
-    history = History(buf.num_envs)
+    history = History(buf.num_envs, time_ordered=True)
     reader = uid_reader(buf, dict_obs)
 
     def check(where):
@@ -571,7 +571,8 @@ def test_load_hdf5_rejects_other_files(tmp_path):
     "kwargs", [{}, {"stack_num": 3}, {"ignore_obs_next": True}, {"seed": 0}]
 )
 def test_check_buffer_passes(kwargs):
-    check_buffer(lambda size, num_envs: ReplayBuffer(size, num_envs=num_envs, **kwargs))
+    check_buffer(lambda size, num_envs: ReplayBuffer(size, num_envs=num_envs, **kwargs),
+                 time_ordered=True)
 
 
 def test_check_buffer_catches_broken_links():
@@ -587,7 +588,14 @@ def test_check_buffer_catches_broken_links():
             return np.sort(super().sample_index(batch_size))
 
     with pytest.raises(AssertionError, match="insertion order"):
-        check_buffer(lambda size, num_envs: Unordered(size, num_envs=num_envs))
+        check_buffer(lambda size, num_envs: Unordered(size, num_envs=num_envs), time_ordered=True)
+
+    class EnvsUnordered(ReplayBuffer):  # even per env: newest first
+        def sample_index(self, batch_size):
+            return super().sample_index(batch_size)[::-1].copy()
+
+    with pytest.raises(AssertionError, match="env 0's steps out of insertion order"):
+        check_buffer(lambda size, num_envs: EnvsUnordered(size, num_envs=num_envs))
 
 
 def test_registered_as_replay():

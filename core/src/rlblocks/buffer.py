@@ -23,6 +23,7 @@ only for what is returned.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import tempfile
 from collections.abc import Mapping
@@ -150,17 +151,9 @@ class ReplayBuffer:
         # (path, storage array, item shape) of every stored key, in storage order
         self._leaves: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
         self._env_range = np.arange(self.num_envs, dtype=np.int64)
-        # per-slot bookkeeping in the narrowest integer type that fits (memory: 4 + 4 + 2 bytes
-        # per slot instead of 24); prev()/next()/env_id return these dtypes
-        link = np.int32 if self.maxsize < 2**31 - 1 else np.int64
-        self._prev = np.arange(self.maxsize, dtype=link)  # [maxsize] slot links
-        self._next = np.arange(self.maxsize + 1, dtype=link)  # last entry: spare sink
-        env = np.int16 if self.num_envs <= 2**15 else np.int64
-        self._env = np.zeros(self.maxsize, dtype=env)  # [maxsize] env id of each slot
         self._index = 0  # next slot to write
         self._size = 0
-        # per env: newest slot of the episode in progress (maxsize: no chain to continue)
-        self._last = np.full(self.num_envs, self.maxsize, dtype=np.int64)
+        self._init_links()
         # per env running episode statistics
         self._ep_rew = np.zeros(self.num_envs, dtype=np.float64)  # [num_envs, *rew_item_shape]
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
@@ -170,6 +163,18 @@ class ReplayBuffer:
         self._env_varies = True  # False where a layout fixes each slot's env (vector buffer)
         if type(self).__init__ is ReplayBuffer.__init__:
             self._reopen_if_saved()
+
+    def _init_links(self) -> None:
+        """Allocate the episode bookkeeping (a layout that derives links overrides this)."""
+        # per-slot bookkeeping in the narrowest integer type that fits (memory: 4 + 4 + 2 bytes
+        # per slot instead of 24); prev()/next()/env_id return these dtypes
+        link = np.int32 if self.maxsize < 2**31 - 1 else np.int64
+        self._prev = np.arange(self.maxsize, dtype=link)  # [maxsize] slot links
+        self._next = np.arange(self.maxsize + 1, dtype=link)  # last entry: spare sink
+        env = np.int16 if self.num_envs <= 2**15 else np.int64
+        self._env = np.zeros(self.maxsize, dtype=env)  # [maxsize] env id of each slot
+        # per env: newest slot of the episode in progress (maxsize: no chain to continue)
+        self._last = np.full(self.num_envs, self.maxsize, dtype=np.int64)
 
     def _reopen_if_saved(self) -> None:
         """With memmap storage: continue the buffer flushed to ``path`` before, if there is one
@@ -355,6 +360,13 @@ class ReplayBuffer:
         self._fast = (
             [(p[0], a, (self.num_envs, *item)) for p, a, item in self._leaves] if flat else None
         )
+        if self._fast is not None:  # the same, as one getter and two lists
+            self._fast_get = operator.itemgetter(*(k for k, _, _ in self._fast))
+            self._fast_arrays = [a for _, a, _ in self._fast]
+            self._fast_shapes = [shape for _, _, shape in self._fast]
+        # where terminated / truncated sit in the writes of an add (they are top-level keys)
+        paths = [p for p, _, _ in self._leaves]
+        self._flag_at = (paths.index(("terminated",)), paths.index(("truncated",)))
 
     def _key_error(self, given: set[Path], what: str) -> ValueError:
         stored = {p for p, _, _ in self._leaves}
@@ -489,13 +501,16 @@ class ReplayBuffer:
             or env_ids.tobytes() != self._env_bytes
         ):
             return None
-        writes = []
-        for key, arr, shape in fast:
-            value = batch.get(key)
-            if type(value) is not np.ndarray or value.shape != shape:
+        try:
+            values = self._fast_get(batch)
+            if [v.shape for v in values] != self._fast_shapes:
                 return None
-            writes.append((arr, value))
-        return writes
+        except (KeyError, AttributeError):
+            return None
+        for v in values:
+            if type(v) is not np.ndarray:
+                return None
+        return list(zip(self._fast_arrays, values))
 
     def _write_step(
         self, envs: np.ndarray, n: int, writes: list[tuple[np.ndarray, Any]], rew: Any
@@ -528,17 +543,25 @@ class ReplayBuffer:
         if any_done:
             self._last[envs[done_mask]] = maxsize
 
+        self._commit_slots(envs, n)
+        return (pos.copy(), *self._episode_stats(envs, pos, done_mask, any_done, rew, every))
+
+    def _episode_stats(
+        self, envs: np.ndarray, pos: np.ndarray, done_mask: np.ndarray, any_done: int,
+        rew: Any, every: bool,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Advance the running episode statistics of ``envs`` by one step written at ``pos``;
+        return add()'s ``(ep_rew, ep_len, ep_start)`` (``every``: envs is all envs in order)."""
+        n = len(pos)
         if every and not any_done:  # running statistics in place; nothing to report
             ep_len = self._ep_len
             start = self._ep_start
             np.copyto(start, pos, where=ep_len == 0)
             ep_len += 1
             self._ep_rew += rew
-            self._commit_slots(envs, n)
             zeros = np.zeros(n, dtype=np.int64)
-            return pos.copy(), np.zeros(self._ep_rew.shape), zeros, start.copy()
+            return np.zeros(self._ep_rew.shape), zeros, start.copy()
 
-        # running episode statistics
         ep_len = self._ep_len[envs]
         start = self._ep_start[envs]
         np.copyto(start, pos, where=ep_len == 0)
@@ -557,9 +580,7 @@ class ReplayBuffer:
         else:
             ep_len = np.zeros(n, dtype=np.int64)
             ep_rew = np.zeros(ep_rew.shape)
-
-        self._commit_slots(envs, n)
-        return pos.copy(), ep_rew, ep_len, start
+        return ep_rew, ep_len, start
 
     # --- slot allocation (what a vector or cached layout overrides) -----------------------------
 
@@ -658,7 +679,7 @@ class ReplayBuffer:
         frames[..., -1] = idx
         cur = idx
         for k in range(stack_num - 2, -1, -1):
-            cur = self._prev[cur]
+            cur = self.prev(cur)
             frames[..., k] = cur
         return frames
 
@@ -683,7 +704,7 @@ class ReplayBuffer:
             if key == "truncated":
                 out["done"] = out["terminated"] | out["truncated"]
         if self.ignore_obs_next and not storage_order:
-            nxt = self._next[index]
+            nxt = self.next(index)
             out["obs_next"] = self._gather(self._data["obs"], nxt, stack_num)
             # keep the reserved key order: obs_next before info/policy/extras
             out = dict(
@@ -719,7 +740,7 @@ class ReplayBuffer:
         if key == "done":
             return data["terminated"][idx] | data["truncated"][idx]
         if key == "obs_next" and self.ignore_obs_next:
-            key, idx = "obs", self._next[idx]
+            key, idx = "obs", self.next(idx)
         node = data.get(key)
         if node is None:
             return default
@@ -733,7 +754,7 @@ class ReplayBuffer:
         when asked for and not stored."""
         cols = {p: arr[index] for p, arr, _ in self._leaves}
         if with_obs_next and self.ignore_obs_next:
-            nxt = self._next[index]
+            nxt = self.next(index)
             for p, arr, _ in self._leaves:
                 if p[0] == "obs":
                     cols[("obs_next", *p[1:])] = arr[nxt]
@@ -760,7 +781,7 @@ class ReplayBuffer:
         if total == 0 or other._data is None:
             return np.zeros(0, dtype=np.int64)
         cols = other._raw_columns(oidx, with_obs_next=not self.ignore_obs_next)
-        envs = other._env[oidx]
+        envs = np.asarray(other.env_id)[oidx].astype(np.int64, copy=False)
         if envs.max() >= self.num_envs:
             raise ValueError(
                 f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
@@ -854,14 +875,18 @@ class ReplayBuffer:
         their next step starts a fresh link chain either way."""
         self._index = 0
         self._size = 0
-        self._prev[:] = self._slots
-        self._next[: self.maxsize] = self._slots
-        self._env[:] = 0
-        self._last[:] = self.maxsize
+        self._reset_links()
         if not keep_statistics:
             self._ep_rew[:] = 0.0
             self._ep_len[:] = 0
             self._ep_start[:] = 0
+
+    def _reset_links(self) -> None:
+        """Forget every episode link (all slots invalid)."""
+        self._prev[:] = self._slots
+        self._next[: self.maxsize] = self._slots
+        self._env[:] = 0
+        self._last[:] = self.maxsize
 
     def truncate_unfinished(self) -> np.ndarray:
         """Mark the newest step of every unfinished episode as truncated and end it there (e.g.

@@ -12,7 +12,8 @@ truncated and unfinished episodes, one-env and many-env steps, enough to overwri
 compares everything it can observe through the public API with a plain Python record of what was
 added. Transitions are identified by a unique id stored as their ``obs``, so the check makes no
 assumption about where a buffer puts them: only that each env keeps its newest steps, that
-``sample_index(0)`` lists valid slots in insertion order and that episode links match the history.
+``sample_index(0)`` lists every valid slot once with each env's steps in insertion order (envs may
+come one after another or interleaved) and that episode links match the history.
 
 :class:`History` (the record) is public so tests of other buffers can reuse it.
 """
@@ -41,7 +42,10 @@ class History:
     every added row in order) must carry ``obs`` (or ``obs["uid"]``) equal to ``k``.
     """
 
-    def __init__(self, num_envs: int) -> None:
+    def __init__(self, num_envs: int, time_ordered: bool = False) -> None:
+        #: also require ``sample_index(0)`` to interleave envs in insertion order (the base
+        #: buffer does; a buffer that lists env by env, like the vector buffer, does not)
+        self.time_ordered = time_ordered
         self.env: list[int] = []
         self.done: list[bool] = []
         self.slot: list[int] = []  # where add() said each step went
@@ -86,12 +90,21 @@ class History:
         assert len(buf) <= buf.maxsize, f"len(buf) {len(buf)} exceeds maxsize {buf.maxsize}{at}"
         assert len(np.unique(valid)) == len(valid), f"sample_index(0) repeats slots{at}"
         uids = np.asarray(uid_of(valid)).astype(np.int64)
-        assert np.all(np.diff(uids) > 0), (
-            f"sample_index(0) is not in insertion order: ids {uids.tolist()}{at}"
-        )
-        assert len(uids) == 0 or uids[-1] == len(self) - 1, f"the newest step is missing{at}"
-        slot_of = dict(zip(uids.tolist(), valid.tolist()))
         env_id = np.asarray(buf.env_id)
+        for e in range(len(self.by_env)):
+            mine = uids[env_id[valid] == e]
+            assert np.all(np.diff(mine) > 0), (
+                f"sample_index(0) lists env {e}'s steps out of insertion order: ids "
+                f"{mine.tolist()}{at}"
+            )
+        if self.time_ordered:
+            assert np.all(np.diff(uids) > 0), (
+                f"sample_index(0) is not in insertion order: ids {uids.tolist()}{at}"
+            )
+        assert len(uids) == 0 or len(self) - 1 in set(uids.tolist()), (
+            f"the newest step is missing{at}"
+        )
+        slot_of = dict(zip(uids.tolist(), valid.tolist()))
         for e, hist in enumerate(self.by_env):
             kept = [u for u in hist if u in slot_of]
             assert kept == hist[len(hist) - len(kept) :], (
@@ -314,13 +327,14 @@ def _check_roundtrips(buf: Any, dict_obs: bool) -> None:
         same(loaded, "add after hdf5 round trip")
 
 
-def check_buffer(make_buffer: Callable[[int, int], Any]) -> None:
+def check_buffer(make_buffer: Callable[[int, int], Any], time_ordered: bool = False) -> None:
     """Assert that buffers made by ``make_buffer(size, num_envs)`` follow rlblocks' buffer contract.
 
     Checked: ``len``; ``add`` return values (insert slots, finished episodes' returns and
     lengths, episode start slots) for one-env and many-env steps; ``prev`` / ``next`` at every
-    episode boundary, across envs and after old data is overwritten; ``sample_index(0)`` in
-    insertion order; ``unfinished_index``; ``__getitem__`` / ``sample`` / ``get`` (including
+    episode boundary, across envs and after old data is overwritten; ``sample_index(0)`` with
+    each env's steps in insertion order (with ``time_ordered``, all steps in insertion order);
+    ``unfinished_index``; ``__getitem__`` / ``sample`` / ``get`` (including
     ``obs_next`` and slices in time order); hdf5 and pickle round trips with plain and ``Dict``
     observations; ``reset``.
     Raises AssertionError with a message naming the first difference.
@@ -330,7 +344,7 @@ def check_buffer(make_buffer: Callable[[int, int], Any]) -> None:
         buf = make_buffer(7, 3)
         assert len(buf) == 0, f"a new buffer has len {len(buf)}"
         assert len(buf.sample_index(0)) == 0, "a new buffer's sample_index(0) is not empty"
-        history = History(3)
+        history = History(3, time_ordered)
         uid_of = _uid(buf, dict_obs)
 
         def check(where: str, buf: Any = buf, history: History = history, uid_of: Any = uid_of,

@@ -1,4 +1,5 @@
-"""VectorReplayBuffer: per-env sub-buffers, time order across them, returns, conformance."""
+"""VectorReplayBuffer: per-env sub-buffers with derived links, env-by-env order, returns,
+conformance, memory."""
 
 from __future__ import annotations
 
@@ -39,18 +40,33 @@ def test_each_env_overwrites_only_its_own_sub_buffer() -> None:
     assert set(np.flatnonzero(buf.env_id == 0)) == {0, 1, 2}
 
 
-def test_sample_index_zero_links_all_envs_in_insertion_order_with_unfinished() -> None:
+def test_sample_index_zero_links_every_env_trajectory_in_time_order_with_unfinished() -> None:
     buf = VectorReplayBuffer(8, num_envs=2)
     buf.add(step([0, 1]))
     buf.add(step([2, 3], term=[True, False]))
     buf.add(step([4], n=1), env_ids=[1])
     idx = buf.sample_index(0)
-    assert buf.get(idx, "obs").tolist() == [0, 1, 2, 3, 4]
+    assert buf.get(idx, "obs").tolist() == [0, 2, 1, 3, 4]  # env 0's steps, then env 1's
+    assert buf[:].obs.tolist() == [0, 2, 1, 3, 4]
     assert sorted(buf.get(buf.unfinished_index(), "obs").tolist()) == [4]
     # env 1's episode 1 -> 3 -> 4 is chained inside its sub-buffer
     slot_of = dict(zip(buf.get(idx, "obs").tolist(), idx.tolist()))
     assert buf.next(slot_of[1]) == slot_of[3] and buf.next(slot_of[3]) == slot_of[4]
     assert buf.prev(slot_of[4]) == slot_of[3] and buf.next(slot_of[2]) == slot_of[2]
+    assert buf.prev(slot_of[2]) == slot_of[0] and buf.next(slot_of[0]) == slot_of[2]
+
+
+def test_full_sub_buffers_list_oldest_first_and_cut_the_overwritten_episode_start() -> None:
+    buf = VectorReplayBuffer(6, num_envs=2)  # 3 slots per env
+    for t in range(5):
+        buf.add(step([2 * t, 2 * t + 1]))
+    assert buf[:].obs.tolist() == [4, 6, 8, 5, 7, 9]
+    oldest = buf.sample_index(0)[[0, 3]]
+    assert buf.prev(oldest).tolist() == oldest.tolist()  # their episode lost its beginning
+    assert buf.next(buf.unfinished_index()).tolist() == buf.unfinished_index().tolist()
+    assert buf.prev(np.array([-1, -2])).tolist() == [5, 3]  # negative slots count from the end
+    with pytest.raises(IndexError, match="out of range"):
+        buf.next(6)
 
 
 def test_size_smaller_than_num_envs_is_refused_with_a_hint() -> None:
@@ -78,6 +94,9 @@ def test_returns_equal_those_of_the_base_buffer(n_step: int) -> None:
         vec.add(data, env_ids=envs)
         base.add(data, env_ids=envs)
     iv, ib = vec.sample_index(0), base.sample_index(0)
+    uids = vec.get(iv, "obs")
+    assert sorted(uids.tolist()) == base.get(ib, "obs").tolist()
+    ib = ib[np.argsort(base.get(ib, "obs"))][uids]  # the same transitions, in the vector's order
     assert np.array_equal(vec.get(iv, "obs"), base.get(ib, "obs"))
     pv, bv, dv = nstep_return(vec, iv, 0.9, n_step)
     pb, bb, db = nstep_return(base, ib, 0.9, n_step)
@@ -100,7 +119,7 @@ def test_update_appends_another_buffer_per_env_in_time_order() -> None:
     dst.add(step([90], n=1), env_ids=[1])
     dst.update(src)
     idx = dst.sample_index(0)
-    assert dst.get(idx, "obs").tolist() == [90, 0, 1, 2, 3, 4]
+    assert dst.get(idx, "obs").tolist() == [0, 2, 3, 90, 1, 4]
     slot = dict(zip(dst.get(idx, "obs").tolist(), idx.tolist()))
     assert dst.prev(slot[1]) == slot[90]  # env 1's unfinished episode continues
     assert dst.next(slot[3]) == slot[3]  # terminated
@@ -145,79 +164,108 @@ def test_random_add_sequences_match_the_history_and_survive_hdf5(tmp_path_factor
     history.verify(loaded, uid_of, "after hdf5 load")
 
 
-_BOOKKEEPING = ("_prev", "_next", "_last", "_stamp", "_ptr", "_count", "_ep_rew", "_ep_len")
+class _PerEnvReference:
+    """The vector buffer's meaning, spelled out: one base buffer of ``sub_size`` slots per env,
+    sub-buffer ``e`` at slots ``e * sub_size ...``."""
+
+    def __init__(self, sub_size: int, num_envs: int) -> None:
+        self.sub, self.bufs = sub_size, [ReplayBuffer(sub_size) for _ in range(num_envs)]
+
+    def add(self, data: dict, envs: np.ndarray) -> tuple:
+        out = []
+        for row, e in enumerate(envs.tolist()):
+            one = {k: v[row] for k, v in data.items()}
+            pos, ep_rew, ep_len, start = self.bufs[e].add(one)
+            out.append((pos + e * self.sub, ep_rew, ep_len, start + e * self.sub))
+        return tuple(np.concatenate(col) for col in zip(*out))
+
+    def order(self) -> np.ndarray:
+        return np.concatenate([b.sample_index(0) + e * self.sub for e, b in enumerate(self.bufs)])
+
+    def links(self, which: str) -> np.ndarray:
+        return np.concatenate([getattr(b, which)(np.arange(self.sub)) + e * self.sub
+                               for e, b in enumerate(self.bufs)])
+
+    def unfinished(self) -> np.ndarray:
+        return np.concatenate(
+            [b.unfinished_index() + e * self.sub for e, b in enumerate(self.bufs)])
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(1, 6), st.lists(st.tuples(st.sampled_from(["all", "some", "read"]),
-                                              st.floats(0, 1), st.integers(0, 2**16)),
-                                    min_size=1, max_size=60))
-def test_lockstep_adds_leave_exactly_the_bookkeeping_of_step_by_step_adds(sub_size, ops) -> None:
-    """The lockstep shortcut writes links, stamps and positions later, in bulk; whatever is
-    read in between, and however the adds wrap and overwrite, it must agree with a buffer that
-    does all of it at every add."""
-    fast = VectorReplayBuffer(3 * sub_size, num_envs=3)
-    slow = VectorReplayBuffer(3 * sub_size, num_envs=3)
-    slow._pending_cap = 0  # never takes the shortcut
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5), st.lists(
+    st.tuples(st.sampled_from(["all", "all", "some", "reset", "truncate", "update", "hdf5"]),
+              st.floats(0, 1), st.integers(0, 2**16)), min_size=1, max_size=60))
+def test_derived_links_match_one_base_buffer_per_env(tmp_path_factory, sub_size, ops) -> None:
+    """Whatever the mix of lockstep steps, partial steps, wrap-around, overwrites, resets that
+    keep episode statistics, truncation, bulk updates and hdf5 round trips: prev and next of
+    every slot, sample_index(0), unfinished_index, add results and episode statistics equal
+    those of separate base buffers, one per env."""
+    n = 3
+    buf, ref = VectorReplayBuffer(n * sub_size, num_envs=n), _PerEnvReference(sub_size, n)
     uid = 0
     for kind, p_done, salt in ops:
-        if kind == "read":
-            assert np.array_equal(fast.sample_index(0), slow.sample_index(0))
-            for name in _BOOKKEEPING:
-                assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
-            continue
-        envs = np.arange(3) if kind == "all" else np.flatnonzero([salt & 1, salt & 2, 1])
-        n = len(envs)
-        ids = np.arange(uid, uid + n)
-        uid += n
-        done = ((ids * 7919 + salt) % 100) / 100 < p_done / 4
-        data = {"obs": ids, "act": ids % 2, "rew": ids * 1.0, "terminated": done,
-                "truncated": np.zeros(n, bool), "obs_next": ids + 1}
-        got = fast.add(dict(data), env_ids=envs)
-        want = slow.add(dict(data), env_ids=envs)
-        for a, b in zip(got, want):
-            np.testing.assert_array_equal(a, b)
-    for name in _BOOKKEEPING:
-        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
-    running = fast._ep_len > 0
-    assert np.array_equal(fast._ep_start[running], slow._ep_start[running])
-    idx = fast.sample_index(0)
-    assert np.array_equal(idx, slow.sample_index(0))
-    assert np.array_equal(fast.prev(idx), slow.prev(idx))
-    assert np.array_equal(fast.next(idx), slow.next(idx))
-    assert np.array_equal(fast.unfinished_index(), slow.unfinished_index())
+        if kind == "reset":
+            keep = bool(salt & 1)
+            buf.reset(keep_statistics=keep)
+            for b in ref.bufs:
+                b.reset(keep_statistics=keep)
+        elif kind == "truncate":
+            got = buf.truncate_unfinished()
+            assert sorted(got.tolist()) == sorted(ref.unfinished().tolist())
+            for b in ref.bufs:
+                b.truncate_unfinished()
+        elif kind == "hdf5":
+            path = tmp_path_factory.mktemp("h5") / "buf.h5"
+            buf.save_hdf5(path)
+            buf = VectorReplayBuffer.load_hdf5(path)
+        else:
+            envs = np.arange(n) if kind == "all" else np.flatnonzero([salt & 1, salt & 2, 1])
+            k = len(envs) * (1 + (salt >> 4) % 3 if kind == "update" else 1)
+            ids = np.arange(uid, uid + k)
+            uid += k
+            done = ((ids * 7919 + salt) % 100) / 100 < p_done / 3
+            data = {"obs": ids, "act": ids % 2, "rew": ids * 1.0, "terminated": done,
+                    "truncated": np.zeros(k, bool), "obs_next": ids + 1}
+            if kind == "update":  # k steps of envs, added elsewhere, appended in bulk
+                src = ReplayBuffer(k, num_envs=n)
+                rows = np.tile(envs, k // len(envs))
+                for j in range(0, k, len(envs)):
+                    src.add({key: v[j : j + len(envs)] for key, v in data.items()},
+                            env_ids=envs)
+                buf.update(src)
+                ref.add(data, rows)
+            else:
+                got = buf.add(dict(data), env_ids=envs)
+                want = ref.add(data, envs)
+                for a, b in zip(got[:3], want[:3]):
+                    np.testing.assert_array_equal(a, b)
+        every = np.arange(buf.maxsize)
+        assert np.array_equal(buf.sample_index(0), ref.order()), kind
+        assert np.array_equal(buf.prev(every), ref.links("prev")), kind
+        assert np.array_equal(buf.next(every), ref.links("next")), kind
+        assert np.array_equal(buf.unfinished_index(), ref.unfinished()), kind
+        assert len(buf) == sum(len(b) for b in ref.bufs)
+        assert np.array_equal(buf._ep_len, [b._ep_len[0] for b in ref.bufs])
+        np.testing.assert_allclose(buf._ep_rew, [b._ep_rew[0] for b in ref.bufs])
+        if len(buf):
+            assert np.array_equal(buf[:].obs, np.concatenate(
+                [b[:].obs for b in ref.bufs if len(b)]))
 
 
-def test_lockstep_adds_take_the_shortcut_and_catch_up_on_read() -> None:
-    buf = VectorReplayBuffer(12, num_envs=3)
-    for t in range(3):
-        buf.add(step([3 * t, 3 * t + 1, 3 * t + 2]), env_ids=np.arange(3))
-    assert buf._pending == 2  # the first add allocated the storage; the next two wrote data only
-    assert buf.next(np.array([0])).tolist() == [1]  # a read catches up
-    assert buf._pending == 0
-    assert buf.prev(np.array([2, 6])).tolist() == [1, 5]
-    assert buf.unfinished_index().tolist() == [2, 6, 10]
+def test_memory_is_the_stored_data_alone() -> None:
+    """No per-slot bookkeeping: 1e4 HalfCheetah-sized transitions take what their fields take
+    (obs and obs_next 17 float32, act 6 float32, rew float64, two flags = 170 bytes)."""
+    import tracemalloc
 
-
-def test_int32_insertion_stamps_are_renumbered_without_changing_the_order() -> None:
-    """Stamps are int32: before the counter could overflow, the valid slots are renumbered in
-    their order. A tiny limit forces many renumberings; time order must match a buffer that
-    never renumbers."""
-
-    class Tight(VectorReplayBuffer):
-        _STAMP_LIMIT = 40  # renumber whenever the clock passes 40 - 2 * maxsize
-
-    tight, plain = Tight(9, num_envs=3), VectorReplayBuffer(9, num_envs=3)
-    assert tight._stamp.dtype == np.int32
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    buf = VectorReplayBuffer(10_000, num_envs=8)
     rng = np.random.default_rng(0)
-    uid = 0
-    for t in range(60):
-        envs = np.arange(3) if t % 3 else np.sort(rng.choice(3, size=2, replace=False))
-        ids = np.arange(uid, uid + len(envs))
-        uid += len(envs)
-        data = step(ids, term=rng.random(len(envs)) < 0.2)
-        tight.add(dict(data), env_ids=envs)
-        plain.add(dict(data), env_ids=envs)
-        assert np.array_equal(tight.sample_index(0), plain.sample_index(0)), t
-        assert tight._clock < 40
-    assert np.array_equal(tight.obs[tight.sample_index(0)], plain.obs[plain.sample_index(0)])
+    step_ = {"obs": rng.standard_normal((8, 17), dtype=np.float32),
+             "act": rng.standard_normal((8, 6), dtype=np.float32), "rew": np.zeros(8),
+             "terminated": np.zeros(8, bool), "truncated": np.zeros(8, bool)}
+    step_["obs_next"] = step_["obs"]
+    buf.add(step_)
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert used < 10_000 * 170 + 20_000, used

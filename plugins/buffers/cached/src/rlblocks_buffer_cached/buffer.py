@@ -28,7 +28,7 @@ import numpy as np
 
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
-from rlblocks_buffer_vector.buffer import VectorReplayBuffer
+from rlblocks_buffer_vector.buffer import VectorReplayBuffer, add_in_runs
 
 __all__ = ["CachedReplayBuffer"]
 
@@ -102,9 +102,9 @@ class CachedReplayBuffer(ReplayBuffer):
         self._append(cols, np.repeat(envs, length), "the cached episode")
 
     def update(self, other: ReplayBuffer) -> np.ndarray:
-        """Add ``other``'s valid transitions step by step in its time order (through the caches,
-        so its unfinished episodes wait there); return the cache slots written."""
-        return VectorReplayBuffer.update(self, other)  # type: ignore[arg-type]
+        """Add ``other``'s valid transitions step by step, each env's in its order (through the
+        caches, so its unfinished episodes wait there); return the cache slots written."""
+        return add_in_runs(self, other)
 
     def reset(self, keep_statistics: bool = False) -> None:
         """Forget the main buffer and the caches."""

@@ -238,11 +238,11 @@ class HERSampling:
 
         Walks ``next`` for the whole batch at once: one vectorised step per step of the longest
         remaining episode piece (``path [R, L]``, the last slot repeating once a row stops)."""
-        nxt = self._next  # type: ignore[attr-defined]
+        nxt = self.next  # type: ignore[attr-defined]
         cur = idx
         path = [cur]
         while True:
-            step = nxt[cur].astype(np.int64)
+            step = np.asarray(nxt(cur)).astype(np.int64)
             if np.array_equal(step, cur):
                 break
             path.append(step)
@@ -257,7 +257,7 @@ class HERSampling:
         """``obs_next.achieved_goal`` at ``slots`` (rebuilt from the next obs when not stored)."""
         data = self._data  # type: ignore[attr-defined]
         if self.ignore_obs_next:  # type: ignore[attr-defined]
-            return data["obs"]["achieved_goal"].take(self._next[slots], axis=0)  # type: ignore[attr-defined]
+            return data["obs"]["achieved_goal"].take(self.next(slots), axis=0)  # type: ignore[attr-defined]
         return data["obs_next"]["achieved_goal"].take(slots, axis=0)
 
     def _info(self, slots: np.ndarray) -> Any:

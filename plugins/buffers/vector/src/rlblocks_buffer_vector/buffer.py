@@ -2,22 +2,20 @@
 
 Slots ``[e * sub_size, (e + 1) * sub_size)`` belong to env ``e`` (``sub_size = size // num_envs``),
 and each env overwrites only its own oldest steps, so a fast env never pushes a slow env's
-episodes out of the buffer and each env's steps lie together in memory. Everything else is the base
-:class:`~rlblocks.buffer.ReplayBuffer`: the same storage arrays, the same explicit episode links
-(``prev`` / ``next`` never leave a sub-buffer), the same reads, returns and hdf5 files. Only slot
-allocation, time order and uniform sampling differ.
+episodes out of the buffer and each env's steps lie together in memory. Storage, reads, returns
+and hdf5 files are those of the base :class:`~rlblocks.buffer.ReplayBuffer`.
 
-Time order across sub-buffers comes from a per-slot insertion stamp, so ``sample_index(0)`` lists
-every valid transition of every env in the order it was added (unfinished episodes included),
-exactly as for the base buffer.
+Nothing but the data is stored per slot. Inside a sub-buffer an env's steps are consecutive
+slots (circularly), so the episode links follow from the done flags and each sub-buffer's write
+position and fill: the step before slot ``i`` is the slot before it, unless that one is done or
+``i`` is its sub-buffer's oldest step; the step after ``i`` is the slot after it, unless ``i`` is
+done or is its sub-buffer's newest step. A slot's env is ``slot // sub_size``. (The base buffer,
+whose envs share one circular storage, has to store links and env ids: 10 bytes a slot.)
 
-The common add, one step of every env in env-id order with no episode ending, while all
-sub-buffers are at the same position ("lockstep"), only writes the data rows and the running
-episode statistics. Its episode links, insertion stamps and write positions follow a pattern
-(each env's chain continues into the same local slot), so they are written in bulk later: the
-first read of any of that bookkeeping (``_prev``, ``_next``, ``_last``, ``_stamp``, ``_ptr``,
-``_count`` are properties that catch up first) or any other kind of add. Every result is the
-same as with step-by-step bookkeeping; the add costs about half as much.
+``sample_index(0)`` and ``buf[:]`` list the sub-buffers one after another, each from its oldest
+to its newest step, unfinished episodes included: every env's trajectory in time order, linked
+one after the other as in Figure 4 of the Tianshou paper. Steps of different envs are not
+interleaved by insertion time (that would need an insertion stamp per slot).
 """
 
 from __future__ import annotations
@@ -28,10 +26,10 @@ import numpy as np
 
 from rlblocks.buffer import ReplayBuffer
 
-__all__ = ["VectorReplayBuffer"]
+__all__ = ["VectorReplayBuffer", "add_in_runs"]
 
 
-def _nest(cols: dict[tuple[str, ...], Any], rows: slice) -> dict[str, Any]:
+def _nest(cols: dict[tuple[str, ...], Any], rows: Any) -> dict[str, Any]:
     """``{path: column}`` -> nested dict of ``column[rows]`` (the form ``add`` takes)."""
     out: dict[str, Any] = {}
     for path, col in cols.items():
@@ -42,19 +40,39 @@ def _nest(cols: dict[tuple[str, ...], Any], rows: slice) -> dict[str, Any]:
     return out
 
 
-def _caught_up(name: str) -> property:
-    """A bookkeeping array that lockstep adds may leave behind: reading it catches up first."""
-    key = f"_{name}_array"
+def _per_env_rank(envs: np.ndarray, num_envs: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(rank, counts)``: how many earlier rows of the same env precede each row, and the rows
+    of each env."""
+    counts = np.bincount(envs, minlength=num_envs)
+    order = np.argsort(envs, kind="stable")
+    rank = np.empty(len(envs), dtype=np.int64)
+    rank[order] = np.arange(len(envs)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rank, counts
 
-    def get(self: VectorReplayBuffer) -> np.ndarray:
-        if self._pending:
-            self._catch_up()
-        return self.__dict__[key]
 
-    def set(self: VectorReplayBuffer, value: np.ndarray) -> None:
-        self.__dict__[key] = value
-
-    return property(get, set, doc=f"``{name}``, with pending lockstep adds applied")
+def add_in_runs(buf: ReplayBuffer, other: ReplayBuffer) -> np.ndarray:
+    """Add ``other``'s valid transitions to ``buf`` through ``buf.add``, keeping each env's
+    order: round ``k`` adds the ``k``-th transition of every env that has one (one ``add`` per
+    round). Returns the slots ``add`` reported, in the order the rows were added."""
+    if other is buf:
+        raise ValueError("a buffer cannot update from itself")
+    if not isinstance(other, ReplayBuffer):
+        raise TypeError(f"update() takes a ReplayBuffer, got {type(other).__name__}")
+    oidx = other.sample_index(0)
+    if len(oidx) == 0 or other._data is None:
+        return np.zeros(0, dtype=np.int64)
+    cols = other._raw_columns(oidx, with_obs_next=not buf.ignore_obs_next)
+    envs = np.asarray(other.env_id)[oidx].astype(np.int64)
+    if envs.max() >= buf.num_envs:
+        raise ValueError(
+            f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
+            f"num_envs={buf.num_envs}"
+        )
+    rank, _ = _per_env_rank(envs, int(envs.max()) + 1)
+    order = np.lexsort((envs, rank))  # round by round, env ids ascending inside a round
+    bounds = np.flatnonzero(np.diff(rank[order])) + 1
+    out = [buf.add(_nest(cols, rows), env_ids=envs[rows])[0] for rows in np.split(order, bounds)]
+    return np.concatenate(out)
 
 
 class VectorReplayBuffer(ReplayBuffer):
@@ -65,17 +83,7 @@ class VectorReplayBuffer(ReplayBuffer):
     (``env_ids`` distinct), each row into its env's sub-buffer.
     """
 
-    _META_ARRAYS = (*ReplayBuffer._META_ARRAYS, "ptr", "count", "stamp")
-
-    # bookkeeping that lockstep adds write in bulk (see the module docstring)
-    _prev = _caught_up("prev")
-    _next = _caught_up("next")
-    _last = _caught_up("last")
-    _stamp = _caught_up("stamp")
-    _ptr = _caught_up("ptr")
-    _count = _caught_up("count")
-    _pending = 0  # lockstep adds whose bookkeeping is not written yet
-    _STAMP_LIMIT = 2**31 - 1  # insertion stamps are int32
+    _META_ARRAYS = ("ep_rew", "ep_len", "ep_start", "ptr", "count")
 
     def __init__(
         self,
@@ -95,198 +103,214 @@ class VectorReplayBuffer(ReplayBuffer):
                 f"size={size} gives no slot to each of num_envs={num_envs} envs; the vector "
                 "buffer splits size evenly between envs, so make size >= num_envs"
             )
+        self.sub_size = sub_size
         super().__init__(
             sub_size * int(num_envs), num_envs, stack_num, ignore_obs_next, seed, storage, path
         )
-        self.sub_size = sub_size
-        self._offset = self._env_range * sub_size  # [num_envs] first slot of each sub-buffer
-        self._ptr = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] next local slot
-        self._count = np.zeros(self.num_envs, dtype=np.int64)  # [num_envs] valid slots
-        # [maxsize] insertion counter; int32 (4 bytes a slot), renumbered before it could
-        # overflow (see _rebase_stamps)
-        self._stamp = np.zeros(self.maxsize, dtype=np.int32)
-        self._clock = 0
-        self._rebase_at = self._STAMP_LIMIT - 2 * self.maxsize
-        # while fewer than this many slots are valid, no sub-buffer can be full
-        self._fill_bound = sub_size
-        self._lockstep = True  # see _is_lockstep
-        self._claimed: tuple[np.ndarray, np.ndarray] | None = None
-        self._env[:] = np.repeat(self._env_range, sub_size)
-        self._env_varies = False  # each slot belongs to one env for good
-        # pending lockstep adds: first local slot, fill and clock before them; python mirrors of
-        # the write position and fill while some are pending
-        self._pend_from = (0, 0, 0)
-        self._lz_ptr = self._lz_count = 0
-        self._pending_cap = min(sub_size - 1, 4096)  # pending adds never wrap a sub-buffer
-        self._fresh = True  # some env may be at the start of an episode (ep_start to set)
-        self._no_flags = np.zeros(self.num_envs, dtype=bool).tobytes()
+        self._no_flags = bytes(self.num_envs)
         if type(self).__init__ is VectorReplayBuffer.__init__:
             self._reopen_if_saved()
 
-    def _state(self) -> dict[str, Any]:
-        return {**super()._state(), "clock": self._clock}
+    # --- per-env write position and fill -----------------------------------------------------
+
+    def _init_links(self) -> None:
+        self._offset = self._env_range * self.sub_size  # [num_envs] first slot of each env
+        self._ptr_a = np.zeros(self.num_envs, dtype=np.int64)  # next local slot per env
+        self._count_a = np.zeros(self.num_envs, dtype=np.int64)  # valid slots per env
+        # (ptr, count) while every sub-buffer has the same write position and fill (then a
+        # step of all envs is one strided slice and _ptr_a/_count_a may be stale), else None
+        self._lock: tuple[int, int] | None = (0, 0)
+        # (p, offsets + p) for the next lockstep add (a cache; handed out, never kept)
+        self._lock_pos: tuple[int, np.ndarray] | None = None
+        self._ones = np.ones(self.num_envs, dtype=np.int64)
+        self._fresh = True  # some env may be at the first step of an episode
+
+    @property
+    def _ptr(self) -> np.ndarray:
+        """``[num_envs]`` next local slot of each sub-buffer (kept current on read)."""
+        if self._lock is not None:
+            self._ptr_a.fill(self._lock[0])
+        return self._ptr_a
+
+    @_ptr.setter
+    def _ptr(self, value: np.ndarray) -> None:
+        self._ptr_a = np.array(value, dtype=np.int64)
+        self._lock = self._lock_of()
+
+    @property
+    def _count(self) -> np.ndarray:
+        """``[num_envs]`` valid slots of each sub-buffer (kept current on read)."""
+        if self._lock is not None:
+            self._count_a.fill(self._lock[1])
+        return self._count_a
+
+    @_count.setter
+    def _count(self, value: np.ndarray) -> None:
+        self._count_a = np.array(value, dtype=np.int64)
+        self._lock = self._lock_of()
+
+    def _lock_of(self) -> tuple[int, int] | None:
+        ptr, count = self._ptr_a, self._count_a
+        if len(count) != self.num_envs or len(ptr) != self.num_envs:
+            return None  # half-loaded state (the other array follows)
+        if (ptr == ptr[0]).all() and (count == count[0]).all():
+            return int(ptr[0]), int(count[0])
+        return None
 
     def _set_state(self, state: dict[str, Any]) -> None:
         super()._set_state(state)
-        self._clock = int(state["clock"])
-        self._lockstep = self._is_lockstep()
+        self._lock = self._lock_of()
+        self._fresh = True
 
     # --- adds -----------------------------------------------------------------------------------
 
-    def add(
-        self, batch: Any, env_ids: Any = None
+    def _write_step(
+        self, envs: np.ndarray, n: int, writes: list[tuple[np.ndarray, Any]], rew: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """See :meth:`ReplayBuffer.add`. One step of every env in env-id order that ends no
-        episode, while the sub-buffers are in lockstep, takes a shorter path (same results)."""
-        if self._clock >= self._rebase_at:
-            self._rebase_stamps()
-        if self._lockstep and self._pending_cap > 0:
-            writes = self._fast_writes(batch, env_ids)
-            if writes is not None and self._no_episode_ends(batch):
-                return self._lockstep_add(writes, batch["rew"])
-        if self._pending:
-            self._catch_up()
-        self._fresh = True
-        return super().add(batch, env_ids)
-
-    def _no_episode_ends(self, batch: dict[str, np.ndarray]) -> bool:
-        term, trunc = batch["terminated"], batch["truncated"]
-        if term.dtype == np.bool_ and trunc.dtype == np.bool_:
-            return term.tobytes() == self._no_flags and trunc.tobytes() == self._no_flags
-        return not (term.any() or trunc.any())
-
-    def _lockstep_add(
-        self, writes: list[tuple[np.ndarray, Any]], rew: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Write one step of every env; links, stamps and positions wait (``_catch_up``)."""
-        if self._pending >= self._pending_cap:
-            self._catch_up()
-        n, sub = self.num_envs, self.sub_size
-        if self._pending == 0:
-            p, count = int(self._ptr[0]), int(self._count[0])
-            self._pend_from = (p, count, self._clock)
-        else:
-            p, count = self._lz_ptr, self._lz_count
-        where = slice(p, p + (n - 1) * sub + 1, sub)
-        for arr, value in writes:
-            arr[where] = value
-        pos = self._offset + p
-        if self._fresh:  # envs at the start of an episode begin it here
-            np.copyto(self._ep_start, pos, where=self._ep_len == 0)
-            self._fresh = False
-        self._ep_len += 1
-        self._ep_rew += rew
-        self._pending += 1
-        self._lz_ptr = 0 if p + 1 == sub else p + 1
-        if count < sub:
-            self._lz_count = count + 1
-            self._size += n
-        else:
-            self._lz_count = count
-        self._clock += n
-        zeros = np.zeros(n, dtype=np.int64)
-        return pos, np.zeros(self._ep_rew.shape), zeros, self._ep_start.copy()
-
-    def _rebase_stamps(self) -> None:
-        """Renumber the valid slots' stamps ``0, 1, ...`` in their order, so the int32 counter
-        restarts far from overflow (once per ~2e9 added transitions; the order is unchanged)."""
-        if self._pending:
-            self._catch_up()
-        valid = self._valid_slots()
-        valid = np.arange(self.maxsize)[valid] if isinstance(valid, slice) else valid
-        order = valid[np.argsort(self._stamp[valid], kind="stable")]
-        stamp = self._stamp
-        stamp[:] = 0
-        stamp[order] = np.arange(len(order), dtype=stamp.dtype)
-        self._clock = len(order)
-
-    def _catch_up(self) -> None:
-        """Write the links, stamps and positions of the pending lockstep adds, exactly as
-        step-by-step adds would have left them."""
-        k = self._pending
-        self._pending = 0
-        self._fresh = True
-        p0, c0, clock0 = self._pend_from
-        d = self.__dict__
-        prev, nxt, last = d["_prev_array"], d["_next_array"], d["_last_array"]
-        sub, n, maxsize = self.sub_size, self.num_envs, self.maxsize
-        steps = np.arange(k, dtype=np.int64)
-        slots = (p0 + steps)[:, None] + self._offset[None, :]  # [k, n]; p0 + k <= sub - 1 + p0
-        slots[slots - self._offset >= sub] -= sub  # wrap within each sub-buffer
-        first_over = max(0, sub - c0)  # adds from here on overwrote valid transitions
-        if first_over < k:
-            old = slots[first_over:].ravel()
-            succ = nxt[old]
-            moved = succ[succ != old]
-            prev[moved] = moved  # their episode lost its beginning
-            last[np.isin(last, old)] = maxsize  # a chain whose newest step is gone
-        before = last.copy()
-        first = slots[0]
-        prev[first] = np.where(before != maxsize, before, first)
-        nxt[before] = first  # envs without a chain write into the spare slot
-        if k > 1:
-            prev[slots[1:]] = slots[:-1]
-            nxt[slots[:-1]] = slots[1:]
-        nxt[slots[-1]] = slots[-1]
-        last[:] = slots[-1]
-        d["_stamp_array"][slots] = clock0 + steps[:, None] * n + self._env_range[None, :]
-        d["_ptr_array"].fill(self._lz_ptr)
-        d["_count_array"].fill(self._lz_count)
-
-    # --- slot allocation ----------------------------------------------------------------------
-
-    def _claim_slots(self, envs: np.ndarray, n: int) -> tuple[Any, np.ndarray, np.ndarray | None]:
-        sub = self.sub_size
-        if self._lockstep and (
-            envs is self._env_range or (n == self.num_envs and (envs == self._env_range).all())
-        ):
-            # every env at the same local slot: the rows go to a strided slice (fast writes)
-            p = int(self._ptr[0])
-            pos = self._offset + p
-            self._claimed = None
+        """Write one validated step of ``n`` envs into their sub-buffers."""
+        sub, lock = self.sub_size, self._lock
+        if lock is not None and n == self.num_envs and (
+            envs is self._env_range or envs.tobytes() == self._env_bytes
+        ):  # every env at the same local slot: the rows go to a strided slice
+            p, c = lock
             where = slice(p, p + (n - 1) * sub + 1, sub)
-            return where, pos, (pos if self._count[0] == sub else None)
-        ptr = self._ptr[envs]
-        pos = self._offset[envs] + ptr
-        # kept for _commit_slots, which runs once the rows are written
-        self._claimed = (ptr, pos)
-        if self._size + n <= self.maxsize and self._size < self._fill_bound:
-            return pos, pos, None  # no sub-buffer can be full yet
-        full = self._count[envs] == self.sub_size
-        if full.any():
-            return pos, pos, pos[full]
-        return pos, pos, None
-
-    def _commit_slots(self, envs: np.ndarray, n: int) -> None:
-        if self._claimed is None:  # lockstep: all envs advance together
-            p = int(self._ptr[0])
-            self._stamp[p :: self.sub_size] = self._clock + self._env_range
-            self._clock += n
-            self._ptr.fill(0 if p + 1 == self.sub_size else p + 1)
-            if self._size < self.maxsize:
-                self._count += 1
+            for arr, value in writes:
+                arr[where] = value
+            # the slots: p + each env's offset (array + array is cheaper than array + int)
+            cached = self._lock_pos
+            pos = cached[1] if cached is not None and cached[0] == p else self._offset + p
+            self._lock_pos = (p + 1, pos + self._ones) if p + 1 < sub else None
+            self._lock = (0 if p + 1 == sub else p + 1, c + 1 if c < sub else c)
+            if c < sub:
                 self._size += n
-            return
-        ptr, pos = self._claimed
-        self._stamp[pos] = self._clock + self._env_range[:n]
-        self._clock += n
-        ptr += 1
-        self._ptr[envs] = np.where(ptr == self.sub_size, 0, ptr)
-        if self._size < self.maxsize:
-            count = self._count[envs]
-            grown = count < self.sub_size
-            self._size += int(np.count_nonzero(grown))
-            self._count[envs] = count + grown
-        self._lockstep = self._is_lockstep()
+            # the flags as given when they are bool arrays, else as stored
+            t_at, u_at = self._flag_at
+            term, trunc = writes[t_at][1], writes[u_at][1]
+            if type(term) is not np.ndarray or term.dtype != np.bool_ or term.ndim != 1:
+                term = self._term[where]
+            if type(trunc) is not np.ndarray or trunc.dtype != np.bool_ or trunc.ndim != 1:
+                trunc = self._trunc[where]
+            nf = self._no_flags
+            if term.tobytes() == nf and trunc.tobytes() == nf:  # no episode ends
+                if self._fresh:  # envs at the start of an episode begin it here
+                    np.copyto(self._ep_start, pos, where=self._ep_len == 0)
+                    self._fresh = False
+                self._ep_len += self._ones
+                self._ep_rew += rew
+                return pos, np.zeros(self._ep_rew.shape), np.zeros(n, np.int64), \
+                    self._ep_start.copy()
+            done = self._term[where] | self._trunc[where]
+            self._fresh = True
+            return (pos, *self._episode_stats(
+                self._env_range, pos, done, np.count_nonzero(done), rew, False))
 
-    def _is_lockstep(self) -> bool:
-        """Whether every sub-buffer has the same write position and fill (then a step of all
-        envs writes a strided slice)."""
-        return bool((self._ptr == self._ptr[0]).all() and (self._count == self._count[0]).all())
+        ptr_a, count_a = self._ptr, self._count  # current
+        self._lock = None
+        ptr = ptr_a[envs]
+        pos = self._offset[envs] + ptr
+        for arr, value in writes:
+            arr[pos] = value
+        ptr += 1
+        ptr[ptr == sub] = 0
+        ptr_a[envs] = ptr
+        count = count_a[envs]
+        grown = count < sub
+        if grown.any():
+            count_a[envs] = count + grown
+            self._size += int(np.count_nonzero(grown))
+        self._lock = self._lock_of()
+        self._fresh = True
+        done = self._term[pos] | self._trunc[pos]
+        return (pos, *self._episode_stats(envs, pos, done, np.count_nonzero(done), rew, False))
+
+    # --- episode links, derived -----------------------------------------------------------------
+
+    def _parts(self, index: Any) -> tuple[np.ndarray, np.ndarray, Any, Any]:
+        """``(slots, local slots, ptr, count)`` for ``index`` (ptr and count of each slot's
+        sub-buffer; plain ints in lockstep)."""
+        if isinstance(index, slice):
+            idx = np.arange(self.maxsize, dtype=np.int64)[index]
+        else:
+            idx = np.asarray(index)
+            if idx.dtype.kind not in "iu":
+                if idx.size:
+                    raise IndexError(f"slot indices must be integers, got dtype {idx.dtype}")
+                idx = idx.astype(np.int64)
+            idx = idx.astype(np.int64, copy=False)
+            if idx.size and (idx.min() < 0 or idx.max() >= self.maxsize):
+                if idx.min() < -self.maxsize or idx.max() >= self.maxsize:
+                    raise IndexError(
+                        f"slot index out of range for a buffer of maxsize {self.maxsize}"
+                    )
+                idx = np.where(idx < 0, idx + self.maxsize, idx)
+        sub = self.sub_size
+        env = idx // sub
+        local = idx - env * sub
+        if self._lock is not None:
+            return idx, local, self._lock[0], self._lock[1]
+        return idx, local, self._ptr_a[env], self._count_a[env]
+
+    def _done_at(self, slots: np.ndarray) -> np.ndarray:
+        return self._term[slots] | self._trunc[slots]
+
+    def prev(self, index: Any) -> np.ndarray:
+        """Slot of the previous step of the same episode; the slot itself at an episode's first
+        (stored) step."""
+        idx, local, ptr, count = self._parts(index)
+        sub = self.sub_size
+        back = idx - 1 + np.where(local == 0, sub, 0)
+        first = (local == np.where(count == sub, ptr, 0)) | (local >= count)
+        if self._data is not None:
+            first |= self._done_at(back)
+        out = np.where(first, idx, back)
+        return out[()] if out.ndim == 0 else out
+
+    def next(self, index: Any) -> np.ndarray:
+        """Slot of the next step of the same episode; the slot itself at a done step or at the
+        newest step of an episode that has not ended."""
+        idx, local, ptr, count = self._parts(index)
+        sub = self.sub_size
+        fwd = idx + 1 - np.where(local == sub - 1, sub, 0)
+        end = (local == np.where(ptr == 0, sub - 1, ptr - 1)) | (local >= count)
+        if self._data is not None:
+            end |= self._done_at(idx)
+        out = np.where(end, idx, fwd)
+        return out[()] if out.ndim == 0 else out
+
+    def _newest(self) -> np.ndarray:
+        """``[num_envs]`` newest slot of each sub-buffer (meaningless where it is empty)."""
+        ptr = self._ptr
+        return self._offset + np.where(ptr == 0, self.sub_size - 1, ptr - 1)
+
+    def unfinished_index(self) -> np.ndarray:
+        """The newest slot of every env's episode that has not ended (in env id order)."""
+        if self._data is None:
+            return np.zeros(0, dtype=np.int64)
+        newest = self._newest()[self._count > 0]
+        return newest[~self._done_at(newest)]
+
+    def truncate_unfinished(self) -> np.ndarray:
+        """Mark the newest step of every unfinished episode as truncated and end it there (e.g.
+        after loading a buffer whose envs restart); return those slots."""
+        idx = self.unfinished_index()
+        if len(idx):
+            self._data["truncated"][idx] = True  # type: ignore[index]
+            envs = idx // self.sub_size
+            self._ep_rew[envs] = 0.0
+            self._ep_len[envs] = 0
+            self._fresh = True
+        return idx
+
+    @property
+    def env_id(self) -> np.ndarray:
+        """``[maxsize]`` the env of each slot (``slot // sub_size``; computed, not stored)."""
+        dtype = np.int16 if self.num_envs <= 2**15 else np.int64
+        return np.repeat(self._env_range.astype(dtype), self.sub_size)
+
+    # --- which slots are valid ------------------------------------------------------------------
 
     def _valid_mask(self) -> np.ndarray:
-        local = self._slots - np.repeat(self._offset, self.sub_size)
-        return local < np.repeat(self._count, self.sub_size)
+        return (np.arange(self.sub_size)[None, :] < self._count[:, None]).ravel()
 
     def _valid_slots(self) -> Any:
         if self._size == self.maxsize:
@@ -294,33 +318,48 @@ class VectorReplayBuffer(ReplayBuffer):
         return np.flatnonzero(self._valid_mask())
 
     def _time_order(self) -> np.ndarray:
-        valid = self._slots if self._size == self.maxsize else np.flatnonzero(self._valid_mask())
-        return valid[np.argsort(self._stamp[valid], kind="stable")]
+        """Every valid slot: the sub-buffers in env order, each from oldest to newest."""
+        sub, count = self.sub_size, self._count
+        start = np.where(count == sub, self._ptr, 0)
+        env = np.repeat(self._env_range, count)
+        rank = np.arange(len(env)) - np.repeat(np.cumsum(count) - count, count)
+        local = start[env] + rank
+        local[local >= sub] -= sub
+        return self._offset[env] + local
 
     # --- sampling -----------------------------------------------------------------------------
 
     def sample_index(self, batch_size: int) -> np.ndarray:
         """``batch_size > 0``: that many uniformly random valid slots of all sub-buffers (with
-        replacement); ``0``: every valid slot in insertion order; ``< 0``: an empty array."""
+        replacement); ``0``: every valid slot, env by env, each env's in time order;
+        ``< 0``: an empty array."""
         if batch_size <= 0:
             return super().sample_index(batch_size)
         if self._size == 0:
             raise ValueError("cannot sample from an empty buffer; add transitions first")
         if self._size == self.maxsize:
             return self._rng.integers(self.maxsize, size=batch_size, dtype=np.int64)
+        if self._lock is not None:  # every sub-buffer holds local slots 0 .. count - 1
+            count = self._lock[1]
+            r = self._rng.integers(self._size, size=batch_size, dtype=np.int64)
+            env = r // count
+            return r + env * (self.sub_size - count)
         # the r-th valid transition, counting sub-buffer by sub-buffer
+        count = self._count_a
         r = self._rng.integers(self._size, size=batch_size, dtype=np.int64)
-        cum = np.cumsum(self._count)
+        cum = np.cumsum(count)
         env = np.searchsorted(cum, r, side="right")
-        return self._offset[env] + r - (cum[env] - self._count[env])
+        return self._offset[env] + r - (cum[env] - count[env])
 
     # --- bulk operations ------------------------------------------------------------------------
 
     def update(self, other: ReplayBuffer) -> np.ndarray:
-        """Append ``other``'s valid transitions in its time order; return the slots written.
+        """Append ``other``'s valid transitions; return the slots written.
 
-        Same meaning as :meth:`ReplayBuffer.update`: each transition lands in its env's
-        sub-buffer and continues that env's episode as if it had been added step by step.
+        Each transition lands in its env's sub-buffer and continues that env's episode exactly
+        as if it had been added step by step (in ``other``'s order for that env); running
+        episode statistics advance the same way. Only the transitions that fit stay: an env
+        with more than ``sub_size`` of them keeps its newest.
         """
         if other is self:
             raise ValueError("a buffer cannot update from itself")
@@ -330,37 +369,47 @@ class VectorReplayBuffer(ReplayBuffer):
         if len(oidx) == 0 or other._data is None:
             return np.zeros(0, dtype=np.int64)
         cols = other._raw_columns(oidx, with_obs_next=not self.ignore_obs_next)
-        envs = other._env[oidx]
+        envs = np.asarray(other.env_id)[oidx].astype(np.int64)
         if envs.max() >= self.num_envs:
             raise ValueError(
                 f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
                 f"num_envs={self.num_envs}"
             )
-        # cut the time-ordered rows into runs without a repeated env: one add() each
-        out, start, seen = [], 0, set()
-        for j, e in enumerate(envs.tolist()):
-            if e in seen:
-                out.append(self.add(_nest(cols, slice(start, j)), env_ids=envs[start:j])[0])
-                start, seen = j, set()
-            seen.add(e)
-        out.append(self.add(_nest(cols, slice(start, None)), env_ids=envs[start:])[0])
-        return np.concatenate(out)
+        return self._append(cols, envs, "the other buffer")
 
-    def reset(self, keep_statistics: bool = False) -> None:
-        super().reset(keep_statistics)
-        self._env[:] = np.repeat(self._env_range, self.sub_size)
-        self._ptr[:] = 0
-        self._count[:] = 0
-        self._clock = 0
-        self._lockstep = True
+    def _append(self, cols: dict[tuple[str, ...], np.ndarray], envs: np.ndarray,
+                what: str) -> np.ndarray:
+        if self._data is None:
+            self._allocate(cols, single=False, n=len(envs))
+        if set(cols) != {p for p, _, _ in self._leaves}:
+            raise self._key_error(set(cols), what)
+        sub = self.sub_size
+        ptr_a, count_a = self._ptr, self._count
+        self._lock = None
+        rank, per_env = _per_env_rank(envs, self.num_envs)
+        local = ptr_a[envs] + rank
+        pos = self._offset[envs] + local % sub  # as if added one by one
+        done = cols[("terminated",)] | cols[("truncated",)]
+        self._advance_episode_stats(envs, cols[("rew",)], done, pos)
+        keep = rank >= per_env[envs] - sub  # each env keeps its newest sub_size rows
+        for p, arr, _ in self._leaves:
+            arr[pos[keep]] = cols[p][keep]
+        ptr_a[:] = (ptr_a + per_env) % sub
+        count_a[:] = np.minimum(count_a + per_env, sub)
+        self._size = int(count_a.sum())
+        self._lock = self._lock_of()
+        self._fresh = True
+        return pos[keep]
+
+    def _reset_links(self) -> None:
+        self._ptr_a[:] = 0
+        self._count_a[:] = 0
+        self._lock = (0, 0)
+        self._fresh = True
 
     # --- files ----------------------------------------------------------------------------------
 
-    def _write_hdf5(self, f: Any, compression: str | None) -> None:
-        super()._write_hdf5(f, compression)
-        f.attrs["clock"] = self._clock
-
     def _read_hdf5(self, f: Any) -> None:
         super()._read_hdf5(f)
-        self._clock = int(f.attrs["clock"])
-        self._lockstep = self._is_lockstep()
+        self._lock = self._lock_of()
+        self._fresh = True
