@@ -104,7 +104,8 @@ class PrioritizedSampling:
         """Add like the underlying buffer; the new transitions get the largest priority so far."""
         out = super().add(batch, env_ids)  # type: ignore[misc]
         if len(out[0]):
-            self._tree.set(out[0], self._max_prio**self.alpha)
+            # the slots add() returns are fresh int64 arrays in range
+            self._tree._set_owned(out[0], np.array([self._max_prio**self.alpha]))
         return out
 
     def update(self, other: ReplayBuffer) -> np.ndarray:

@@ -1,15 +1,22 @@
-"""A binary segment tree holding both the sum and the minimum of its leaves.
+"""A segment tree with 8 children per node, holding both the sum and the minimum of its leaves.
 
 Prioritized replay needs three operations on ``N`` priorities, each for a whole batch at once:
 set some leaves, find the leaves where random prefix sums fall (proportional sampling), and the
-minimum priority (for importance weights). The tree is two flat arrays (sum and min) of ``2 * P``
-nodes, ``P`` the power of two at or above ``N``: node ``k`` has children ``2k`` and ``2k + 1``, the
-root is node 1 and leaf ``i`` is node ``P + i``.
+minimum priority (for importance weights). The tree keeps its levels one after another in two
+flat arrays (sum and min): level 0 holds the leaves, and node ``p`` of level ``l + 1`` sums the
+block ``[p * 8, p * 8 + 8)`` of level ``l`` (each level is padded to whole blocks; the top level is
+the root).
 
-Both batched walks (``B`` leaves up to the root after a set, ``B`` prefix sums down to a leaf) are
-``B * log2(P)`` scalar steps. With numba they run as compiled loops (about 10-20 µs for 256 walks
-in a tree of 1e5 leaves, bound by cache misses); without it, as ``log2 P`` rounds of numpy calls
-vectorised over the batch (slower, but correct and dependency-free).
+Why 8 children rather than 2: a walk from the root to a leaf touches ``log8 N`` blocks of eight
+neighbouring values (one or two cache lines each) instead of ``log2 N`` scattered ones. For 1e5
+leaves that is 6 levels instead of 17, and the tree takes 12 bytes per leaf (8 for the float64
+sums, 4 for the float32 mins, plus an eighth for the inner levels) instead of the 24 of a binary
+tree padded to a power of two.
+
+Both batched walks (``B`` leaves up to the root after a set, ``B`` prefix sums down to a leaf) run
+level by level over the whole batch, so the loads of one level overlap their cache misses. With
+numba they are compiled loops; without it, the same level-by-level rounds as numpy calls vectorised
+over the batch (slower, but correct and dependency-free).
 """
 
 from __future__ import annotations
@@ -23,73 +30,95 @@ try:  # pragma: no cover - exercised by whichever of the two is installed
 except ImportError:  # pragma: no cover
     njit = None
 
+K = 8  # children per node
 
-def _set_py(total: np.ndarray, least: np.ndarray, leaf0: int, index: np.ndarray,
+
+def _set_py(total: np.ndarray, least: np.ndarray, starts: np.ndarray, index: np.ndarray,
             value: np.ndarray) -> None:
     """Write leaves and recompute their ancestors, one level per round (numpy fallback)."""
-    node = index + leaf0
-    total[node] = value
-    least[node] = value
-    node = np.unique(node) >> 1
-    while node[0] >= 1:
-        left = node << 1
-        total[node] = total[left] + total[left + 1]
-        least[node] = np.minimum(least[left], least[left + 1])
-        node = np.unique(node >> 1)
-        if node[-1] == 0:
-            break
+    total[index] = value
+    least[index] = value
+    node = np.unique(index) // K
+    block = np.arange(K)
+    for level in range(1, len(starts)):
+        children = starts[level - 1] + node[:, None] * K + block
+        total[starts[level] + node] = total[children].sum(axis=1)
+        least[starts[level] + node] = least[children].min(axis=1)
+        node = np.unique(node // K)
 
 
-def _find_py(total: np.ndarray, leaf0: int, value: np.ndarray) -> np.ndarray:
+def _find_py(total: np.ndarray, starts: np.ndarray, value: np.ndarray) -> np.ndarray:
     """Descend from the root for every value at once (numpy fallback); never picks a zero leaf."""
-    node = np.ones(value.shape, dtype=np.int64)
-    while node[0] < leaf0:
-        node <<= 1
-        left = total[node]
-        right = value >= left
-        right &= total[node + 1] > 0  # rounding may point past the last non-empty leaf
-        value -= left * right
-        node += right
-    return node - leaf0
+    node = np.zeros(value.shape, dtype=np.int64)
+    rows = np.arange(len(value))
+    block = np.arange(K)
+    for level in range(len(starts) - 2, -1, -1):
+        sums = total[starts[level] + node[:, None] * K + block]  # [B, K]
+        cum = np.cumsum(sums, axis=1)
+        pick = np.count_nonzero(cum <= value[:, None], axis=1)  # skips empty children too
+        past = pick == K  # rounding went past the last non-empty child: take that child
+        if past.any():
+            pick[past] = K - 1 - np.argmax(sums[past][:, ::-1] > 0, axis=1)
+        before = np.where(pick > 0, cum[rows, np.maximum(pick - 1, 0)], 0.0)
+        value = np.where(past, 0.0, value - before)
+        node = node * K + pick
+    return node
 
 
 if njit is not None:
 
-    # Both walks go level by level over the whole batch (not walk by walk): the loads of one
-    # level are independent of each other, so the CPU overlaps their cache misses. In a tree of
-    # 1e5 leaves (2 MB per array) that is 2-3x faster than finishing one walk before the next.
-
     @njit(cache=True, nogil=True)
-    def _set_nb(total, least, leaf0, index, value):  # type: ignore[no-untyped-def]
+    def _set_nb(total, least, starts, index, value):  # type: ignore[no-untyped-def]
         scalar = value.shape[0] == 1
         node = np.empty(index.shape[0], dtype=np.int64)
         for j in range(index.shape[0]):
-            k = index[j] + leaf0
+            i = index[j]
             v = value[0] if scalar else value[j]
-            total[k] = v
-            least[k] = v
-            node[j] = k >> 1
-        while node[0] >= 1:  # every walk is at the same depth
+            total[i] = v
+            least[i] = v
+            node[j] = i // 8
+        for level in range(1, starts.shape[0]):  # every walk is at the same depth
+            src, dst = starts[level - 1], starts[level]
+            done = -1
             for j in range(node.shape[0]):
-                k = node[j]
-                total[k] = total[2 * k] + total[2 * k + 1]
-                least[k] = min(least[2 * k], least[2 * k + 1])
-                node[j] = k >> 1
+                p = node[j]
+                node[j] = p // 8
+                if p == done:  # the walk before recomputed this node (sampled slots come
+                    continue  # sorted, so near the root most walks share their nodes)
+                done = p
+                b = src + p * 8
+                s = total[b]
+                m = least[b]
+                for c in range(1, 8):
+                    s += total[b + c]
+                    m = min(m, least[b + c])
+                total[dst + p] = s
+                least[dst + p] = m
 
     @njit(cache=True, nogil=True)
-    def _find_nb(total, leaf0, value):  # type: ignore[no-untyped-def]
-        node = np.ones(value.shape[0], dtype=np.int64)
-        level = 1
-        while level < leaf0:
-            level <<= 1
+    def _find_nb(total, starts, value):  # type: ignore[no-untyped-def]
+        node = np.zeros(value.shape[0], dtype=np.int64)
+        for level in range(starts.shape[0] - 2, -1, -1):
+            s0 = starts[level]
             for j in range(value.shape[0]):
-                k = node[j] << 1
-                left = total[k]
-                if value[j] >= left and total[k + 1] > 0:
-                    value[j] -= left
-                    k += 1
-                node[j] = k
-        return node - leaf0
+                b = s0 + node[j] * 8
+                v = value[j]
+                pick = -1
+                last = 0
+                for c in range(8):
+                    x = total[b + c]
+                    if x > 0.0:
+                        if v < x:
+                            pick = c
+                            break
+                        v -= x
+                        last = c
+                if pick < 0:  # rounding went past the last non-empty child: take that child
+                    pick = last
+                    v = 0.0
+                value[j] = v
+                node[j] = node[j] * 8 + pick
+        return node
 
 
 class SumMinTree:
@@ -105,44 +134,42 @@ class SumMinTree:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
-        leaf0 = 1
-        while leaf0 < capacity:
-            leaf0 <<= 1
-        self._leaf0 = leaf0
-        self._sum = np.zeros(2 * leaf0)
-        self._min = np.full(2 * leaf0, np.inf, dtype=np.float32)
+        sizes, n = [], self.capacity
+        while n > 1:  # each level padded to whole blocks of K
+            padded = -(-n // K) * K
+            sizes.append(padded)
+            n = padded // K
+        sizes.append(1)  # the root
+        self._starts = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int64)
+        self._root = int(self._starts[-1])
+        self._sum = np.zeros(self._root + 1)
+        self._min = np.full(self._root + 1, np.inf, dtype=np.float32)
         self.compiled = njit is not None
 
     @property
     def leaves(self) -> np.ndarray:
         """``[capacity]`` view of the leaf values (read-only by convention: use :meth:`set`)."""
-        return self._sum[self._leaf0 : self._leaf0 + self.capacity]
+        return self._sum[: self.capacity]
 
     def total(self) -> float:
         """Sum of all leaves."""
-        return float(self._sum[1])
+        return float(self._sum[self._root])
 
     def min(self) -> float:
         """Smallest leaf that was set (+inf when none)."""
-        return float(self._min[1])
+        return float(self._min[self._root])
 
     def set(self, index: np.ndarray, value: np.ndarray | float) -> None:
         """Set leaves ``index`` to ``value`` (repeated indices: the last one wins)."""
         index = np.asarray(index, dtype=np.int64).reshape(-1)
         if len(index) == 0:
             return
+        if index.min() < 0 or index.max() >= self.capacity:
+            raise IndexError(f"leaf index out of range for a tree of capacity {self.capacity}")
         value = np.asarray(value, dtype=np.float64).reshape(-1)
         if value.shape[0] not in (1, index.shape[0]):
             raise ValueError(f"{value.shape[0]} values for {index.shape[0]} leaves")
-        if self.compiled:
-            _set_nb(self._sum, self._min, self._leaf0, index, value)
-        else:
-            if value.shape[0] == 1:
-                value = np.broadcast_to(value, index.shape)
-            if self._leaf0 == 1:
-                self._sum[1], self._min[1] = value[-1], value[-1]
-            else:
-                _set_py(self._sum, self._min, self._leaf0, index, value)
+        self._set_owned(index, value)
 
     def clear(self) -> None:
         """Reset every leaf to unset."""
@@ -151,25 +178,34 @@ class SumMinTree:
 
     def rebuild(self) -> None:
         """Recompute every inner node from the leaves."""
-        n = self._leaf0
-        while n > 1:
-            n //= 2
-            self._sum[n : 2 * n] = self._sum[2 * n : 4 * n].reshape(-1, 2).sum(axis=1)
-            self._min[n : 2 * n] = self._min[2 * n : 4 * n].reshape(-1, 2).min(axis=1)
+        s = self._starts
+        for level in range(1, len(s)):
+            below = slice(s[level - 1], s[level])
+            n = (s[level] - s[level - 1]) // K
+            self._sum[s[level] : s[level] + n] = self._sum[below].reshape(-1, K).sum(axis=1)
+            self._min[s[level] : s[level] + n] = self._min[below].reshape(-1, K).min(axis=1)
 
     def _find_owned(self, value: np.ndarray) -> np.ndarray:
         """:meth:`find_prefix_sum` for a fresh, non-negative float64 array the tree may consume
         (the sampler's own draws: no defensive copy)."""
         if self.compiled:
-            return _find_nb(self._sum, self._leaf0, value)
-        return _find_py(self._sum, self._leaf0, value)
+            return _find_nb(self._sum, self._starts, value)
+        return _find_py(self._sum, self._starts, value)
 
     def _set_owned(self, index: np.ndarray, value: np.ndarray) -> None:
-        """:meth:`set` for 1-d int64 ``index`` and float64 ``value`` of the same length."""
-        if self.compiled and len(index):
-            _set_nb(self._sum, self._min, self._leaf0, index, value)
-        else:
-            self.set(index, value)
+        """:meth:`set` for 1-d int64 ``index`` in range and float64 ``value`` of the same
+        length (or one value for all)."""
+        if not len(index):
+            return
+        if self.compiled:
+            _set_nb(self._sum, self._min, self._starts, index, value)
+            return
+        if value.shape[0] == 1:
+            value = np.broadcast_to(value, index.shape)
+        if len(index) > 1 and len(np.unique(index)) < len(index):  # the last one wins
+            last = len(index) - 1 - np.unique(index[::-1], return_index=True)[1]
+            index, value = index[last], value[last]
+        _set_py(self._sum, self._min, self._starts, index, value)
 
     def find_prefix_sum(self, value: np.ndarray) -> np.ndarray:
         """For each ``value`` in ``[0, total)`` the leaf ``i`` with
@@ -178,6 +214,4 @@ class SumMinTree:
         np.maximum(value, 0.0, out=value)
         if len(value) == 0:
             return np.zeros(0, dtype=np.int64)
-        if self.compiled:
-            return _find_nb(self._sum, self._leaf0, value)
-        return _find_py(self._sum, self._leaf0, value)
+        return self._find_owned(value)
