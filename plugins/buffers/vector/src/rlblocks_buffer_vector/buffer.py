@@ -250,12 +250,32 @@ class VectorReplayBuffer(ReplayBuffer):
             return idx, local, self._lock[0], self._lock[1]
         return idx, local, self._ptr_a[env], self._count_a[env]
 
+    def _is_plain(self, index: Any) -> bool:
+        """Whether ``index`` is a non-empty int64 array of non-negative slots and there is data
+        (the case sampling produces; ``prev`` / ``next`` then take a shorter path)."""
+        return (
+            type(index) is np.ndarray and index.dtype == np.int64 and index.ndim > 0
+            and index.size > 0 and self._data is not None and index.min() >= 0
+        )
+
     def _done_at(self, slots: np.ndarray) -> np.ndarray:
         return self._term[slots] | self._trunc[slots]
 
     def prev(self, index: Any) -> np.ndarray:
         """Slot of the previous step of the same episode; the slot itself at an episode's first
         (stored) step."""
+        if self._lock is not None and self._is_plain(index):
+            p, c = self._lock
+            sub = self.sub_size
+            local = index % sub
+            back = index - 1
+            back[local == 0] += sub
+            first = self._term.take(back)
+            first |= self._trunc.take(back)
+            first |= local == (p if c == sub else 0)
+            if c < sub:
+                first |= local >= c
+            return np.where(first, index, back)
         idx, local, ptr, count = self._parts(index)
         sub = self.sub_size
         back = idx - 1 + np.where(local == 0, sub, 0)
@@ -268,6 +288,18 @@ class VectorReplayBuffer(ReplayBuffer):
     def next(self, index: Any) -> np.ndarray:
         """Slot of the next step of the same episode; the slot itself at a done step or at the
         newest step of an episode that has not ended."""
+        if self._lock is not None and self._is_plain(index):
+            p, c = self._lock
+            sub = self.sub_size
+            local = index % sub
+            end = self._term.take(index)  # raises IndexError past the last slot
+            end |= self._trunc.take(index)
+            end |= local == (p - 1 if p else sub - 1)
+            if c < sub:
+                end |= local >= c
+            fwd = index + 1
+            fwd[local == sub - 1] -= sub
+            return np.where(end, index, fwd)
         idx, local, ptr, count = self._parts(index)
         sub = self.sub_size
         fwd = idx + 1 - np.where(local == sub - 1, sub, 0)
