@@ -250,6 +250,15 @@ def test_derived_links_match_one_base_buffer_per_env(tmp_path_factory, sub_size,
         if len(buf):
             assert np.array_equal(buf[:].obs, np.concatenate(
                 [b[:].obs for b in ref.bufs if len(b)]))
+            # later steps of the same episode: chunked scan vs walking next()
+            valid = buf.sample_index(0)
+            walked, cur = np.zeros(len(valid), np.int64), valid
+            for _ in range(buf.sub_size):
+                step_ = ref.links("next")[cur]
+                walked += step_ != cur
+                cur = step_
+            assert np.array_equal(buf._steps_after(valid, chunk=2), walked)
+            assert np.array_equal(buf._advance(valid, walked), cur)
 
 
 def test_memory_is_the_stored_data_alone() -> None:

@@ -238,6 +238,11 @@ class HERSampling:
 
         Walks ``next`` for the whole batch at once: one vectorised step per step of the longest
         remaining episode piece (``path [R, L]``, the last slot repeating once a row stops)."""
+        rng: np.random.Generator = self._rng  # type: ignore[attr-defined]
+        if isinstance(self, VectorReplayBuffer):  # episodes are runs of consecutive slots
+            after = self._steps_after(idx)
+            pick = (rng.random(len(idx)) * (after + 1)).astype(np.int64)
+            return self._advance(idx, pick)
         nxt = self.next  # type: ignore[attr-defined]
         cur = idx
         path = [cur]
@@ -249,7 +254,6 @@ class HERSampling:
             cur = step
         slots = np.stack(path, axis=1)
         after = np.count_nonzero(slots[:, 1:] != slots[:, :-1], axis=1)  # [R] later steps stored
-        rng: np.random.Generator = self._rng  # type: ignore[attr-defined]
         pick = (rng.random(len(idx)) * (after + 1)).astype(np.int64)
         return slots[np.arange(len(idx)), pick]
 

@@ -309,6 +309,36 @@ class VectorReplayBuffer(ReplayBuffer):
         out = np.where(end, idx, fwd)
         return out[()] if out.ndim == 0 else out
 
+    def _steps_after(self, index: np.ndarray, chunk: int = 32) -> np.ndarray:
+        """``[B]`` how many later steps of the same episode are stored after each slot of
+        ``index`` (int64, valid slots): ``next`` walked to the episode's end or its newest
+        step, found by scanning the done flags ``chunk`` slots at a time for all rows at once
+        (a few rounds instead of one ``next`` call per step)."""
+        sub = self.sub_size
+        local = index % sub
+        base = index - local
+        ptr = self._ptr[index // sub]
+        limit = (ptr - 1 - local) % sub  # steps until the sub-buffer's newest
+        out = limit.copy()
+        rows = np.arange(len(index))
+        ks = np.arange(chunk)
+        start = 0
+        while len(rows):
+            k = start + ks  # [chunk] offsets from each row's slot
+            slots = base[rows, None] + (local[rows, None] + k) % sub
+            flags = self._term.take(slots) | self._trunc.take(slots)
+            flags &= k <= limit[rows, None]
+            hit = flags.any(axis=1)
+            out[rows[hit]] = start + flags[hit].argmax(axis=1)
+            start += chunk
+            rows = rows[~hit & (limit[rows] >= start)]
+        return out
+
+    def _advance(self, index: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """The slot ``steps`` later in each slot's sub-buffer (no episode check)."""
+        local = index % self.sub_size
+        return index - local + (local + steps) % self.sub_size
+
     def _newest(self) -> np.ndarray:
         """``[num_envs]`` newest slot of each sub-buffer (meaningless where it is empty)."""
         ptr = self._ptr
