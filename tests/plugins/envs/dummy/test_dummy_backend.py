@@ -79,3 +79,19 @@ def test_dict_observations_are_stacked_per_key() -> None:
     assert obs["pos"].shape == (3, 2) and obs["id"].tolist() == [3, 3, 3]
     obs, *_ = envs.step(np.array([0, 1, 0]), env_ids=None)
     assert obs["pos"][:, 0].tolist() == [0.0, 1.0, 0.0]
+
+
+def test_observations_of_the_wrong_shape_are_named_not_stacked_silently() -> None:
+    class Misshaped(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,))
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(3, dtype=np.float32), {}  # the space says (2,)
+
+        def step(self, action):
+            return np.zeros(3, dtype=np.float32), 0.0, False, False, {}
+
+    envs = DummyVectorEnv([Misshaped, Misshaped])
+    with pytest.raises(ValueError, match=r"shapes \[\(3,\), \(3,\)\].*space says \(2,\)"):
+        envs.reset()

@@ -38,14 +38,21 @@ class DummyVectorEnv:
         self._obs_shape = self.observation_space.shape
         self._obs_dtype = self.observation_space.dtype
         self._all_ids = np.arange(self.num_envs)
+        self._all_list = self._all_ids.tolist()
         self._needs_reset = np.ones(self.num_envs, dtype=bool)
         self._closed = False
         self.spec = getattr(self.envs[0], "spec", None)
 
     # -- stacking -----------------------------------------------------------------------------
     def _stack(self, items: Sequence[Any]) -> Any:
-        if self._box_obs:
-            return np.stack(items).astype(self._obs_dtype, copy=False)
+        if self._box_obs:  # np.array builds [n, *shape] like np.stack, at a third of the cost
+            out = np.array(items, dtype=self._obs_dtype)
+            if out.shape[1:] != self._obs_shape:
+                raise ValueError(
+                    f"envs returned observations of shapes {[np.shape(o) for o in items]}, "
+                    f"the observation space says {self._obs_shape}"
+                )
+            return out
         out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
         return concatenate(self.observation_space, items, out)
 
@@ -93,15 +100,16 @@ class DummyVectorEnv:
         n = len(ids)
         if len(actions) != n:
             raise ValueError(f"got {len(actions)} actions for {n} envs")
-        if self._needs_reset[ids].any():
-            bad = ids[self._needs_reset[ids]].tolist()
+        waiting = self._needs_reset if ids is self._all_ids else self._needs_reset[ids]
+        if np.count_nonzero(waiting):
+            bad = ids[waiting].tolist()
             raise EnvWorkerError(
                 f"envs {bad} finished their episode or were never reset; call reset(env_ids) first"
             )
         # numpy integer actions stay numpy scalars: gymnasium 1.x's Discrete.contains checks
         # them faster than Python ints (which it range-checks through np.iinfo)
         envs = self.envs
-        id_list = ids.tolist()
+        id_list = self._all_list if ids is self._all_ids else ids.tolist()
         results: list[tuple] = []
         append = results.append
         try:
@@ -114,9 +122,8 @@ class DummyVectorEnv:
         rew = np.array(rew_list, dtype=np.float64)
         terminated = np.array(term_list, dtype=bool)
         truncated = np.array(trunc_list, dtype=bool)
-        done = terminated | truncated
-        if done.any():
-            self._needs_reset[ids[done]] = True
+        if any(term_list) or any(trunc_list):
+            self._needs_reset[ids[terminated | truncated]] = True
         return self._stack(obs_list), rew, terminated, truncated, list(infos)
 
     def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:

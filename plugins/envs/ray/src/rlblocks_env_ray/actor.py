@@ -55,7 +55,7 @@ class EnvActor:
 
     def _obs(self, obs: list[Any]) -> Any:
         # one stacked array per actor: one object to serialise instead of one per env
-        return np.stack(obs) if self._box_obs else obs
+        return np.array(obs) if self._box_obs else obs
 
     def step(self, slots: list[int] | None, actions: Any) -> Reply:
         """Step the envs ``slots`` with ``actions[k]`` for ``slots[k]``."""

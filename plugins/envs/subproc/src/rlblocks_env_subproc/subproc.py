@@ -594,7 +594,7 @@ class SubprocVectorEnv(WorkerGroups):
         obs, rew, term, trunc, infos = self._assemble_step(parts, None)
         self._in_flight[ids] = False
         done = term | trunc
-        if done.any():
+        if np.count_nonzero(done):
             self._needs_reset[ids[done]] = True
         return ids, obs, rew, term, trunc, infos
 
@@ -607,7 +607,9 @@ class SubprocVectorEnv(WorkerGroups):
         n = len(all_ids)
         if len(actions) != n:
             raise ValueError(f"got {len(actions)} actions for {n} envs")
-        if self._needs_reset[all_ids].any() or self._in_flight[all_ids].any():
+        if np.count_nonzero(self._needs_reset[all_ids]) or np.count_nonzero(
+            self._in_flight[all_ids]
+        ):
             bad = all_ids[self._needs_reset[all_ids] | self._in_flight[all_ids]].tolist()
             raise EnvWorkerError(
                 f"envs {bad} finished their episode, were never reset or have a step in flight; "
@@ -629,7 +631,7 @@ class SubprocVectorEnv(WorkerGroups):
             raise error
         obs, rew, term, trunc, infos = self._assemble_step(parts, order)
         done = term | trunc
-        if done.any():
+        if np.count_nonzero(done):
             self._needs_reset[all_ids[done]] = True
         return obs, rew, term, trunc, infos
 
