@@ -59,8 +59,9 @@ class DummyVectorEnv:
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
         if env_ids is None:
             return self._all_ids
-        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
+        ids = np.ascontiguousarray(env_ids, dtype=np.int64).reshape(-1)
+        # one comparison finds both: negative ids wrap to huge unsigned values
+        if np.count_nonzero(ids.view(np.uint64) >= self.num_envs):
             raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
         return ids
 
