@@ -763,23 +763,33 @@ class ReplayBuffer:
         return cols
 
     def update(self, other: ReplayBuffer) -> np.ndarray:
-        """Append ``other``'s valid transitions in its time order; return the slots written.
+        """Append ``other``'s valid transitions in its ``sample_index(0)`` order (time order;
+        env by env when ``other`` is a vector buffer); return the slots written.
 
         Links are rebuilt from env ids and done flags as if the transitions had been added one
         by one: a transition continues the newest step of the same env unless that step was done
         (so an unfinished episode in ``self`` continues into ``other``'s first steps of that env).
         Running episode statistics advance the same way. Keys must match; ``obs_next`` is rebuilt
         from ``other`` when ``self`` stores it and ``other`` does not. When ``other`` holds more
-        than ``maxsize`` transitions, only its newest ``maxsize`` remain.
+        than ``maxsize`` transitions, only the last ``maxsize`` of that order remain.
         """
+        rows = self._rows_of(other)
+        if rows is None:
+            return np.zeros(0, dtype=np.int64)
+        cols, envs = rows
+        return self._append(cols, envs, "the other buffer")
+
+    def _rows_of(self, other: ReplayBuffer) -> tuple[dict[Path, np.ndarray], np.ndarray] | None:
+        """``other``'s valid transitions for :meth:`update`: ``(columns, env ids)`` in its
+        ``sample_index(0)`` order, or None when it holds none. Refuses itself, objects that are
+        not buffers and env ids this buffer was not made for."""
         if other is self:
             raise ValueError("a buffer cannot update from itself")
         if not isinstance(other, ReplayBuffer):
             raise TypeError(f"update() takes a ReplayBuffer, got {type(other).__name__}")
         oidx = other.sample_index(0)
-        total = len(oidx)
-        if total == 0 or other._data is None:
-            return np.zeros(0, dtype=np.int64)
+        if len(oidx) == 0 or other._data is None:
+            return None
         cols = other._raw_columns(oidx, with_obs_next=not self.ignore_obs_next)
         envs = np.asarray(other.env_id)[oidx].astype(np.int64, copy=False)
         if envs.max() >= self.num_envs:
@@ -787,7 +797,7 @@ class ReplayBuffer:
                 f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
                 f"num_envs={self.num_envs}"
             )
-        return self._append(cols, envs, "the other buffer")
+        return cols, envs
 
     def _append(self, cols: dict[Path, np.ndarray], envs: np.ndarray, what: str) -> np.ndarray:
         """Append rows ``cols`` (``{path: [T, ...] column}``, every stored key) of envs ``envs``

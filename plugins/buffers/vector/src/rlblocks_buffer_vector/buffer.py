@@ -54,20 +54,10 @@ def add_in_runs(buf: ReplayBuffer, other: ReplayBuffer) -> np.ndarray:
     """Add ``other``'s valid transitions to ``buf`` through ``buf.add``, keeping each env's
     order: round ``k`` adds the ``k``-th transition of every env that has one (one ``add`` per
     round). Returns the slots ``add`` reported, in the order the rows were added."""
-    if other is buf:
-        raise ValueError("a buffer cannot update from itself")
-    if not isinstance(other, ReplayBuffer):
-        raise TypeError(f"update() takes a ReplayBuffer, got {type(other).__name__}")
-    oidx = other.sample_index(0)
-    if len(oidx) == 0 or other._data is None:
+    rows = buf._rows_of(other)
+    if rows is None:
         return np.zeros(0, dtype=np.int64)
-    cols = other._raw_columns(oidx, with_obs_next=not buf.ignore_obs_next)
-    envs = np.asarray(other.env_id)[oidx].astype(np.int64)
-    if envs.max() >= buf.num_envs:
-        raise ValueError(
-            f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
-            f"num_envs={buf.num_envs}"
-        )
+    cols, envs = rows
     rank, _ = _per_env_rank(envs, int(envs.max()) + 1)
     order = np.lexsort((envs, rank))  # round by round, env ids ascending inside a round
     bounds = np.flatnonzero(np.diff(rank[order])) + 1
@@ -423,20 +413,10 @@ class VectorReplayBuffer(ReplayBuffer):
         episode statistics advance the same way. Only the transitions that fit stay: an env
         with more than ``sub_size`` of them keeps its newest.
         """
-        if other is self:
-            raise ValueError("a buffer cannot update from itself")
-        if not isinstance(other, ReplayBuffer):
-            raise TypeError(f"update() takes a ReplayBuffer, got {type(other).__name__}")
-        oidx = other.sample_index(0)
-        if len(oidx) == 0 or other._data is None:
+        rows = self._rows_of(other)
+        if rows is None:
             return np.zeros(0, dtype=np.int64)
-        cols = other._raw_columns(oidx, with_obs_next=not self.ignore_obs_next)
-        envs = np.asarray(other.env_id)[oidx].astype(np.int64)
-        if envs.max() >= self.num_envs:
-            raise ValueError(
-                f"other holds env ids up to {int(envs.max())}, but this buffer was made for "
-                f"num_envs={self.num_envs}"
-            )
+        cols, envs = rows
         return self._append(cols, envs, "the other buffer")
 
     def _append(self, cols: dict[tuple[str, ...], np.ndarray], envs: np.ndarray,
