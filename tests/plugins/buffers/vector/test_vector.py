@@ -258,6 +258,7 @@ def test_derived_links_match_one_base_buffer_per_env(tmp_path_factory, sub_size,
                 walked += step_ != cur
                 cur = step_
             assert np.array_equal(buf._steps_after(valid, chunk=2), walked)
+            assert set(buf.sample_index(64).tolist()) <= set(valid.tolist())  # never empty slots
             assert np.array_equal(buf._advance(valid, walked), cur)
 
 
