@@ -279,3 +279,39 @@ def test_memory_is_the_stored_data_alone() -> None:
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert used < 10_000 * 170 + 20_000, used
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.lists(st.tuples(
+    st.sampled_from(["all", "all", "all", "some", "done", "reset", "read"]), st.integers(0, 7)),
+    min_size=1, max_size=80))
+def test_running_statistics_left_behind_by_lockstep_adds_catch_up_exactly(sub_size, ops) -> None:
+    """Lockstep adds that end no episode add their rewards to the running returns later, in
+    bulk; whatever happens in between (more adds past a full sub-buffer, an episode end, a
+    partial step, a reset that keeps statistics), the statistics must equal step-by-step ones."""
+    fast, slow = VectorReplayBuffer(3 * sub_size, 3), VectorReplayBuffer(3 * sub_size, 3)
+    slow._stat_cap = 0  # never leaves anything behind
+    rng = np.random.default_rng(sub_size)
+    for kind, salt in ops:
+        if kind == "read":
+            assert np.array_equal(fast._ep_len, slow._ep_len)
+            np.testing.assert_allclose(fast._ep_rew, slow._ep_rew)
+            continue
+        if kind == "reset":
+            fast.reset(keep_statistics=True)
+            slow.reset(keep_statistics=True)
+            continue
+        envs = np.arange(3) if kind != "some" else np.flatnonzero([salt & 1, salt & 2, 1])
+        n = len(envs)
+        term = np.zeros(n, bool)
+        if kind == "done":
+            term[salt % n] = True
+        data = {"obs": np.zeros(n), "act": np.zeros(n), "rew": rng.standard_normal(n),
+                "terminated": term, "truncated": np.zeros(n, bool), "obs_next": np.zeros(n)}
+        got = fast.add(dict(data), env_ids=envs if kind == "some" else None)
+        want = slow.add(dict(data), env_ids=envs if kind == "some" else None)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b)
+    assert np.array_equal(fast._ep_len, slow._ep_len)
+    np.testing.assert_allclose(fast._ep_rew, slow._ep_rew)
+    assert np.array_equal(fast._ep_start[fast._ep_len > 0], slow._ep_start[slow._ep_len > 0])

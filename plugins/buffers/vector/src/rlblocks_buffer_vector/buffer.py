@@ -114,6 +114,7 @@ class VectorReplayBuffer(ReplayBuffer):
         self._lock_pos: tuple[int, np.ndarray] | None = None
         self._ones = np.ones(self.num_envs, dtype=np.int64)
         self._fresh = True  # some env may be at the first step of an episode
+        self._stat_cap = min(self.sub_size - 1, 1024)
 
     @property
     def _ptr(self) -> np.ndarray:
@@ -185,9 +186,14 @@ class VectorReplayBuffer(ReplayBuffer):
                 if self._fresh:  # envs at the start of an episode begin it here
                     np.copyto(self._ep_start, pos, where=self._ep_len == 0)
                     self._fresh = False
-                self._ep_len += self._ones
-                self._ep_rew += rew
-                return pos, np.zeros(self._ep_rew.shape), np.zeros(n, np.int64), \
+                if self._stat_k < self._stat_cap:  # the statistics follow later, in bulk
+                    if self._stat_k == 0:
+                        self._stat_p0 = p
+                    self._stat_k += 1
+                else:
+                    self._ep_len += self._ones
+                    self._ep_rew += rew
+                return pos, np.zeros(self._rew_shape), np.zeros(n, np.int64), \
                     self._ep_start.copy()
             done = self._term[where] | self._trunc[where]
             self._fresh = True
@@ -212,6 +218,50 @@ class VectorReplayBuffer(ReplayBuffer):
         self._fresh = True
         done = self._term[pos] | self._trunc[pos]
         return (pos, *self._episode_stats(envs, pos, done, np.count_nonzero(done), rew, False))
+
+    # --- running episode statistics, possibly behind ------------------------------------------
+
+    # Lockstep adds that end no episode leave the running returns and lengths behind: the
+    # rewards are in storage (local slots p0 .. p0 + k - 1 of every sub-buffer; k stays below
+    # sub_size, so none is overwritten), and any read of the statistics adds them first.
+    _stat_k = 0  # lockstep steps not yet in _ep_len / _ep_rew
+    _stat_p0 = 0  # local slot of the first of them
+    _stat_cap = 0  # most steps left behind (0: none)
+
+    def _sync_stats(self) -> None:
+        k, p0 = self._stat_k, self._stat_p0
+        self._stat_k = 0
+        local = p0 + np.arange(k)
+        local[local >= self.sub_size] -= self.sub_size
+        rows = self._offset[None, :] + local[:, None]  # [k, num_envs]
+        d = self.__dict__
+        d["_ep_rew_a"] += self._data["rew"][rows].sum(axis=0)  # type: ignore[index]
+        d["_ep_len_a"] += k
+
+    @property
+    def _ep_len(self) -> np.ndarray:
+        if self._stat_k:
+            self._sync_stats()
+        return self.__dict__["_ep_len_a"]
+
+    @_ep_len.setter
+    def _ep_len(self, value: np.ndarray) -> None:
+        if self._stat_k:
+            self._sync_stats()
+        self.__dict__["_ep_len_a"] = value
+
+    @property
+    def _ep_rew(self) -> np.ndarray:
+        if self._stat_k:
+            self._sync_stats()
+        return self.__dict__["_ep_rew_a"]
+
+    @_ep_rew.setter
+    def _ep_rew(self, value: np.ndarray) -> None:
+        if self._stat_k:
+            self._sync_stats()
+        self.__dict__["_ep_rew_a"] = value
+        self._rew_shape = value.shape
 
     # --- episode links, derived -----------------------------------------------------------------
 
@@ -444,6 +494,8 @@ class VectorReplayBuffer(ReplayBuffer):
         return pos[keep]
 
     def _reset_links(self) -> None:
+        if self._stat_k:  # their rewards are about to be overwritten
+            self._sync_stats()
         self._ptr_a[:] = 0
         self._count_a[:] = 0
         self._lock = (0, 0)
