@@ -1,0 +1,175 @@
+"""The sections of a run configuration (attrs classes) and their validators.
+
+See :mod:`rlblocks.config` for how they are filled from files, flags and overrides.
+"""
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from attrs import define, field
+
+from rlblocks.plugins.spec import PluginSpec
+
+SpecLookup = Callable[[str, str], PluginSpec]
+"""``(kind, name) -> spec``, e.g. ``lambda kind, name: get_registry(kind).spec(name)``."""
+
+
+# --- validators (they run when a section is built, never in the training loop) -----------------
+
+
+def _int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], None]:
+    def check(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"must be an int >= {low}, got {value!r}")
+
+    return check
+
+
+def _optional_int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], None]:
+    check = _int_at_least(low)
+
+    def check_optional(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is not None:
+            check(inst, attribute, value)
+
+    return check_optional
+
+
+def _non_negative_number(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ValueError(f"must be a finite number >= 0, got {value!r}")
+
+
+def _non_empty_str(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string, got {value!r}")
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+# A section whose ``options`` field holds a plugin's config says which plugin kind and which of
+# its own fields names the plugin, e.g. ``("buffer", "name")``.
+_PLUGIN_FIELD = "rlblocks_plugin"
+
+
+@define(kw_only=True)
+class EnvConfig:
+    """The environments: which gymnasium env, how many copies, and the vector backend."""
+
+    id: str = field(default="CartPole-v1", validator=_non_empty_str)
+    """Gymnasium env id, passed to ``gymnasium.make``."""
+    num_envs: int = field(default=8, validator=_int_at_least(1))
+    """Parallel training envs."""
+    num_test_envs: int = field(default=8, validator=_int_at_least(1))
+    """Parallel envs used for test evaluations."""
+    backend: str = field(default="dummy", validator=_non_empty_str)
+    """Registry name of the vector-env backend (``rlblocks list env``)."""
+    make_kwargs: dict[str, Any] = field(factory=dict)
+    """Extra keyword arguments passed to ``gymnasium.make``."""
+    options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("env", "backend")})
+    """The backend's own config instance (its spec's ``config``); None when it has none."""
+
+
+@define(kw_only=True)
+class BufferConfig:
+    """The replay buffer: which plugin, its capacity, and the plugin's own options."""
+
+    name: str = field(default="replay", validator=_non_empty_str)
+    """Registry name of the buffer (``rlblocks list buffer``). A run that names none gets
+    "vector" (one sub-buffer per env) when it has several training envs and
+    rlblocks-buffer-vector is installed, else "replay"."""
+    size: int = field(default=100_000, validator=_int_at_least(1))
+    """Capacity in transitions, over all envs."""
+    options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("buffer", "name")})
+    """The buffer plugin's config instance (e.g. ``ReplayConfig``); None when it has none."""
+
+
+@define(kw_only=True)
+class TrainerConfig:
+    """The training loop: how long, how often to collect, learn, test and checkpoint."""
+
+    max_env_steps: int = field(default=1_000_000, validator=_int_at_least(1))
+    """Stop after this many env steps (summed over all training envs)."""
+    step_per_collect: int = field(default=8, validator=_int_at_least(1))
+    """Env steps collected per training collect."""
+    update_per_step: float = field(default=1.0, validator=_non_negative_number)
+    """Gradient steps per collected env step (off-policy)."""
+    batch_size: int = field(default=64, validator=_int_at_least(1))
+    """Transitions per gradient step."""
+    warmup_steps: int = field(default=0, validator=_int_at_least(0))
+    """Env steps with random actions before learning starts."""
+    test_interval: int = field(default=5_000, validator=_int_at_least(1))
+    """Env steps between test evaluations."""
+    test_episodes: int = field(default=100, validator=_int_at_least(1))
+    """Episodes per test evaluation."""
+    test_in_training: bool = True
+    """Also test as soon as the mean return of the latest 10 training episodes reaches the stop
+    reward (at most once per quarter of test_interval), so a run stops once solved instead of at
+    the next scheduled test."""
+    test_screen_episodes: int = field(default=10, validator=_int_at_least(0))
+    """With a stop reward, each test first plays this many episodes and goes on to all
+    test_episodes only if their mean reaches the stop reward (a test that cannot pass costs a
+    tenth); screened-out tests are logged as test_screen and do not count. 0 turns it off; the
+    test that ends a run is always complete."""
+    stop_reward: float | None = None
+    """Stop when the mean test return reaches this; None uses the env's registered threshold."""
+    checkpoint_interval: int = field(default=50_000, validator=_int_at_least(1))
+    """Env steps between checkpoints."""
+    repeat_per_collect: int = field(default=1, validator=_int_at_least(1))
+    """Passes over each collected batch (on-policy)."""
+    episode_per_collect: int | None = field(default=None, validator=_optional_int_at_least(1))
+    """Collect whole episodes instead of ``step_per_collect`` steps when set (on-policy)."""
+
+
+@define(kw_only=True)
+class RunConfig:
+    """Run-level settings: seed, device, loggers, where results go."""
+
+    seed: int = field(default=0, validator=_int_at_least(0))
+    """Seed of every random generator; env i gets ``seed + i``."""
+    device: str = field(default="cpu", validator=_non_empty_str)
+    """Torch device of the networks (``"cpu"``, ``"cuda"``, ``"cuda:1"``)."""
+    loggers: list[str] = field(factory=lambda: ["tensorboard", "csv"])
+    """Registry names of the loggers to attach."""
+    run_dir: str | None = None
+    """Directory for config, logs and checkpoints; None picks a fresh one under ``runs/``."""
+    progress: bool = True
+    """Show a progress bar."""
+    torch_threads: int = field(default=1, validator=_int_at_least(0))
+    """Torch intra-op threads; 1 is fastest for the small networks of most RL runs (and leaves
+    cores to the envs), 0 keeps torch's default of one per core."""
+    save_buffer: bool = True
+    """Write the replay buffer to ``buffer.h5`` at each checkpoint so a resumed run keeps it."""
+
+
+@define(kw_only=True)
+class ExperimentConfig:
+    """A whole run: the algorithm's name and config plus the env, buffer, trainer and run sections.
+
+    ``algo`` is an instance of the algorithm spec's ``config`` class (None when it has none).
+    """
+
+    algo_name: str = field(validator=_non_empty_str)
+    """Registry name of the algorithm."""
+    algo: Any
+    """The algorithm's own config instance."""
+    env: EnvConfig = field(factory=EnvConfig)
+    buffer: BufferConfig = field(factory=BufferConfig)
+    trainer: TrainerConfig = field(factory=TrainerConfig)
+    run: RunConfig = field(factory=RunConfig)
+
+
+_SECTIONS: dict[str, type] = {
+    "env": EnvConfig,
+    "buffer": BufferConfig,
+    "trainer": TrainerConfig,
+    "run": RunConfig,
+}
+_SECTION_NAMES = ("algo", *_SECTIONS)
+
+
+@define
+class _NoOptions:
+    """Stands in for the config class of a plugin that takes no options."""
