@@ -640,6 +640,47 @@ def test_memmap_storage_keeps_arrays_in_files_and_reopens_after_flush(tmp_path, 
         rlblocks.make_buffer(name, size=32, num_envs=2, storage="memmap", path=str(tmp_path))
 
 
+@pytest.mark.parametrize("name", ["replay", "vector"])
+def test_memmap_flush_interrupted_by_a_crash_leaves_the_previous_flush(tmp_path, name,
+                                                                      monkeypatch) -> None:
+    import os
+
+    import rlblocks
+
+    buf = rlblocks.make_buffer(name, size=16, num_envs=2, storage="memmap", path=str(tmp_path))
+    for t in range(5):
+        buf.add(_mm_step(t))
+    buf.flush()
+    kept = buf[:].obs.uid.tolist()
+    idx = buf.sample_index(0)
+    links = buf.prev(idx).tolist(), buf.next(idx).tolist(), buf.unfinished_index().tolist()
+    for t in range(5, 7):  # (no valid slot is overwritten: the mapped data stays as flushed)
+        buf.add(_mm_step(t))
+
+    def crash(*args, **kwargs):
+        raise OSError("power cut")
+
+    monkeypatch.setattr(os, "replace", crash)  # dies after writing the new state, before the swap
+    with pytest.raises(OSError, match="power cut"):
+        buf.flush()
+    monkeypatch.undo()
+    again = rlblocks.make_buffer(name, size=16, num_envs=2, storage="memmap", path=str(tmp_path))
+    assert len(again) == len(kept) and again[:].obs.uid.tolist() == kept
+    assert again.sample_index(0).tolist() == idx.tolist()
+    assert (again.prev(idx).tolist(), again.next(idx).tolist(),
+            again.unfinished_index().tolist()) == links
+
+
+def test_memmap_path_of_another_buffer_type_is_refused_by_name(tmp_path) -> None:
+    import rlblocks
+
+    buf = rlblocks.make_buffer("vector", size=16, num_envs=2, storage="memmap", path=str(tmp_path))
+    buf.add(_mm_step(0))
+    buf.flush()
+    with pytest.raises(ValueError, match=r"is a rlblocks_buffer_vector.*VectorReplayBuffer"):
+        rlblocks.make_buffer("replay", size=16, num_envs=2, storage="memmap", path=str(tmp_path))
+
+
 def test_memmap_storage_needs_a_path() -> None:
     with pytest.raises(ValueError, match="path"):
         ReplayBuffer(8, storage="memmap")

@@ -23,7 +23,19 @@ from rlblocks._buffer_tree import Path, Tree, _name, _tree_leaves
 
 _HDF5_FORMAT = "rlblocks.buffer"
 _HDF5_VERSION = 1
-_STATE_FILE = "buffer.json"  # memory-mapped storage: scalar state and key list
+# memory-mapped storage: the bookkeeping arrays and the scalar state, in one file replaced
+# atomically by flush() (the storage arrays are the data.*.npy files beside it)
+_STATE_FILE = "buffer.state.npz"
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a rename inside ``directory`` durable (not possible on every platform)."""
+    with suppress(OSError):
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 class BufferFiles:
@@ -83,38 +95,50 @@ class BufferFiles:
 
     def flush(self) -> None:
         """Make a memory-mapped buffer durable: write the mapped arrays out, then the
-        bookkeeping (links, pointers, episode statistics) next to them. A buffer built again
-        with the same ``path`` continues from here. Does nothing for in-memory storage."""
+        bookkeeping (pointers, episode statistics, ...) next to them in one file that replaces
+        the previous one atomically, so a crash during a flush leaves the last complete one. A
+        buffer built again with the same ``path`` continues from the last flush. (The mapped
+        arrays change in place: steps added after the last flush that overwrote old slots are
+        seen in those slots; flush as often as losing that matters.) Does nothing for in-memory
+        storage."""
         if self.storage != "memmap":
             return
         os.makedirs(self.path, exist_ok=True)
         for _, arr, _ in self._leaves:
             arr.flush()
-        for name in self._META_ARRAYS:
-            np.save(os.path.join(self.path, f"meta.{name}.npy"), getattr(self, f"_{name}"))
         state = {
             "class": f"{type(self).__module__}:{type(self).__qualname__}",
             "init_kwargs": self._init_kwargs(),
             "keys": [list(p) for p, _, _ in self._leaves],
             **self._state(),
         }
-        tmp = os.path.join(self.path, _STATE_FILE + ".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(state, fh)
+        arrays = {f"meta.{name}": getattr(self, f"_{name}") for name in self._META_ARRAYS}
+        target = os.path.join(self.path, _STATE_FILE)
+        tmp = target + ".tmp"
+        with open(tmp, "wb") as fh:
+            np.savez(fh, state=np.array(json.dumps(state)), **arrays)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, os.path.join(self.path, _STATE_FILE))
+        os.replace(tmp, target)
+        _fsync_dir(self.path)
 
     def _open_memmap(self) -> None:
-        with open(os.path.join(self.path, _STATE_FILE)) as fh:
-            state = json.load(fh)
-        if state["init_kwargs"] != self._init_kwargs():
-            raise ValueError(
-                f"the buffer in {self.path!r} was made with {state['init_kwargs']}, not "
-                f"{self._init_kwargs()}; use the same arguments, or another path for a new buffer"
-            )
-        for name in self._META_ARRAYS:
-            value = np.load(os.path.join(self.path, f"meta.{name}.npy"))
+        with np.load(os.path.join(self.path, _STATE_FILE), allow_pickle=False) as saved:
+            state = json.loads(str(saved["state"]))
+            mine = f"{type(self).__module__}:{type(self).__qualname__}"
+            if state["class"] != mine:
+                raise ValueError(
+                    f"the buffer in {self.path!r} is a {state['class']}, not a {mine}; open it "
+                    "with that buffer type, or use another path for a new buffer"
+                )
+            if state["init_kwargs"] != self._init_kwargs():
+                raise ValueError(
+                    f"the buffer in {self.path!r} was made with {state['init_kwargs']}, not "
+                    f"{self._init_kwargs()}; use the same arguments, or another path for a new "
+                    "buffer"
+                )
+            meta = {name: saved[f"meta.{name}"] for name in self._META_ARRAYS}
+        for name, value in meta.items():
             setattr(self, f"_{name}", value.astype(getattr(self, f"_{name}").dtype, copy=False))
         if state["keys"]:
             tree: Tree = {}
@@ -167,12 +191,7 @@ class BufferFiles:
             with suppress(OSError):
                 os.unlink(tmp)
             raise
-        with suppress(OSError):  # make the rename itself durable (not possible everywhere)
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        _fsync_dir(directory)
 
     def _write_hdf5(self, f: Any, compression: str | None) -> None:
         cls = type(self)
