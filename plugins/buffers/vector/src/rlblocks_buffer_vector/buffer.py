@@ -65,6 +65,43 @@ def add_in_runs(buf: ReplayBuffer, other: ReplayBuffer) -> np.ndarray:
     return np.concatenate(out)
 
 
+def _per_env_position(which: int, doc: str) -> property:
+    """``_ptr`` (which=0) or ``_count`` (1): kept current on read from the lockstep pair; setting
+    one (loading a buffer) recomputes whether the sub-buffers are in lockstep."""
+    key = ("_ptr_a", "_count_a")[which]
+
+    def get(self: VectorReplayBuffer) -> np.ndarray:
+        arr = self.__dict__[key]
+        if self._lock is not None:
+            arr.fill(self._lock[which])
+        return arr
+
+    def set(self: VectorReplayBuffer, value: np.ndarray) -> None:
+        self.__dict__[key] = np.array(value, dtype=np.int64)
+        self._lock = self._lock_of()
+
+    return property(get, set, doc=doc + " (kept current on read)")
+
+
+def _running_stat(key: str, doc: str) -> property:
+    """``_ep_len`` / ``_ep_rew``: lockstep adds may leave them behind; reading or replacing one
+    adds the pending steps first (see ``_sync_stats``)."""
+
+    def get(self: VectorReplayBuffer) -> np.ndarray:
+        if self._stat_k:
+            self._sync_stats()
+        return self.__dict__[key]
+
+    def set(self: VectorReplayBuffer, value: np.ndarray) -> None:
+        if self._stat_k:
+            self._sync_stats()
+        self.__dict__[key] = value
+        if key == "_ep_rew_a":
+            self._rew_shape = value.shape
+
+    return property(get, set, doc=doc)
+
+
 class VectorReplayBuffer(ReplayBuffer):
     """Replay buffer with one circular sub-buffer of ``size // num_envs`` slots per env.
 
@@ -116,29 +153,8 @@ class VectorReplayBuffer(ReplayBuffer):
         self._fresh = True  # some env may be at the first step of an episode
         self._stat_cap = min(self.sub_size - 1, 1024)
 
-    @property
-    def _ptr(self) -> np.ndarray:
-        """``[num_envs]`` next local slot of each sub-buffer (kept current on read)."""
-        if self._lock is not None:
-            self._ptr_a.fill(self._lock[0])
-        return self._ptr_a
-
-    @_ptr.setter
-    def _ptr(self, value: np.ndarray) -> None:
-        self._ptr_a = np.array(value, dtype=np.int64)
-        self._lock = self._lock_of()
-
-    @property
-    def _count(self) -> np.ndarray:
-        """``[num_envs]`` valid slots of each sub-buffer (kept current on read)."""
-        if self._lock is not None:
-            self._count_a.fill(self._lock[1])
-        return self._count_a
-
-    @_count.setter
-    def _count(self, value: np.ndarray) -> None:
-        self._count_a = np.array(value, dtype=np.int64)
-        self._lock = self._lock_of()
+    _ptr = _per_env_position(0, "``[num_envs]`` next local slot of each sub-buffer")
+    _count = _per_env_position(1, "``[num_envs]`` valid slots of each sub-buffer")
 
     def _lock_of(self) -> tuple[int, int] | None:
         ptr, count = self._ptr_a, self._count_a
@@ -238,30 +254,8 @@ class VectorReplayBuffer(ReplayBuffer):
         d["_ep_rew_a"] += self._data["rew"][rows].sum(axis=0)  # type: ignore[index]
         d["_ep_len_a"] += k
 
-    @property
-    def _ep_len(self) -> np.ndarray:
-        if self._stat_k:
-            self._sync_stats()
-        return self.__dict__["_ep_len_a"]
-
-    @_ep_len.setter
-    def _ep_len(self, value: np.ndarray) -> None:
-        if self._stat_k:
-            self._sync_stats()
-        self.__dict__["_ep_len_a"] = value
-
-    @property
-    def _ep_rew(self) -> np.ndarray:
-        if self._stat_k:
-            self._sync_stats()
-        return self.__dict__["_ep_rew_a"]
-
-    @_ep_rew.setter
-    def _ep_rew(self, value: np.ndarray) -> None:
-        if self._stat_k:
-            self._sync_stats()
-        self.__dict__["_ep_rew_a"] = value
-        self._rew_shape = value.shape
+    _ep_len = _running_stat("_ep_len_a", "running episode lengths per env")
+    _ep_rew = _running_stat("_ep_rew_a", "running episode returns per env")
 
     # --- episode links, derived -----------------------------------------------------------------
 

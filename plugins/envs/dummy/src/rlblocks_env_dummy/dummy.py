@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,9 +10,10 @@ import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from rlblocks.errors import EnvWorkerError
+from rlblocks.vector_env import VectorEnvBase
 
 
-class DummyVectorEnv:
+class DummyVectorEnv(VectorEnvBase):
     """Steps ``len(env_fns)`` envs one after the other in this process.
 
     Finished envs are not reset automatically: the caller resets them with ``reset(env_ids)``,
@@ -154,16 +154,3 @@ class DummyVectorEnv:
         self._closed = True
         for env in self.envs:
             env.close()
-
-    def __enter__(self) -> DummyVectorEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self.num_envs
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()

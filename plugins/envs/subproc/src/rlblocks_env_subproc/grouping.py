@@ -6,32 +6,19 @@ and ray backends (a mixin: it reads the backend's ``num_envs``, ``_workers`` wit
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import EnvWorkerError
+from rlblocks.vector_env import VectorEnvBase
 
 
-class WorkerGroups:
-    """Env-id routing and result joining for backends whose workers own contiguous env blocks,
-    and the lifecycle dunders they share (context manager, ``len``, close on collection)."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self.num_envs
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
+class WorkerGroups(VectorEnvBase):
+    """Env-id routing and result joining for backends whose workers own contiguous env blocks
+    (the lifecycle dunders come from :class:`~rlblocks.vector_env.VectorEnvBase`)."""
 
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
         """Validated env ids (None: every env, in order)."""
