@@ -107,7 +107,10 @@ class BasePolicy(nn.Module):
         """After learning: hand new priorities to buffers that take them (``update_priority``)."""
         update_priority = getattr(buffer, "update_priority", None)
         if update_priority is not None and "td_error" in batch:
-            update_priority(indices, batch.td_error)
+            td = batch.td_error
+            if isinstance(td, torch.Tensor):  # copied to the host only when a buffer wants it
+                td = td.detach().cpu().numpy()
+            update_priority(indices, td)
 
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
         """Sample, then ``process_fn -> learn -> post_process_fn``. ``sample_size=0`` uses the

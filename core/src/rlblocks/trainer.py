@@ -32,6 +32,7 @@ from attrs import define
 from rlblocks.collector import Collector, CollectStats
 from rlblocks.errors import ConfigError
 from rlblocks.protocols import Buffer
+from rlblocks.stats import StatsAccumulator
 
 #: test_in_training looks at the mean return of this many latest training episodes.
 TRAIN_RETURN_WINDOW = 10
@@ -137,7 +138,7 @@ class BaseTrainer:
             next_checkpoint_step=checkpoint_interval,
             next_log_step=log_interval,
         )
-        self._update_stats: dict[str, list[float]] = {}
+        self._update_stats = StatsAccumulator()
 
     # -- resumable state ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -244,9 +245,9 @@ class BaseTrainer:
             )
             self.hook.rlblocks_log(namespace="train", scalars=stats.as_scalars(), step=st.env_step)
 
-    def _record_update(self, stats: Mapping[str, float]) -> None:
-        for key, value in stats.items():
-            self._update_stats.setdefault(key, []).append(float(value))
+    def _record_update(self, stats: Mapping[str, Any]) -> None:
+        """Keep one gradient step's statistics (floats or 0-d tensors, read at the next log)."""
+        self._update_stats.add(stats)
 
     def _flush_update_stats(self, force: bool = False) -> None:
         st = self.state
@@ -254,9 +255,8 @@ class BaseTrainer:
             return
         while st.next_log_step <= st.env_step:
             st.next_log_step += self.log_interval
-        means = {k: float(np.mean(v)) for k, v in self._update_stats.items()}
+        means = self._update_stats.means()
         means["gradient_step"] = float(st.gradient_step)
-        self._update_stats.clear()
         self.hook.rlblocks_update_end(
             stats=means, env_step=st.env_step, gradient_step=st.gradient_step
         )

@@ -1,6 +1,15 @@
-"""Network bodies and heads shared by algorithms."""
+"""Network bodies, encoders and heads shared by algorithms."""
 
-from rlblocks.nets.encoders import FlattenEncoder, obs_to_tensor
+from rlblocks.nets.actors import DeterministicActor, SquashedGaussianActor
+from rlblocks.nets.critics import EnsembleLinear, EnsembleMLP, QEnsemble
+from rlblocks.nets.encoders import (
+    FlattenEncoder,
+    ImageEncoder,
+    ObsEncoder,
+    is_image_space,
+    make_encoder,
+    obs_to_tensor,
+)
 from rlblocks.nets.heads import Actor, Critic, orthogonal_init
 from rlblocks.nets.mlp import MLP, QNetwork, obs_dim
 
@@ -8,8 +17,17 @@ __all__ = [
     "MLP",
     "Actor",
     "Critic",
+    "DeterministicActor",
+    "EnsembleLinear",
+    "EnsembleMLP",
     "FlattenEncoder",
+    "ImageEncoder",
+    "ObsEncoder",
+    "QEnsemble",
     "QNetwork",
+    "SquashedGaussianActor",
+    "is_image_space",
+    "make_encoder",
     "obs_dim",
     "obs_to_tensor",
     "orthogonal_init",

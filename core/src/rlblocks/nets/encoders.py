@@ -1,15 +1,26 @@
-"""Observation encoders: turn what the env returns (arrays, or dicts of arrays for Dict spaces)
-into one flat float tensor ``[B, out_dim]`` that actor and critic bodies read.
+"""Observation encoders: what the env returns (an array, or a nested dict / tuple of arrays) to
+one float feature tensor ``[B, out_dim]`` that actor, critic and Q heads read.
 
-The default :class:`FlattenEncoder` flattens Box observations, one-hot encodes Discrete and
-MultiDiscrete ones, and concatenates the parts of a Dict space in the space's key order. A user
-module replaces it when observations need more (a CNN for images): any ``nn.Module`` that takes
-the observation (a tensor, or a dict of tensors for Dict spaces) and has an ``out_dim`` attribute.
+:class:`ObsEncoder` walks the observation space once, at construction, and builds one part per
+leaf:
+
+* ``Box`` — flattened; an *image* Box (2-D or 3-D ``uint8``, or any 3-D Box whose channel axis is
+  first or last with at most 4 channels and sides of at least 16) goes through a CNN instead:
+  the Nature-DQN body (Mnih et al., 2015) for sides of at least 36 pixels, a small 3x3 body
+  otherwise. ``uint8`` pixels are scaled to [0, 1]; channel-last images are moved to channel-first.
+* ``Discrete`` (with its ``start``), ``MultiDiscrete`` (with its ``start``) — one-hot.
+* ``MultiBinary`` — as floats.
+* ``Dict`` (keys in the space's order) and ``Tuple`` — their parts concatenated, to any depth.
+
+``images="flatten"`` treats images as plain Boxes; :class:`FlattenEncoder` is that encoder (no
+parameters, so its features can be computed once per update). A user module replaces the
+encoder when observations need more: any ``nn.Module`` that takes the observation (a tensor, or a
+dict / tuple of tensors) and has an ``out_dim`` attribute.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -18,67 +29,208 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["FlattenEncoder", "obs_to_tensor"]
+__all__ = [
+    "FlattenEncoder",
+    "ImageEncoder",
+    "ObsEncoder",
+    "is_image_space",
+    "make_encoder",
+    "obs_to_tensor",
+]
 
 
 def obs_to_tensor(obs: Any, device: torch.device | str = "cpu") -> Any:
-    """A numpy observation (or dict/Batch of them) as tensors: floats become float32, integers
-    stay integers (Discrete indices)."""
+    """A numpy observation (or a dict / Batch / tuple of them) as tensors: floats and booleans
+    become float32, integers stay integers (Discrete indices, uint8 pixels)."""
     if isinstance(obs, torch.Tensor):
         return obs.to(device)
     if isinstance(obs, Mapping) or hasattr(obs, "keys"):
         return {k: obs_to_tensor(obs[k], device) for k in obs.keys()}  # noqa: SIM118
+    if isinstance(obs, tuple):
+        return tuple(obs_to_tensor(o, device) for o in obs)
     arr = np.asarray(obs)
-    if arr.dtype.kind == "f":
-        return torch.as_tensor(arr, dtype=torch.float32, device=device)
-    if arr.dtype.kind == "b":
+    if arr.dtype.kind in "fb":
         return torch.as_tensor(arr, dtype=torch.float32, device=device)
     return torch.as_tensor(arr, device=device)
 
 
-def _part_dim(space: gym.Space) -> int:
-    if isinstance(space, gym.spaces.Box):
-        return int(np.prod(space.shape))
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return int(np.sum(space.nvec))
-    if isinstance(space, gym.spaces.MultiBinary):
-        return int(np.prod(space.shape))
-    raise TypeError(
-        f"the default encoder cannot flatten {type(space).__name__} observations; pass your own "
-        "encoder module (taking the observation, with an out_dim attribute)"
-    )
+def is_image_space(space: gym.Space) -> bool:
+    """Whether a Box holds images: 2-D or 3-D ``uint8``, or 3-D with at most 4 channels first or
+    last and both spatial sides >= 16."""
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) not in (2, 3):
+        return False
+    shape = space.shape
+    if space.dtype == np.uint8:
+        return min(_image_hw(shape)) >= 8
+    if len(shape) != 3:
+        return False
+    return (shape[0] <= 4 or shape[-1] <= 4) and min(_image_hw(shape)) >= 16
 
 
-class FlattenEncoder(nn.Module):
-    """Flatten Box, one-hot Discrete / MultiDiscrete, concatenate the entries of a Dict space."""
+def _channels_last(shape: tuple[int, ...]) -> bool:
+    return len(shape) == 3 and shape[-1] <= 4 < shape[0]
 
-    def __init__(self, space: gym.Space) -> None:
+
+def _image_hw(shape: tuple[int, ...]) -> tuple[int, int]:
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    return (shape[0], shape[1]) if _channels_last(shape) else (shape[1], shape[2])
+
+
+class ImageEncoder(nn.Module):
+    """A CNN over one image Box: ``[B, C, H, W]`` (or ``[B, H, W, C]``, ``[B, H, W]``) pixels to
+    ``[B, features]``. The Nature-DQN body (32x8/4, 64x4/2, 64x3/1, then a linear layer) for
+    images of at least 36x36, two 3x3 convolutions for smaller ones."""
+
+    def __init__(self, space: gym.spaces.Box, features: int = 512) -> None:
+        super().__init__()
+        shape = tuple(int(s) for s in space.shape)
+        self.channels_last = _channels_last(shape)
+        self.add_channel = len(shape) == 2
+        self.scale = 1.0 / 255.0 if space.dtype == np.uint8 else 1.0
+        h, w = _image_hw(shape)
+        c = 1 if self.add_channel else (shape[-1] if self.channels_last else shape[0])
+        if min(h, w) >= 36:
+            self.conv = nn.Sequential(
+                nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(),
+                nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+                nn.Flatten(),
+            )  # fmt: skip
+        else:
+            self.conv = nn.Sequential(
+                nn.Conv2d(c, 16, 3, stride=1), nn.ReLU(),
+                nn.Conv2d(16, 32, 3, stride=1), nn.ReLU(),
+                nn.Flatten(),
+            )  # fmt: skip
+        with torch.no_grad():
+            n_flat = int(self.conv(torch.zeros(1, c, h, w)).shape[1])
+        self.fc = nn.Sequential(nn.Linear(n_flat, features), nn.ReLU())
+        self.out_dim = features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        if self.scale != 1.0:
+            x = x * self.scale
+        if self.add_channel:
+            x = x.unsqueeze(1)
+        elif self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.fc(self.conv(x))
+
+
+class _Leaf(nn.Module):
+    """Encodes one non-container leaf space."""
+
+    def __init__(self, space: gym.Space, images: str, image_features: int) -> None:
         super().__init__()
         self.space = space
-        if isinstance(space, gym.spaces.Dict):
-            self.keys = tuple(space.spaces)
-            self.out_dim = sum(_part_dim(s) for s in space.spaces.values())
+        self.image: ImageEncoder | None = None
+        if isinstance(space, gym.spaces.Box):
+            if images == "cnn" and is_image_space(space):
+                self.image = ImageEncoder(space, image_features)
+                self.out_dim = self.image.out_dim
+            else:
+                self.out_dim = int(np.prod(space.shape))
+            self.kind = "box"
+        elif isinstance(space, gym.spaces.Discrete):
+            self.kind, self.out_dim = "discrete", int(space.n)
+            self.start = int(space.start)
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            self.kind = "multidiscrete"
+            self.nvec = [int(n) for n in np.asarray(space.nvec).reshape(-1)]
+            self.register_buffer(
+                "starts", torch.as_tensor(np.asarray(space.start).reshape(-1), dtype=torch.long)
+            )
+            self.out_dim = sum(self.nvec)
+        elif isinstance(space, gym.spaces.MultiBinary):
+            self.kind, self.out_dim = "binary", int(np.prod(space.shape))
         else:
-            self.keys = ()
-            self.out_dim = _part_dim(space)
+            raise TypeError(
+                f"no built-in encoder for {type(space).__name__} observations; pass your own "
+                "encoder module (taking the observation, with an out_dim attribute)"
+            )
 
-    @staticmethod
-    def _encode(space: gym.Space, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(space, gym.spaces.Discrete):
-            return F.one_hot((x.long() - int(space.start)).reshape(-1), int(space.n)).float()
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            idx = (x.long() - torch.as_tensor(space.start)).reshape(x.shape[0], -1)
-            parts = [
-                F.one_hot(idx[:, i], int(n)).float() for i, n in enumerate(space.nvec.reshape(-1))
-            ]
-            return torch.cat(parts, dim=1)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.image is not None:
+            return self.image(x)
+        if self.kind == "discrete":
+            return F.one_hot(x.long().reshape(-1) - self.start, self.out_dim).float()
+        if self.kind == "multidiscrete":
+            idx = x.long().reshape(x.shape[0], -1) - self.starts
+            return torch.cat(
+                [F.one_hot(idx[:, i], n).float() for i, n in enumerate(self.nvec)], dim=1
+            )
         return x.reshape(x.shape[0], -1).float()
 
+
+class ObsEncoder(nn.Module):
+    """One encoder for every gymnasium observation space (see the module docstring).
+
+    Args:
+        space: the observation space of one env.
+        images: ``"cnn"`` (default) puts image Boxes through :class:`ImageEncoder`; ``"flatten"``
+            flattens them like any Box.
+        image_features: output width of each image CNN.
+    """
+
+    def __init__(self, space: gym.Space, images: str = "cnn", image_features: int = 512) -> None:
+        super().__init__()
+        if images not in {"cnn", "flatten"}:
+            raise ValueError(f"images={images!r}; use 'cnn' or 'flatten'")
+        self.space = space
+        self.paths: list[tuple[Any, ...]] = []
+        leaves: list[_Leaf] = []
+        for path, leaf in _leaves(space):
+            self.paths.append(path)
+            leaves.append(_Leaf(leaf, images, image_features))
+        if not leaves:
+            raise TypeError(f"the observation space {space} has no entries to encode")
+        self.parts = nn.ModuleList(leaves)
+        self.out_dim = sum(p.out_dim for p in leaves)
+        self._single = self.paths == [()]
+
+    @property
+    def learnable(self) -> bool:
+        """Whether the encoder has parameters (a CNN): then it must be trained with a loss."""
+        return any(p.requires_grad for p in self.parameters())
+
     def forward(self, obs: Any) -> torch.Tensor:
-        """``obs [B, ...]`` (or a dict of them) -> ``[B, out_dim]`` float32."""
-        if self.keys:
-            sub = self.space.spaces  # type: ignore[attr-defined]
-            return torch.cat([self._encode(sub[k], obs[k]) for k in self.keys], dim=1)
-        return self._encode(self.space, obs)
+        """``obs [B, ...]`` (a tensor, or a nested dict / tuple of them) -> ``[B, out_dim]``."""
+        if self._single:
+            return self.parts[0](obs)
+        out = []
+        for path, part in zip(self.paths, self.parts):
+            x = obs
+            for key in path:
+                x = x[key]
+            out.append(part(x))
+        return torch.cat(out, dim=1)
+
+
+class FlattenEncoder(ObsEncoder):
+    """:class:`ObsEncoder` with images flattened: no parameters, any space."""
+
+    def __init__(self, space: gym.Space) -> None:
+        super().__init__(space, images="flatten")
+
+
+def make_encoder(space: gym.Space, images: str = "cnn", image_features: int = 512) -> ObsEncoder:
+    """The default encoder of ``space`` (CNNs for image Boxes unless ``images="flatten"``)."""
+    return ObsEncoder(space, images=images, image_features=image_features)
+
+
+def _leaves(space: gym.Space, prefix: tuple[Any, ...] = ()) -> Sequence[tuple[Any, gym.Space]]:
+    """``(path, leaf space)`` of a nested Dict / Tuple space; Dict keys in the space's order,
+    Tuple entries by position."""
+    if isinstance(space, gym.spaces.Dict):
+        out: list[tuple[Any, gym.Space]] = []
+        for key, sub in space.spaces.items():
+            out.extend(_leaves(sub, (*prefix, key)))
+        return out
+    if isinstance(space, gym.spaces.Tuple):
+        out = []
+        for i, sub in enumerate(space.spaces):
+            out.extend(_leaves(sub, (*prefix, i)))
+        return out
+    return [(prefix, space)]

@@ -1,0 +1,97 @@
+"""Q-function ensembles for off-policy algorithms: ``n`` independent critics evaluated in one
+batched pass (TD3 and SAC's twin critics are ``n=2``, REDQ's ensemble ``n=10``).
+
+Members share nothing but the layout of their weights: each layer is one
+:class:`EnsembleLinear` holding ``[n, in, out]`` weights, so ``n`` critics cost one batched
+matrix product per layer instead of ``n`` small ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlblocks.nets.mlp import activation_class
+
+__all__ = ["EnsembleLinear", "EnsembleMLP", "QEnsemble"]
+
+
+class EnsembleLinear(nn.Module):
+    """``n`` independent linear layers: ``x [n, B, in] -> [n, B, out]``; each member is
+    initialised as ``nn.Linear`` would be."""
+
+    def __init__(self, n: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_dim)
+        self.weight = nn.Parameter(torch.empty(n, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(n, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class EnsembleMLP(nn.Module):
+    """``n`` MLPs ``in -> hidden... -> out`` evaluated together. Input ``[B, in]`` (the same for
+    every member) or ``[n, B, in]``; output ``[n, B, out]``."""
+
+    def __init__(
+        self, n: int, in_dim: int, hidden: Sequence[int], out_dim: int, activation: str = "relu"
+    ) -> None:
+        super().__init__()
+        self.n = n
+        act = activation_class(activation)
+        layers: list[nn.Module] = []
+        last = in_dim
+        for width in hidden:
+            layers += [EnsembleLinear(n, last, width), act()]
+            last = width
+        layers.append(EnsembleLinear(n, last, out_dim))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.n, *x.shape)
+        return self.net(x)
+
+
+class QEnsemble(nn.Module):
+    """``n`` critics over an encoder's features.
+
+    With ``act_dim`` (continuous actions) ``forward(obs, act)`` returns ``Q(s, a)`` as ``[n, B]``;
+    with ``num_actions`` (discrete actions) ``forward(obs)`` returns ``Q(s, .)`` as
+    ``[n, B, num_actions]``. The encoder (one for all members) is trained by the critic loss
+    when it has parameters.
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        *,
+        act_dim: int | None = None,
+        num_actions: int | None = None,
+        hidden: Sequence[int] = (256, 256),
+        activation: str = "relu",
+        n: int = 2,
+    ) -> None:
+        super().__init__()
+        if (act_dim is None) == (num_actions is None):
+            raise ValueError("QEnsemble takes exactly one of act_dim and num_actions")
+        if n < 1:
+            raise ValueError(f"a critic ensemble needs n >= 1 members, got {n}")
+        self.encoder = encoder
+        self.n = n
+        self.continuous = act_dim is not None
+        in_dim = int(encoder.out_dim) + (act_dim or 0)
+        self.net = EnsembleMLP(n, in_dim, hidden, num_actions or 1, activation)
+
+    def forward(self, obs: Any, act: torch.Tensor | None = None) -> torch.Tensor:
+        features = self.encoder(obs)
+        if not self.continuous:
+            return self.net(features)
+        if act is None:
+            raise TypeError("a continuous-action QEnsemble needs act")
+        return self.net(torch.cat([features, act], dim=-1)).squeeze(-1)

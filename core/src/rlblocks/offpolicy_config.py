@@ -1,0 +1,64 @@
+"""Hyperparameters the off-policy actor-critic algorithms share (DDPG, TD3, SAC, REDQ).
+
+Each algorithm's config subclasses :class:`ActorCriticConfig` and adds its own fields. This module
+imports only attrs, because plugin specs import config classes while listing plugins.
+"""
+
+from __future__ import annotations
+
+from attrs import define, field, validators
+
+__all__ = ["ActorCriticConfig", "DeterministicActorCriticConfig"]
+
+_unit = [validators.ge(0.0), validators.le(1.0)]
+
+
+def _optional_positive(_inst: object, _attribute: object, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"must be > 0 or None, got {value!r}")
+
+
+def _tau(_inst: object, _attribute: object, value: float) -> None:
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"must be in (0, 1], got {value!r}")
+
+
+@define(kw_only=True)
+class ActorCriticConfig:
+    """Networks, targets and optimisation settings of the off-policy actor-critic algorithms."""
+
+    hidden_sizes: list[int] = field(factory=lambda: [256, 256])
+    """Widths of the hidden layers of the actor and of each critic."""
+    activation: str = "relu"
+    """Activation between hidden layers (relu, tanh, elu, gelu, silu)."""
+    actor_lr: float = field(default=3e-4, validator=validators.gt(0))
+    """Adam learning rate of the actor."""
+    critic_lr: float = field(default=3e-4, validator=validators.gt(0))
+    """Adam learning rate of the critics."""
+    gamma: float = field(default=0.99, validator=_unit)
+    """Discount factor."""
+    tau: float = field(default=0.005, validator=_tau)
+    """Polyak rate of the target networks: each gradient step moves them this fraction towards
+    the online networks."""
+    n_step: int = field(default=1, validator=validators.ge(1))
+    """Steps of real reward before bootstrapping the target (cut at episode ends)."""
+    max_grad_norm: float | None = field(default=None, validator=_optional_positive)
+    """Clip each network's global gradient norm to this (None: no clipping)."""
+    images: str = field(default="cnn", validator=validators.in_(["cnn", "flatten"]))
+    """Image observations: through a CNN (one per network) or flattened like any Box."""
+    action_bound_method: str = field(
+        default="clip", validator=validators.in_(["clip", "tanh", "none"])
+    )
+    """How ``map_action`` bounds actions before scaling them to the env's range. The actors end
+    in tanh already, so ``clip`` only catches exploration noise that leaves [-1, 1]."""
+
+
+@define(kw_only=True)
+class DeterministicActorCriticConfig(ActorCriticConfig):
+    """:class:`ActorCriticConfig` plus the exploration of a deterministic actor (DDPG, TD3)."""
+
+    exploration: str = field(default="gaussian", validator=validators.in_(["gaussian", "ou"]))
+    """Exploration noise added to the actor's actions while collecting: ``gaussian``
+    (independent per step) or ``ou`` (Ornstein-Uhlenbeck, correlated in time)."""
+    exploration_sigma: float = field(default=0.1, validator=validators.ge(0.0))
+    """Standard deviation of the exploration noise, in the actor's [-1, 1] units."""

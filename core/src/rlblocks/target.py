@@ -1,0 +1,65 @@
+"""Target networks: a frozen copy of a network that follows it slowly, for stable bootstrapped
+targets (DQN's hard copies every C steps; DDPG, TD3 and SAC's Polyak averaging).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+__all__ = ["TargetNetwork"]
+
+
+class TargetNetwork(nn.Module):
+    """A copy of ``online`` that :meth:`update` moves towards it.
+
+    With ``tau`` the copy moves that fraction of the way every update (Polyak averaging,
+    ``target <- (1 - tau) * target + tau * online``); with ``tau=None`` it is replaced by the
+    online weights every ``hard_update_interval`` updates. The copy never requires gradients
+    and stays in eval mode; it is a submodule, so the owner's ``state_dict`` saves it.
+    Call it like the network it copies: ``target(obs)``.
+    """
+
+    def __init__(
+        self, online: nn.Module, tau: float | None = 0.005, hard_update_interval: int = 1
+    ) -> None:
+        super().__init__()
+        if tau is not None and not 0.0 < tau <= 1.0:
+            raise ValueError(f"tau must be in (0, 1], got {tau}")
+        if tau is None and hard_update_interval < 1:
+            raise ValueError(f"hard_update_interval must be >= 1, got {hard_update_interval}")
+        self.tau = tau
+        self.hard_update_interval = hard_update_interval
+        self.net = copy.deepcopy(online)
+        self.net.requires_grad_(False)
+        self.net.eval()
+        # a plain list, not a submodule: the online network belongs to the owner
+        self._online = [online]
+        self._online_params = list(online.parameters())
+        self._params = list(self.net.parameters())
+        self._online_buffers = list(online.buffers())
+        self._buffers_copy = list(self.net.buffers())
+        self.updates = 0
+
+    def train(self, mode: bool = True) -> TargetNetwork:
+        """The copy stays in eval mode whatever its owner does."""
+        super().train(False)
+        return self
+
+    def forward(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return self.net(*args, **kwargs)
+
+    @torch.no_grad()
+    def update(self) -> None:
+        """One step towards the online network (Polyak) or a hard copy when due."""
+        self.updates += 1
+        if self.tau is not None:
+            torch._foreach_lerp_(self._params, self._online_params, self.tau)
+        elif self.updates % self.hard_update_interval == 0:
+            torch._foreach_copy_(self._params, self._online_params)
+        else:
+            return
+        if self._buffers_copy:  # normalisation statistics follow exactly
+            torch._foreach_copy_(self._buffers_copy, self._online_buffers)

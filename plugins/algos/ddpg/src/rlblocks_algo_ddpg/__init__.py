@@ -1,0 +1,1 @@
+"""DDPG for rlblocks (``rlblocks train ddpg``)."""

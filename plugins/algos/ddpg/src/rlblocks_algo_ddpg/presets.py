@@ -1,0 +1,38 @@
+"""DDPG's per-env-family defaults, applied by env id over the algorithm's own defaults in
+``_spec.py`` and under the user's config and flags. Plain dicts only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Gymnasium MuJoCo locomotion: the settings of Tianshou's MuJoCo DDPG example
+#: (examples/mujoco/mujoco_ddpg.py: Adam 1e-3 for actor and critic, batch 256, 256-256 ReLU
+#: networks, tau 0.005, Gaussian exploration 0.1, 25k random warm-up steps), which follow the
+#: "OurDDPG" baseline of Fujimoto et al. (2018).
+MUJOCO: dict[str, dict[str, Any]] = {
+    "env": {"num_envs": 1, "num_test_envs": 10},
+    "buffer": {"size": 1_000_000},
+    "trainer": {
+        "max_env_steps": 1_000_000,
+        "step_per_collect": 1,
+        "update_per_step": 1.0,
+        "batch_size": 256,
+        "warmup_steps": 25_000,
+        "test_interval": 5_000,
+        "test_episodes": 10,
+    },
+    "algo": {
+        "hidden_sizes": [256, 256],
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "tau": 0.005,
+        "gamma": 0.99,
+        "exploration_sigma": 0.1,
+    },
+}
+MUJOCO_ENVS = (
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
+)
+
+ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {f"{n}-*": MUJOCO for n in MUJOCO_ENVS}

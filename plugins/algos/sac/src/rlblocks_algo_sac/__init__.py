@@ -1,0 +1,1 @@
+"""Soft Actor-Critic for rlblocks (``rlblocks train sac``)."""

@@ -1,0 +1,135 @@
+"""SAC: off-policy maximum-entropy actor-critic (Haarnoja et al., 2018).
+
+With ``Q_1..Q_n`` the critics, ``Q'`` their Polyak-averaged targets, ``pi`` the tanh-squashed
+Gaussian actor and temperature ``alpha``, one gradient step on a batch ``(s, a, y)`` is::
+
+    y      = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) V'(s_{t+m})        (process_fn)
+    V'(s') = min_i Q'_i(s', a') - alpha * log pi(a'|s'),      a' ~ pi(.|s')           (target_value)
+    L_Q    = sum_i mean((Q_i(s, a) - y)^2)                    (weighted by PER weights)
+    L_pi   = mean(alpha * log pi(a~|s) - min_i Q_i(s, a~)),    a~ ~ pi(.|s), reparameterised
+    L_a    = -mean(log_alpha * (log pi(a~|s) + target_entropy))   (auto_alpha)
+
+then every target critic moves ``tau`` towards its critic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from rlblocks.batch import Batch
+from rlblocks.nets import QEnsemble, SquashedGaussianActor
+from rlblocks.offpolicy import OffPolicyPolicy
+from rlblocks.optim import OptimizerStep
+from rlblocks.target import TargetNetwork
+from rlblocks_algo_sac.config import SACConfig
+
+
+class SACPolicy(OffPolicyPolicy):
+    """SAC for Box actions (see :class:`SACConfig`)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: SACConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        config = config or SACConfig()
+        super().__init__(
+            observation_space,
+            action_space,
+            config,
+            device,
+            action_bound_method=config.action_bound_method,
+        )
+        if not isinstance(action_space, gym.spaces.Box):
+            raise TypeError(
+                f"SAC needs a Box action space, got {action_space}; for Discrete actions use "
+                "discrete-sac or dqn"
+            )
+        c = self.config = config
+        hidden = list(c.hidden_sizes)
+        self.actor = SquashedGaussianActor(
+            self.make_encoder(), self.act_dim, hidden, c.activation, (c.log_std_min, c.log_std_max)
+        )
+        self.critic = QEnsemble(
+            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation,
+            n=c.n_critics,
+        )  # fmt: skip
+        self.critic_target = TargetNetwork(self.critic, tau=c.tau)
+        self.log_alpha = torch.nn.Parameter(
+            torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
+        )
+        self.target_entropy = (
+            float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
+        )
+        self.to(self.device)
+        self.actor_step = self.add_optimizer(
+            "actor", OptimizerStep(self.actor, c.actor_lr, max_grad_norm=c.max_grad_norm)
+        )
+        self.critic_step = self.add_optimizer(
+            "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
+        )
+        self.alpha_step = (
+            self.add_optimizer("alpha", OptimizerStep([self.log_alpha], c.alpha_lr))
+            if c.auto_alpha
+            else None
+        )
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The current temperature (a 0-d tensor, no gradient)."""
+        return self.log_alpha.detach().exp()
+
+    # -- acting -------------------------------------------------------------------------------
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        """Sampled actions ``[B, act_dim]`` in [-1, 1]; the mean action when testing with
+        ``deterministic_eval``."""
+        greedy = not self.training and self.config.deterministic_eval
+        with torch.no_grad():
+            act, _ = self.actor(
+                self.obs_tensor(batch.obs), deterministic=greedy, with_log_prob=False
+            )
+        return Batch(act=act.cpu().numpy(), state=state)
+
+    # -- learning -----------------------------------------------------------------------------
+    def target_value(self, obs_next: Any) -> torch.Tensor:
+        act_next, logp_next = self.actor(obs_next)
+        q_next = self.critic_target(obs_next, act_next).min(dim=0).values
+        return q_next - self.alpha * logp_next
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
+        obs = self.obs_tensor(batch.obs)
+        act = self.as_tensor(batch.act)
+        weight = self.weights(batch)
+
+        # critics: regress every Q_i(s, a) on the soft TD target y
+        td = self.critic(obs, act) - batch.returns  # [n, B]
+        sq = td.pow(2) if weight is None else td.pow(2) * weight
+        critic_loss = sq.mean(dim=1).sum()
+        self.critic_step.step(critic_loss)
+
+        # actor: maximise min_i Q_i(s, a~) + alpha * entropy, a~ reparameterised
+        act_new, logp = self.actor(obs)
+        q_new = self.critic(obs, act_new).min(dim=0).values
+        actor_loss = (self.alpha * logp - q_new).mean()
+        self.actor_step.step(actor_loss)
+
+        stats: dict[str, Any] = {
+            "loss/critic": critic_loss.detach(),
+            "loss/actor": actor_loss.detach(),
+            "q": q_new.detach().mean(),
+            "entropy": -logp.detach().mean(),
+        }
+        if self.alpha_step is not None:
+            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+            self.alpha_step.step(alpha_loss)
+            stats["alpha"] = self.alpha
+
+        self.critic_target.update()
+        self.gradient_steps += 1
+        batch.td_error = td.detach().abs().mean(dim=0)
+        return stats

@@ -1,0 +1,1 @@
+"""TD3 for rlblocks (``rlblocks train td3``)."""

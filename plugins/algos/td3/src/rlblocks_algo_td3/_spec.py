@@ -1,0 +1,31 @@
+"""Entry-point spec of TD3: imports nothing heavier than attrs."""
+
+from rlblocks.plugins.spec import AlgoSpec
+from rlblocks_algo_td3.config import TD3Config
+from rlblocks_algo_td3.presets import ENV_DEFAULTS
+
+SPEC = AlgoSpec(
+    name="td3",
+    summary="TD3: twin critics, target policy smoothing, delayed actor updates, for Box actions.",
+    impl="rlblocks_algo_td3.td3:TD3Policy",
+    config=TD3Config,
+    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
+    action_spaces=("Box",),
+    training="off-policy",
+    # Pendulum-v1 and any env without a preset (see presets.py for MuJoCo)
+    defaults={
+        "env": {"id": "Pendulum-v1", "num_envs": 4, "num_test_envs": 100},
+        "buffer": {"size": 20_000},
+        "trainer": {
+            "max_env_steps": 50_000,
+            "step_per_collect": 4,
+            "update_per_step": 1.0,
+            "batch_size": 128,
+            "warmup_steps": 1_000,
+            "test_interval": 2_000,
+            "test_episodes": 100,
+        },
+        "algo": {"hidden_sizes": [64, 64], "actor_lr": 1e-3, "critic_lr": 1e-3},
+    },
+    env_defaults=ENV_DEFAULTS,
+)

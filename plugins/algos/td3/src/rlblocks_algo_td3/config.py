@@ -1,0 +1,20 @@
+"""TD3's hyperparameters, each with its default and meaning. Imports only attrs."""
+
+from __future__ import annotations
+
+from attrs import define, field, validators
+
+from rlblocks.offpolicy_config import DeterministicActorCriticConfig
+
+
+@define(kw_only=True)
+class TD3Config(DeterministicActorCriticConfig):
+    """Twin Delayed DDPG (Fujimoto et al., 2018): the deterministic actor-critic fields plus
+    target policy smoothing and delayed actor updates."""
+
+    policy_noise: float = field(default=0.2, validator=validators.ge(0.0))
+    """Standard deviation of the smoothing noise added to target actions ([-1, 1] units)."""
+    noise_clip: float = field(default=0.5, validator=validators.ge(0.0))
+    """The smoothing noise is clipped to ``[-noise_clip, noise_clip]``."""
+    policy_delay: int = field(default=2, validator=validators.ge(1))
+    """Critic steps per actor step; the target networks move on actor steps only."""

@@ -1,0 +1,41 @@
+"""TD3's per-env-family defaults, applied by env id over the algorithm's own defaults in
+``_spec.py`` and under the user's config and flags. Plain dicts only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Gymnasium MuJoCo locomotion: the TD3 paper's settings (Fujimoto et al., 2018, and the
+#: authors' published code: Adam 3e-4, batch 256, 256-256 ReLU networks, tau 0.005, exploration
+#: noise 0.1, policy noise 0.2 clipped at 0.5, policy delay 2, 25k random warm-up steps), as
+#: Tianshou's MuJoCo examples use (examples/mujoco/mujoco_td3.py).
+MUJOCO: dict[str, dict[str, Any]] = {
+    "env": {"num_envs": 1, "num_test_envs": 10},
+    "buffer": {"size": 1_000_000},
+    "trainer": {
+        "max_env_steps": 1_000_000,
+        "step_per_collect": 1,
+        "update_per_step": 1.0,
+        "batch_size": 256,
+        "warmup_steps": 25_000,
+        "test_interval": 5_000,
+        "test_episodes": 10,
+    },
+    "algo": {
+        "hidden_sizes": [256, 256],
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "tau": 0.005,
+        "gamma": 0.99,
+        "exploration_sigma": 0.1,
+        "policy_noise": 0.2,
+        "noise_clip": 0.5,
+        "policy_delay": 2,
+    },
+}
+MUJOCO_ENVS = (
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
+)
+
+ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {f"{n}-*": MUJOCO for n in MUJOCO_ENVS}

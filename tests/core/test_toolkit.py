@@ -1,0 +1,238 @@
+"""The algorithm toolkit of core: optimizer steps, target networks, statistics, noise,
+observation encoders, actors and critic ensembles."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlblocks.nets import (
+    DeterministicActor,
+    EnsembleLinear,
+    FlattenEncoder,
+    ImageEncoder,
+    ObsEncoder,
+    QEnsemble,
+    SquashedGaussianActor,
+    is_image_space,
+    obs_to_tensor,
+)
+from rlblocks.noise import GaussianNoise, OUNoise, make_noise
+from rlblocks.optim import OptimizerStep
+from rlblocks.stats import StatsAccumulator
+from rlblocks.target import TargetNetwork
+
+
+# -- optimizer step ------------------------------------------------------------------------------
+def test_optimizer_step_clips_the_global_gradient_norm() -> None:
+    w = nn.Parameter(torch.zeros(3))
+    step = OptimizerStep([w], lr=1.0, optimizer="sgd", max_grad_norm=0.5)
+    step.step((w * torch.tensor([30.0, 40.0, 0.0])).sum())  # gradient norm 50
+    torch.testing.assert_close(w.detach(), torch.tensor([-0.3, -0.4, 0.0]))
+    assert step.steps == 1
+
+
+def test_optimizer_step_zeroes_gradients_between_steps() -> None:
+    w = nn.Parameter(torch.zeros(1))
+    step = OptimizerStep([w], lr=1.0, optimizer="sgd")
+    step.step(w.sum() * 2.0)
+    step.step(w.sum() * 2.0)  # would be -6 if gradients accumulated
+    torch.testing.assert_close(w.detach(), torch.tensor([-4.0]))
+
+
+def test_optimizer_step_follows_its_schedule_and_round_trips() -> None:
+    net = nn.Linear(2, 1)
+    step = OptimizerStep(net, lr=1e-3, lr_schedule=lambda t: 1e-3 * (1 - t / 100))
+    step.set_env_step(50)
+    assert step.lr == pytest.approx(5e-4)
+    step.step(net(torch.ones(4, 2)).pow(2).mean())
+    other = OptimizerStep(nn.Linear(2, 1), lr=1.0)
+    other.load_state_dict(step.state_dict())
+    assert other.steps == 1 and other.lr == pytest.approx(5e-4)
+
+
+def test_optimizer_step_leaves_out_frozen_parameters_and_names_bad_optimizers() -> None:
+    net = nn.Linear(2, 2)
+    net.bias.requires_grad_(False)
+    assert len(OptimizerStep(net, lr=0.1).params) == 1
+    with pytest.raises(ValueError, match="unknown optimizer 'adamm'"):
+        OptimizerStep(net, lr=0.1, optimizer="adamm")
+
+
+# -- target networks -----------------------------------------------------------------------------
+def test_polyak_target_moves_tau_of_the_way() -> None:
+    online = nn.Linear(3, 2)
+    target = TargetNetwork(online, tau=0.25)
+    before = [p.clone() for p in target.parameters()]
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(1.0)
+    target.update()
+    for old, new, cur in zip(before, target.parameters(), online.parameters()):
+        torch.testing.assert_close(new, 0.75 * old + 0.25 * cur)
+    assert not any(p.requires_grad for p in target.parameters())
+
+
+def test_hard_target_copies_every_interval_only() -> None:
+    online = nn.Linear(3, 2)
+    target = TargetNetwork(online, tau=None, hard_update_interval=3)
+    with torch.no_grad():
+        online.weight.add_(1.0)
+    target.update()
+    target.update()
+    assert not torch.equal(target.net.weight, online.weight)
+    target.update()
+    assert torch.equal(target.net.weight, online.weight)
+
+
+def test_target_network_stays_in_eval_mode_and_is_saved_with_its_owner() -> None:
+    owner = nn.Module()
+    owner.net = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    owner.target = TargetNetwork(owner.net, tau=0.1)
+    owner.train()
+    assert not owner.target.training and not owner.target.net[1].training
+    assert any(k.startswith("target.") for k in owner.state_dict())
+    with pytest.raises(ValueError, match="tau"):
+        TargetNetwork(owner.net, tau=1.5)
+
+
+# -- statistics ----------------------------------------------------------------------------------
+def test_stats_accumulator_averages_tensors_and_floats_per_name() -> None:
+    acc = StatsAccumulator()
+    acc.add({"loss": torch.tensor(1.0), "q": 2.0})
+    acc.add({"loss": torch.tensor(3.0)})
+    assert acc.means() == {"loss": 2.0, "q": 2.0}
+    assert not acc and acc.means() == {}
+
+
+# -- exploration noise ---------------------------------------------------------------------------
+def test_gaussian_noise_has_the_asked_spread() -> None:
+    x = GaussianNoise(0.3)((20_000, 2), np.random.default_rng(0))
+    assert x.dtype == np.float32 and abs(x.std() - 0.3) < 0.01 and abs(x.mean()) < 0.01
+
+
+def test_ou_noise_is_correlated_in_time_and_reverts_to_its_mean() -> None:
+    noise = OUNoise(sigma=0.3, theta=0.15, dt=0.01)
+    rng = np.random.default_rng(0)
+    xs = np.stack([noise((1, 1), rng)[0, 0] for _ in range(20_000)])
+    lag1 = np.corrcoef(xs[:-1], xs[1:])[0, 1]
+    assert lag1 > 0.9  # Gaussian noise would give ~0
+    assert abs(xs[5000:].mean()) < 0.3
+    noise.reset()
+    assert noise((1, 1), rng)[0, 0] == pytest.approx(0.0, abs=0.1)
+    with pytest.raises(ValueError, match="unknown exploration noise"):
+        make_noise("pink", 0.1)
+
+
+# -- encoders ------------------------------------------------------------------------------------
+def test_discrete_observations_are_one_hot_from_their_start() -> None:
+    enc = FlattenEncoder(gym.spaces.Discrete(3, start=-1))
+    out = enc(torch.tensor([-1, 0, 1]))
+    torch.testing.assert_close(out, torch.eye(3))
+
+
+def test_nested_dict_and_tuple_observations_are_encoded_leaf_by_leaf() -> None:
+    space = gym.spaces.Dict(
+        {
+            "pos": gym.spaces.Box(-1, 1, (2,)),
+            "inner": gym.spaces.Dict(
+                {
+                    "flags": gym.spaces.MultiBinary(3),
+                    "pair": gym.spaces.Tuple(
+                        (gym.spaces.Discrete(2), gym.spaces.MultiDiscrete([2, 3], start=[1, 0]))
+                    ),
+                }
+            ),
+        }
+    )
+    enc = ObsEncoder(space)
+    assert enc.out_dim == 2 + 3 + 2 + 5 and not enc.learnable
+    obs = {
+        "pos": np.array([[0.5, -0.5]], np.float32),
+        "inner": {
+            "flags": np.array([[1, 0, 1]], np.int8),
+            "pair": (np.array([1]), np.array([[2, 1]])),
+        },
+    }
+    out = enc(obs_to_tensor(obs))
+    # gymnasium keeps Dict keys sorted: "inner" (flags, then the tuple's parts) before "pos"
+    expected = [1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0.5, -0.5]
+    torch.testing.assert_close(out, torch.tensor([expected], dtype=torch.float32))
+
+
+def test_image_boxes_get_a_cnn_and_other_boxes_do_not() -> None:
+    atari = gym.spaces.Box(0, 255, (84, 84), np.uint8)
+    stacked = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    rgb_last = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    vector = gym.spaces.Box(-1, 1, (17,))
+    assert all(is_image_space(s) for s in (atari, stacked, rgb_last))
+    assert not is_image_space(vector) and not is_image_space(gym.spaces.Box(-1, 1, (3, 2, 2)))
+    for space in (atari, stacked, rgb_last):
+        enc = ObsEncoder(space)
+        assert isinstance(enc.parts[0].image, ImageEncoder) and enc.learnable
+        x = torch.as_tensor(np.stack([space.sample() for _ in range(2)]))
+        assert enc(x).shape == (2, 512)
+    small = ObsEncoder(gym.spaces.Box(0, 255, (10, 10, 3), np.uint8))
+    assert small(torch.zeros(2, 10, 10, 3, dtype=torch.uint8)).shape == (2, 512)
+    assert FlattenEncoder(atari).out_dim == 84 * 84
+
+
+def test_unknown_leaf_spaces_get_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="no built-in encoder for Text"):
+        ObsEncoder(gym.spaces.Text(5))
+
+
+# -- actors and critics --------------------------------------------------------------------------
+def test_squashed_gaussian_log_prob_matches_torch_distributions() -> None:
+    torch.manual_seed(0)
+    enc = FlattenEncoder(gym.spaces.Box(-1, 1, (3,)))
+    actor = SquashedGaussianActor(enc, act_dim=2, hidden=(16,))
+    obs = torch.randn(64, 3)
+    torch.manual_seed(1)
+    act, logp = actor(obs)
+    mean, log_std = actor.distribution(obs)
+    dist = torch.distributions.TransformedDistribution(
+        torch.distributions.Independent(torch.distributions.Normal(mean, log_std.exp()), 1),
+        [torch.distributions.TanhTransform(cache_size=1)],
+    )
+    clipped = act.clamp(-1 + 1e-6, 1 - 1e-6)
+    torch.testing.assert_close(logp, dist.log_prob(clipped), atol=2e-3, rtol=1e-3)
+    assert act.abs().max() <= 1.0
+    greedy, _ = actor(obs, deterministic=True)
+    torch.testing.assert_close(greedy, torch.tanh(mean))
+
+
+def test_deterministic_actor_is_bounded() -> None:
+    actor = DeterministicActor(FlattenEncoder(gym.spaces.Box(-1, 1, (3,))), 2, (8,))
+    out = actor(torch.randn(10, 3) * 100)
+    assert out.shape == (10, 2) and out.abs().max() <= 1.0
+
+
+def test_ensemble_members_equal_separate_linear_layers() -> None:
+    layer = EnsembleLinear(3, 4, 5)
+    x = torch.randn(3, 7, 4)
+    out = layer(x)
+    for i in range(3):
+        torch.testing.assert_close(out[i], x[i] @ layer.weight[i] + layer.bias[i, 0])
+
+
+def test_q_ensemble_members_are_independent() -> None:
+    enc = FlattenEncoder(gym.spaces.Box(-1, 1, (3,)))
+    critic = QEnsemble(enc, act_dim=2, hidden=(8,), n=4)
+    obs, act = torch.randn(5, 3), torch.randn(5, 2)
+    q = critic(obs, act)
+    assert q.shape == (4, 5)
+    assert not torch.allclose(q[0], q[1])
+    q[2].sum().backward()
+    first = critic.net.net[0].weight.grad
+    assert first[2].abs().sum() > 0 and first[[0, 1, 3]].abs().sum() == 0
+    discrete = QEnsemble(enc, num_actions=6, hidden=(8,), n=2)
+    assert discrete(obs).shape == (2, 5, 6)
+    with pytest.raises(ValueError, match="exactly one"):
+        QEnsemble(enc, hidden=(8,))
+    assert math.isfinite(float(q.detach().mean()))

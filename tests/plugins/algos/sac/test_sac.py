@@ -1,0 +1,87 @@
+"""SAC: the entropy temperature, deterministic evaluation, and InvertedPendulum."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rlblocks
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+
+
+def random_buffer(n: int = 64) -> ReplayBuffer:
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(n)
+    for _ in range(n):
+        buf.add(
+            Batch(
+                obs=rng.uniform(-1, 1, 3).astype(np.float32),
+                act=rng.uniform(-1, 1, 2).astype(np.float32),
+                rew=float(rng.normal()),
+                terminated=False,
+                truncated=False,
+                obs_next=rng.uniform(-1, 1, 3).astype(np.float32),
+            )
+        )
+    return buf
+
+
+@pytest.mark.parametrize(("target_entropy", "direction"), [(-50.0, -1), (50.0, 1)])
+def test_auto_alpha_moves_towards_the_entropy_target(target_entropy: float, direction: int) -> None:
+    torch.manual_seed(0)
+    policy = rlblocks.make_policy("sac", OBS, ACT, target_entropy=target_entropy, alpha_lr=1e-2)
+    start = float(policy.alpha)
+    buf = random_buffer()
+    for _ in range(20):
+        policy.update(32, buf)
+    assert (float(policy.alpha) - start) * direction > 0
+
+
+def test_fixed_alpha_stays_fixed() -> None:
+    policy = rlblocks.make_policy("sac", OBS, ACT, auto_alpha=False, alpha=0.05)
+    policy.update(32, random_buffer())
+    assert float(policy.alpha) == pytest.approx(0.05)
+    assert "alpha" not in policy.optim_steps
+
+
+def test_testing_acts_with_the_mean_and_training_samples() -> None:
+    policy = rlblocks.make_policy("sac", OBS, ACT)
+    obs = Batch(obs=np.zeros((2, 3), np.float32))
+    policy.eval()
+    a, b = policy(obs).act, policy(obs).act
+    np.testing.assert_array_equal(a, b)
+    policy.train()
+    assert not np.array_equal(policy(obs).act, policy(obs).act)
+
+
+def test_target_value_is_soft_min_of_target_critics() -> None:
+    torch.manual_seed(0)
+    policy = rlblocks.make_policy("sac", OBS, ACT, alpha=0.5, auto_alpha=False)
+    obs = torch.randn(6, 3)
+    torch.manual_seed(1)
+    value = policy.target_value(obs)
+    torch.manual_seed(1)
+    act, logp = policy.actor(obs)
+    q = policy.critic_target(obs, act)
+    torch.testing.assert_close(value, torch.minimum(q[0], q[1]) - 0.5 * logp)
+
+
+@pytest.mark.slow
+def test_sac_balances_inverted_pendulum(tmp_path) -> None:
+    """InvertedPendulum-v5 to a mean return of 950 with the MuJoCo preset."""
+    result = rlblocks.train(
+        "sac",
+        env="InvertedPendulum-v5",
+        seed=0,
+        stop_reward=950,
+        loggers=[],
+        progress=False,
+        run_dir=tmp_path / "run",
+    )
+    assert result.solved, result

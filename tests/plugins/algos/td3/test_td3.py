@@ -1,0 +1,66 @@
+"""TD3: delayed actor updates and target policy smoothing."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import rlblocks
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+
+
+def random_buffer(n: int = 64) -> ReplayBuffer:
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(n)
+    for _ in range(n):
+        buf.add(
+            Batch(
+                obs=rng.uniform(-1, 1, 3).astype(np.float32),
+                act=rng.uniform(-1, 1, 2).astype(np.float32),
+                rew=float(rng.normal()),
+                terminated=False,
+                truncated=False,
+                obs_next=rng.uniform(-1, 1, 3).astype(np.float32),
+            )
+        )
+    return buf
+
+
+def test_actor_and_targets_move_only_every_policy_delay_steps() -> None:
+    policy = rlblocks.make_policy("td3", OBS, ACT, policy_delay=3)
+    buf = random_buffer()
+    actor0 = [p.clone() for p in policy.actor.parameters()]
+    target0 = [p.clone() for p in policy.critic_target.parameters()]
+    critic0 = [p.clone() for p in policy.critic.parameters()]
+    for _ in range(2):
+        policy.update(16, buf)
+    assert all(torch.equal(a, b) for a, b in zip(actor0, policy.actor.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(target0, policy.critic_target.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(critic0, policy.critic.parameters()))
+    policy.update(16, buf)
+    assert not all(torch.equal(a, b) for a, b in zip(actor0, policy.actor.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(target0, policy.critic_target.parameters()))
+
+
+def test_target_smoothing_noise_is_clipped() -> None:
+    obs = torch.randn(8, 3)
+    exact = rlblocks.make_policy("td3", OBS, ACT, policy_noise=5.0, noise_clip=0.0)
+    act = exact.actor_target(obs)
+    expected = exact.critic_target(obs, act).min(dim=0).values
+    torch.testing.assert_close(exact.target_value(obs), expected)
+    noisy = rlblocks.make_policy("td3", OBS, ACT, policy_noise=5.0, noise_clip=0.3)
+    noisy.load_state_dict(exact.state_dict())
+    assert not torch.allclose(noisy.target_value(obs), expected)
+
+
+def test_exploration_noise_is_added_to_the_actor_output() -> None:
+    policy = rlblocks.make_policy("td3", OBS, ACT, exploration_sigma=0.2)
+    policy.seed(0)
+    act = np.zeros((20_000, 2), np.float32)
+    noisy = policy.exploration_noise(act, Batch())
+    assert abs(noisy.std() - 0.2) < 0.01
