@@ -251,7 +251,7 @@ def trial_sb3(algo: str, seed: int, cap: float, eval_freq: int) -> dict[str, Any
         "seconds": seconds,
         "env_steps": int(model.num_timesteps),
         "best_test_return": _finite(best),
-        "n_evals": len(eval_cb.evaluations_timesteps),
+        "n_evals": eval_cb.n_calls // eval_freq,  # evaluations_timesteps needs a log_path
         "stop_reason": "cap" if cap_cb.capped else ("solved" if best >= THRESHOLD else "budget"),
     }
 

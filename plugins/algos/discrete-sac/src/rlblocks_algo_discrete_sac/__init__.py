@@ -1,0 +1,1 @@
+"""Discrete SAC for rlblocks (``rlblocks train discrete-sac``)."""

@@ -1,0 +1,143 @@
+"""Discrete SAC (Christodoulou, 2019, "Soft Actor-Critic for Discrete Action Settings").
+
+With ``pi(.|s)`` a categorical over ``A`` actions and critics ``Q_i(s, .)`` giving one value per
+action, every expectation over actions is an exact sum::
+
+    y      = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) V'(s_{t+m})      (process_fn)
+    V'(s') = sum_a pi(a|s') (min_i Q'_i(s', a) - alpha * log pi(a|s'))
+    L_Q    = sum_i mean((Q_i(s, a_t) - y)^2)
+    L_pi   = mean(sum_a pi(a|s) (alpha * log pi(a|s) - min_i Q_i(s, a)))
+    L_a    = mean(log_alpha * (H(pi(.|s)) - target_entropy))                   (auto_alpha)
+
+with ``target_entropy = target_entropy_ratio * log(A)``; targets move ``tau`` every step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlblocks.batch import Batch
+from rlblocks.distributions import Categorical
+from rlblocks.nets import MLP, QEnsemble
+from rlblocks.offpolicy import OffPolicyPolicy
+from rlblocks.optim import OptimizerStep
+from rlblocks.target import TargetNetwork
+from rlblocks_algo_discrete_sac.config import DiscreteSACConfig
+
+
+class CategoricalActor(nn.Module):
+    """``obs -> logits [B, A]`` over an encoder."""
+
+    def __init__(self, encoder: nn.Module, num_actions: int, hidden: list[int], act: str) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.net = MLP(int(encoder.out_dim), hidden, num_actions, activation=act)
+
+    def forward(self, obs: Any) -> Categorical:
+        return Categorical(self.net(self.encoder(obs)))
+
+
+class DiscreteSACPolicy(OffPolicyPolicy):
+    """SAC for Discrete actions (see :class:`DiscreteSACConfig`)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: DiscreteSACConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        config = config or DiscreteSACConfig()
+        super().__init__(observation_space, action_space, config, device)
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise TypeError(
+                f"discrete-sac needs a Discrete action space, got {action_space}; for Box "
+                "actions use sac"
+            )
+        c = self.config = config
+        self.num_actions = int(action_space.n)
+        self.action_start = int(action_space.start)
+        hidden = list(c.hidden_sizes)
+        self.actor = CategoricalActor(self.make_encoder(), self.num_actions, hidden, c.activation)
+        self.critic = QEnsemble(
+            self.make_encoder(), num_actions=self.num_actions, hidden=hidden,
+            activation=c.activation, n=c.n_critics,
+        )  # fmt: skip
+        self.critic_target = TargetNetwork(self.critic, tau=c.tau)
+        self.log_alpha = nn.Parameter(
+            torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
+        )
+        self.target_entropy = c.target_entropy_ratio * math.log(self.num_actions)
+        self.to(self.device)
+        self.actor_step = self.add_optimizer(
+            "actor", OptimizerStep(self.actor, c.actor_lr, max_grad_norm=c.max_grad_norm)
+        )
+        self.critic_step = self.add_optimizer(
+            "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
+        )
+        self.alpha_step = (
+            self.add_optimizer("alpha", OptimizerStep([self.log_alpha], c.alpha_lr))
+            if c.auto_alpha
+            else None
+        )
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The current temperature (a 0-d tensor, no gradient)."""
+        return self.log_alpha.detach().exp()
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        """Sampled actions ``[B]`` (env units, from the space's ``start``); the most likely
+        action when testing with ``deterministic_eval``."""
+        with torch.no_grad():
+            dist = self.actor(self.obs_tensor(batch.obs))
+            greedy = not self.training and self.config.deterministic_eval
+            act = dist.mode() if greedy else dist.sample()
+        return Batch(act=act.cpu().numpy() + self.action_start, state=state)
+
+    def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
+        return act
+
+    def target_value(self, obs_next: Any) -> torch.Tensor:
+        dist = self.actor(obs_next)
+        q_next = self.critic_target(obs_next).min(dim=0).values  # [B, A]
+        return (dist.probs * (q_next - self.alpha * dist.logits)).sum(dim=-1)
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
+        obs = self.obs_tensor(batch.obs)
+        act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device) - self.action_start
+        weight = self.weights(batch)
+
+        q_all = self.critic(obs)  # [n, B, A]
+        q_taken = q_all.gather(2, act.view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(2)
+        td = q_taken - batch.returns
+        sq = td.pow(2) if weight is None else td.pow(2) * weight
+        critic_loss = sq.mean(dim=1).sum()
+        self.critic_step.step(critic_loss)
+
+        dist = self.actor(obs)
+        q_min = q_all.detach().min(dim=0).values
+        actor_loss = (dist.probs * (self.alpha * dist.logits - q_min)).sum(dim=-1).mean()
+        self.actor_step.step(actor_loss)
+        entropy = dist.entropy().detach()
+
+        stats: dict[str, Any] = {
+            "loss/critic": critic_loss.detach(),
+            "loss/actor": actor_loss.detach(),
+            "entropy": entropy.mean(),
+        }
+        if self.alpha_step is not None:
+            alpha_loss = (self.log_alpha * (entropy - self.target_entropy)).mean()
+            self.alpha_step.step(alpha_loss)
+            stats["alpha"] = self.alpha
+
+        self.critic_target.update()
+        self.gradient_steps += 1
+        batch.td_error = td.detach().abs().mean(dim=0)
+        return stats

@@ -1,0 +1,1 @@
+"""REDQ for rlblocks (``rlblocks train redq``)."""

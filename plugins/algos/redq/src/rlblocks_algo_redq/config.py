@@ -1,0 +1,42 @@
+"""REDQ's hyperparameters, each with its default and meaning. Imports only attrs."""
+
+from __future__ import annotations
+
+from attrs import define, field, validators
+
+from rlblocks.offpolicy_config import ActorCriticConfig
+
+
+@define(kw_only=True)
+class REDQConfig(ActorCriticConfig):
+    """Randomized Ensembled Double Q-learning (Chen et al., 2021): SAC's actor and temperature
+    with a large critic ensemble, a random subset of which forms each target. The
+    update-to-data ratio is the trainer's ``update_per_step`` (the paper's G = 20)."""
+
+    ensemble_size: int = field(default=10, validator=validators.ge(1))
+    """Critics in the ensemble (the paper's N)."""
+    subset_size: int = field(default=2, validator=validators.ge(1))
+    """Target critics drawn at random for each target's minimum (the paper's M)."""
+    actor_delay: int = field(default=20, validator=validators.ge(1))
+    """Critic steps per actor and temperature step (the paper updates the actor once per G)."""
+    alpha: float = field(default=0.2, validator=validators.gt(0))
+    """Entropy temperature; the starting value when ``auto_alpha`` tunes it."""
+    auto_alpha: bool = True
+    """Tune the temperature so the policy's entropy tracks ``target_entropy``."""
+    target_entropy: float | None = None
+    """Entropy target of the automatic tuning; None means ``-act_dim``."""
+    alpha_lr: float = field(default=3e-4, validator=validators.gt(0))
+    """Adam learning rate of ``log(alpha)``."""
+    log_std_min: float = -20.0
+    """Lower clamp of the actor's log standard deviation."""
+    log_std_max: float = 2.0
+    """Upper clamp of the actor's log standard deviation."""
+    deterministic_eval: bool = True
+    """Test with the mean action instead of a sample."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.subset_size > self.ensemble_size:
+            raise ValueError(
+                f"subset_size={self.subset_size} exceeds ensemble_size={self.ensemble_size}; "
+                "the target's subset is drawn from the ensemble"
+            )

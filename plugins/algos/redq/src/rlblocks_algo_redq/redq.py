@@ -1,0 +1,125 @@
+"""REDQ: Randomized Ensembled Double Q-learning (Chen et al., 2021).
+
+SAC with ``N`` critics and a high update-to-data ratio ``G`` (the trainer's ``update_per_step``).
+Each gradient step draws a random subset ``M`` of the ``N`` target critics::
+
+    y      = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) V'(s_{t+m})      (process_fn)
+    V'(s') = min_{i in M} Q'_i(s', a') - alpha * log pi(a'|s'),   a' ~ pi(.|s')
+    L_Q    = sum_{i<N} mean((Q_i(s, a) - y)^2)
+    every actor_delay steps:
+      L_pi = mean(alpha * log pi(a~|s) - mean_{i<N} Q_i(s, a~))      (the ensemble mean)
+      L_a  = -mean(log_alpha * (log pi(a~|s) + target_entropy))
+    then every target critic moves tau towards its critic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from rlblocks.batch import Batch
+from rlblocks.nets import QEnsemble, SquashedGaussianActor
+from rlblocks.offpolicy import OffPolicyPolicy
+from rlblocks.optim import OptimizerStep
+from rlblocks.target import TargetNetwork
+from rlblocks_algo_redq.config import REDQConfig
+
+
+class REDQPolicy(OffPolicyPolicy):
+    """REDQ for Box actions (see :class:`REDQConfig`)."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: REDQConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        config = config or REDQConfig()
+        super().__init__(
+            observation_space, action_space, config, device,
+            action_bound_method=config.action_bound_method,
+        )  # fmt: skip
+        if not isinstance(action_space, gym.spaces.Box):
+            raise TypeError(f"REDQ needs a Box action space, got {action_space}")
+        c = self.config = config
+        hidden = list(c.hidden_sizes)
+        self.actor = SquashedGaussianActor(
+            self.make_encoder(), self.act_dim, hidden, c.activation, (c.log_std_min, c.log_std_max)
+        )
+        self.critic = QEnsemble(
+            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation,
+            n=c.ensemble_size,
+        )  # fmt: skip
+        self.critic_target = TargetNetwork(self.critic, tau=c.tau)
+        self.log_alpha = torch.nn.Parameter(
+            torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
+        )
+        self.target_entropy = (
+            float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
+        )
+        self.to(self.device)
+        self.actor_step = self.add_optimizer(
+            "actor", OptimizerStep(self.actor, c.actor_lr, max_grad_norm=c.max_grad_norm)
+        )
+        self.critic_step = self.add_optimizer(
+            "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
+        )
+        self.alpha_step = (
+            self.add_optimizer("alpha", OptimizerStep([self.log_alpha], c.alpha_lr))
+            if c.auto_alpha
+            else None
+        )
+        self._actor_stats: dict[str, Any] = {}
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        """The current temperature (a 0-d tensor, no gradient)."""
+        return self.log_alpha.detach().exp()
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        """Sampled actions in [-1, 1]; the mean action when testing with ``deterministic_eval``."""
+        greedy = not self.training and self.config.deterministic_eval
+        with torch.no_grad():
+            act, _ = self.actor(
+                self.obs_tensor(batch.obs), deterministic=greedy, with_log_prob=False
+            )
+        return Batch(act=act.cpu().numpy(), state=state)
+
+    def target_value(self, obs_next: Any) -> torch.Tensor:
+        act_next, logp_next = self.actor(obs_next)
+        q_next = self.critic_target(obs_next, act_next)  # [N, B]
+        subset = torch.randperm(self.config.ensemble_size, device=q_next.device)
+        q_min = q_next[subset[: self.config.subset_size]].min(dim=0).values
+        return q_min - self.alpha * logp_next
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
+        obs = self.obs_tensor(batch.obs)
+        act = self.as_tensor(batch.act)
+        weight = self.weights(batch)
+
+        td = self.critic(obs, act) - batch.returns  # [N, B]
+        sq = td.pow(2) if weight is None else td.pow(2) * weight
+        critic_loss = sq.mean(dim=1).sum()
+        self.critic_step.step(critic_loss)
+        self.gradient_steps += 1
+
+        if self.gradient_steps % self.config.actor_delay == 0:
+            act_new, logp = self.actor(obs)
+            q_new = self.critic(obs, act_new).mean(dim=0)
+            actor_loss = (self.alpha * logp - q_new).mean()
+            self.actor_step.step(actor_loss)
+            self._actor_stats = {
+                "loss/actor": actor_loss.detach(),
+                "entropy": -logp.detach().mean(),
+            }
+            if self.alpha_step is not None:
+                alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+                self.alpha_step.step(alpha_loss)
+                self._actor_stats["alpha"] = self.alpha
+
+        self.critic_target.update()
+        batch.td_error = td.detach().abs().mean(dim=0)
+        return {"loss/critic": critic_loss.detach(), **self._actor_stats}

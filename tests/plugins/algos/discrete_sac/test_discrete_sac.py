@@ -1,0 +1,65 @@
+"""Discrete SAC: exact soft targets over actions, Discrete.start, and CartPole from scratch."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rlblocks
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+
+
+def test_target_is_the_policy_weighted_soft_value() -> None:
+    policy = rlblocks.make_policy("discrete-sac", OBS, gym.spaces.Discrete(3), alpha=0.2)
+    obs = torch.randn(5, 3)
+    dist = policy.actor(obs)
+    q = policy.critic_target(obs).min(dim=0).values
+    expected = (dist.probs * (q - 0.2 * dist.logits)).sum(-1)
+    torch.testing.assert_close(policy.target_value(obs), expected)
+
+
+def test_actions_follow_the_spaces_start() -> None:
+    space = gym.spaces.Discrete(3, start=5)
+    policy = rlblocks.make_policy("discrete-sac", OBS, space)
+    act = policy(Batch(obs=np.zeros((50, 3), np.float32))).act
+    assert set(act.tolist()) <= {5, 6, 7}
+    buf = ReplayBuffer(16)
+    for a in (5, 6, 7, 5):
+        buf.add(
+            Batch(obs=np.zeros(3, np.float32), act=a, rew=1.0, terminated=False, truncated=False,
+                  obs_next=np.zeros(3, np.float32))
+        )  # fmt: skip
+    assert np.isfinite(float(policy.update(4, buf)["loss/critic"]))
+
+
+def test_auto_alpha_falls_when_entropy_is_above_target() -> None:
+    policy = rlblocks.make_policy(
+        "discrete-sac", OBS, gym.spaces.Discrete(4), auto_alpha=True, target_entropy_ratio=0.1,
+        alpha_lr=1e-2,
+    )  # fmt: skip
+    buf = ReplayBuffer(32)
+    rng = np.random.default_rng(0)
+    for _ in range(32):
+        buf.add(
+            Batch(obs=rng.uniform(-1, 1, 3).astype(np.float32), act=int(rng.integers(4)),
+                  rew=0.0, terminated=False, truncated=False,
+                  obs_next=rng.uniform(-1, 1, 3).astype(np.float32))
+        )  # fmt: skip
+    start = float(policy.alpha)
+    for _ in range(10):
+        policy.update(16, buf)
+    assert float(policy.alpha) < start  # a near-uniform policy is far above 10% of max entropy
+
+
+@pytest.mark.slow
+def test_discrete_sac_solves_cartpole_with_default_settings(tmp_path) -> None:
+    result = rlblocks.train(
+        "discrete-sac", seed=0, loggers=[], progress=False, run_dir=tmp_path / "run"
+    )
+    assert result.solved, result
+    assert result.best_test_return >= 475.0
