@@ -128,11 +128,24 @@ def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
     assert first.env_steps < 800 <= second.env_steps
 
 
-def test_unknown_algo_names_installed_ones_and_package(tmp_path: Path) -> None:
+def test_unknown_algo_names_installed_ones_and_package(tmp_path: Path, monkeypatch) -> None:
+    from rlblocks.plugins import registry as registry_module
+
+    # a first-party package that is not installed here
+    first_party = registry_module.FIRST_PARTY["algo"] | {"zz_missing"}
+    monkeypatch.setitem(registry_module.FIRST_PARTY, "algo", first_party)
     with pytest.raises(UnknownComponentError) as info:
-        rlblocks.train("sac", progress=False, run_dir=tmp_path)
+        rlblocks.train("zz_missing", progress=False, run_dir=tmp_path)
     message = str(info.value)
-    assert "dqn" in message and "pip install rlblocks-algo-sac" in message
+    assert "dqn" in message and "pip install rlblocks-algo-zz-missing" in message
+
+
+def test_unknown_name_gets_no_install_hint_for_a_package_that_does_not_exist(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(UnknownComponentError) as info:
+        rlblocks.train("c51", progress=False, run_dir=tmp_path)
+    assert "pip install" not in str(info.value)
 
 
 def test_config_typo_names_field_path(tmp_path: Path) -> None:

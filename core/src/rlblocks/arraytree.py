@@ -30,3 +30,25 @@ def put_rows(tree: Any, rows: Any, value: Any) -> None:
             put_rows(sub, rows, v)
     else:
         tree[rows] = value
+
+
+def tuples_as_dicts(tree: Any) -> Any:
+    """The same tree with every tuple replaced by a dict keyed ``"0"``, ``"1"``, ... (Batch and the
+    buffers store nests of dicts; a tuple would become one object array). Encoders read entry
+    ``i`` of a Tuple observation space as key ``str(i)``."""
+    if isinstance(tree, tuple):
+        return {str(i): tuples_as_dicts(v) for i, v in enumerate(tree)}
+    if isinstance(tree, dict):
+        return {k: tuples_as_dicts(v) for k, v in tree.items()}
+    return tree
+
+
+def space_has_tuple(space: Any) -> bool:
+    """Whether a gymnasium space holds a Tuple anywhere (checked once, by a new collector)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Tuple):
+        return True
+    if isinstance(space, gym.spaces.Dict):
+        return any(space_has_tuple(s) for s in space.spaces.values())
+    return False

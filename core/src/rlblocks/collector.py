@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from attrs import define, field
 
-from rlblocks.arraytree import put_rows, take_rows
+from rlblocks.arraytree import put_rows, space_has_tuple, take_rows, tuples_as_dicts
 from rlblocks.batch import Batch
 from rlblocks.protocols import Buffer, VectorEnv
 from rlblocks.views import ActingViews
@@ -126,7 +126,8 @@ class Collector:
         seed: int | None = None,
     ) -> None:
         self.policy = policy
-        self.envs = envs
+        # Tuple observations travel as dicts keyed "0", "1", ... (Batch turns tuples into arrays)
+        self.envs = TupleObsAsDict(envs) if space_has_tuple(envs.observation_space) else envs
         self.buffer = buffer
         self.exploration = exploration
         self.num_envs = envs.num_envs
@@ -319,6 +320,29 @@ class Collector:
 
 
 # -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------
+class TupleObsAsDict:
+    """A vector env whose Tuple observations come back as dicts keyed ``"0"``, ``"1"``, ...;
+    everything else is the wrapped env's."""
+
+    def __init__(self, envs: Any) -> None:
+        self.wrapped = envs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        obs, infos = self.wrapped.reset(*args, **kwargs)
+        return tuples_as_dicts(obs), infos
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        obs, *rest = self.wrapped.step(*args, **kwargs)
+        return (tuples_as_dicts(obs), *rest)
+
+    def step_wait(self, *args: Any, **kwargs: Any) -> Any:
+        ids, obs, *rest = self.wrapped.step_wait(*args, **kwargs)
+        return (ids, tuples_as_dicts(obs), *rest)
+
+
 def _write_obs(self: Collector, active: np.ndarray, obs_next: Any, all_active: bool) -> None:
     if all_active:
         self._obs = obs_next

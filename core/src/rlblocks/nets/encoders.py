@@ -11,6 +11,8 @@ leaf:
 * ``Discrete`` (with its ``start``), ``MultiDiscrete`` (with its ``start``) — one-hot.
 * ``MultiBinary`` — as floats.
 * ``Dict`` (keys in the space's order) and ``Tuple`` — their parts concatenated, to any depth.
+  Tuple entries are read as the keys ``"0"``, ``"1"``, ... (how the collector and the buffers
+  carry them; :func:`obs_to_tensor` turns a tuple into such a dict).
 
 ``images="flatten"`` treats images as plain Boxes; :class:`FlattenEncoder` is that encoder (no
 parameters, so its features can be computed once per update). A user module replaces the
@@ -46,8 +48,8 @@ def obs_to_tensor(obs: Any, device: torch.device | str = "cpu") -> Any:
         return obs.to(device)
     if isinstance(obs, Mapping) or hasattr(obs, "keys"):
         return {k: obs_to_tensor(obs[k], device) for k in obs.keys()}  # noqa: SIM118
-    if isinstance(obs, tuple):
-        return tuple(obs_to_tensor(o, device) for o in obs)
+    if isinstance(obs, tuple):  # Tuple entries are keyed "0", "1", ... as the buffers store them
+        return {str(i): obs_to_tensor(o, device) for i, o in enumerate(obs)}
     arr = np.asarray(obs)
     if arr.dtype.kind in "fb":
         return torch.as_tensor(arr, dtype=torch.float32, device=device)
@@ -222,7 +224,7 @@ def make_encoder(space: gym.Space, images: str = "cnn", image_features: int = 51
 
 def _leaves(space: gym.Space, prefix: tuple[Any, ...] = ()) -> Sequence[tuple[Any, gym.Space]]:
     """``(path, leaf space)`` of a nested Dict / Tuple space; Dict keys in the space's order,
-    Tuple entries by position."""
+    Tuple entries by position as the keys ``"0"``, ``"1"``, ..."""
     if isinstance(space, gym.spaces.Dict):
         out: list[tuple[Any, gym.Space]] = []
         for key, sub in space.spaces.items():
@@ -231,6 +233,6 @@ def _leaves(space: gym.Space, prefix: tuple[Any, ...] = ()) -> Sequence[tuple[An
     if isinstance(space, gym.spaces.Tuple):
         out = []
         for i, sub in enumerate(space.spaces):
-            out.extend(_leaves(sub, (*prefix, i)))
+            out.extend(_leaves(sub, (*prefix, str(i))))
         return out
     return [(prefix, space)]

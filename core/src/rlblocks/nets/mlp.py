@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -65,7 +66,11 @@ class MLP(nn.Sequential):
 
 class QNetwork(nn.Module):
     """Q-values for every discrete action; ``dueling`` splits value and advantage streams
-    (Q = V + A - mean(A)), which helps when many actions have similar values."""
+    (Q = V + A - mean(A)), which helps when many actions have similar values.
+
+    With an ``encoder`` (any module with ``out_dim``, e.g. :class:`~rlblocks.nets.ObsEncoder`)
+    the network takes raw observations and trains the encoder with the Q loss; ``in_dim`` is
+    then the encoder's ``out_dim``."""
 
     def __init__(
         self,
@@ -74,8 +79,10 @@ class QNetwork(nn.Module):
         hidden: Sequence[int] = (128, 128),
         dueling: bool = False,
         activation: str = "relu",
+        encoder: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        self.encoder = encoder
         self.dueling = dueling
         if dueling:
             body = list(hidden[:-1]) if len(hidden) > 1 else list(hidden)
@@ -86,9 +93,10 @@ class QNetwork(nn.Module):
         else:
             self.body = MLP(in_dim, hidden, num_actions, activation=activation)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """``obs [B, in_dim] -> q [B, num_actions]``."""
-        h = self.body(obs.flatten(1))
+    def forward(self, obs: Any) -> torch.Tensor:
+        """``obs [B, in_dim]`` (or raw observations with an encoder) ``-> q [B, num_actions]``."""
+        x = self.encoder(obs) if self.encoder is not None else obs.flatten(1)
+        h = self.body(x)
         if not self.dueling:
             return h
         adv = self.advantage(h)

@@ -45,8 +45,8 @@ GROUPS: dict[str, str] = {
 #: the distribution ``rlblocks-<kind>-<name>`` (underscores become hyphens).
 FIRST_PARTY: dict[str, frozenset[str]] = {
     "algo": frozenset(
-        {"dqn", "c51", "qrdqn", "iqn", "rainbow", "reinforce", "a2c", "ppo", "npg", "trpo",
-         "ddpg", "td3", "sac", "redq", "bcq", "cql"}
+        {"dqn", "reinforce", "a2c", "ppo", "npg", "trpo", "ddpg", "td3", "sac", "redq",
+         "discrete-sac"}
     ),
     "buffer": frozenset({"vector", "prioritized", "cached", "her"}),
     "env": frozenset({"dummy", "subproc", "shmem", "ray"}),

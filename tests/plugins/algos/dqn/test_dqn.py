@@ -110,10 +110,10 @@ def test_double_dqn_uses_online_argmax() -> None:
             p.zero_()
         policy.model.body[-1].bias.copy_(torch.tensor([0.0, 1.0]))  # online prefers action 1
         policy.target_model.body[-1].bias.copy_(torch.tensor([5.0, 2.0]))  # target values
-    q = policy._target_q(np.zeros((1, 3), np.float32))
+    q = policy.target_value(torch.zeros(1, 3))
     assert float(q[0]) == pytest.approx(2.0)
     policy.config.double = False
-    assert float(policy._target_q(np.zeros((1, 3), np.float32))[0]) == pytest.approx(5.0)
+    assert float(policy.target_value(torch.zeros(1, 3))[0]) == pytest.approx(5.0)
 
 
 def test_hard_target_update_every_interval() -> None:

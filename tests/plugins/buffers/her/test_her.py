@@ -7,6 +7,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -287,7 +288,9 @@ def test_dqn_targets_on_a_her_buffer_read_the_relabelled_view() -> None:
         # the expected targets, computed from the view before learning moves the online net
         # (Double DQN picks the bootstrap action with it)
         partial, boot, discount = nstep_return(buffer, indices, 0.5, 2)
-        q_next = policy._target_q(buffer.get(boot, "obs_next")).numpy()
+        with torch.no_grad():
+            q_next = policy.target_value(policy.obs_tensor(buffer.get(boot, "obs_next")))
+        q_next = q_next.numpy()
         seen.update(buffer=buffer, indices=indices, partial=partial,
                     expected=partial + discount * q_next)
         out = process_fn(batch, buffer, indices)

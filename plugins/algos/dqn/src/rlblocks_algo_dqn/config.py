@@ -43,3 +43,5 @@ class DQNConfig:
     """TD loss: huber (smooth L1) or mse."""
     max_grad_norm: float | None = 10.0
     """Clip the gradient's global norm to this value (None = no clipping)."""
+    images: str = field(default="cnn", validator=validators.in_(["cnn", "flatten"]))
+    """Image observations: through the Nature-DQN CNN or flattened like any Box."""
