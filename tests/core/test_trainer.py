@@ -142,6 +142,7 @@ def test_buffer_with_set_env_step_hears_progress_before_each_collect() -> None:
     trainer = build(Recorder(), max_env_steps=200)
     heard: list[int] = []
     trainer.buffer.set_env_step = heard.append  # type: ignore[attr-defined]
+    trainer.buffer = trainer.buffer  # abilities are found when the buffer is set, not per collect
     trainer.run()
     assert heard[0] == 64  # after the warm-up
     assert heard == sorted(heard) and heard[-1] == trainer.state.env_step - 8

@@ -34,7 +34,7 @@ from rlblocks.collector import (
     _to_numpy,
     _to_numpy_tree,
 )
-from rlblocks.protocols import Buffer, VectorEnv
+from rlblocks.protocols import AsyncVectorEnv, Buffer, VectorEnv
 
 
 def _rows_like(tree: Any, n: int) -> Any:
@@ -65,7 +65,7 @@ class AsyncCollector(Collector):
         super().__init__(policy, envs, buffer, exploration=exploration, seed=seed)
         self.wait_num = wait_num
         self.timeout = timeout
-        self.is_async = hasattr(envs, "step_async") and hasattr(envs, "step_wait")
+        self.is_async = isinstance(envs, AsyncVectorEnv)
         self._flying = np.zeros(self.num_envs, dtype=bool)  # sent, result not taken yet
         self._ready = np.arange(self.num_envs)  # may act now
         self._act_rows: Any = None  # [num_envs, ...] action each env was sent
@@ -143,7 +143,7 @@ class AsyncCollector(Collector):
             ready = ready[: min(self.num_envs, n_episode)]
         tally = _EpisodeTally(n_episode, started=len(ready) if n_episode is not None else 0)
         use_policy = not random
-        explore = self.exploration and getattr(self.policy, "training", False)
+        explore = self.exploration and self.policy is not None and self.policy.training
 
         with torch.inference_mode():
             while True:

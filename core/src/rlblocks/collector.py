@@ -23,7 +23,7 @@ from attrs import define, field
 
 from rlblocks.arraytree import put_rows, space_has_tuple, take_rows, tuples_as_dicts
 from rlblocks.batch import Batch
-from rlblocks.protocols import Buffer, VectorEnv
+from rlblocks.protocols import Buffer, EpisodeCutBuffer, VectorEnv, ViewingPolicy
 from rlblocks.views import ActingViews
 
 
@@ -141,7 +141,7 @@ class Collector:
         self.total_steps = 0
         self.total_episodes = 0
         self._store_policy = True
-        requirements = getattr(policy, "view_requirements", None) or {}
+        requirements = policy.view_requirements if isinstance(policy, ViewingPolicy) else {}
         views = ActingViews(requirements, self.num_envs, envs.observation_space, self.action_space)
         self._views: ActingViews | None = views if views else None
 
@@ -149,12 +149,10 @@ class Collector:
     def reset(self, seed: int | None = None) -> None:
         """Reset every env and forget partial episodes and recurrent state."""
         seed = self._seed if seed is None else seed
-        if self._obs is not None and self.buffer is not None:
-            # episodes cut here must not link to the fresh ones in the buffer: end them as
-            # truncated, which is also what they are (their obs_next is still a valid bootstrap)
-            truncate = getattr(self.buffer, "truncate_unfinished", None)
-            if truncate is not None:
-                truncate()
+        # episodes cut here must not link to the fresh ones in the buffer: end them as
+        # truncated, which is also what they are (their obs_next is still a valid bootstrap)
+        if self._obs is not None and isinstance(self.buffer, EpisodeCutBuffer):
+            self.buffer.truncate_unfinished()
         self._obs, _ = self.envs.reset(seed=seed)
         if self._views is not None:
             self._views.begin_episode(np.arange(self.num_envs), self._obs)
@@ -251,7 +249,7 @@ class Collector:
         tally = _EpisodeTally(n_episode, started=len(active) if n_episode is not None else 0)
         all_active = len(active) == num_envs
         use_policy = not random
-        explore = self.exploration and getattr(policy, "training", False)
+        explore = self.exploration and policy is not None and policy.training
 
         with torch.inference_mode():
             while True:

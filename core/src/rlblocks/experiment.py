@@ -36,7 +36,8 @@ from rlblocks.console import ConsoleReporter
 from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
-from rlblocks.plugins.spec import PluginSpec
+from rlblocks.plugins.spec import AlgoSpec, PluginSpec
+from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
 from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
 
 EnvSource = str | Sequence[Callable[[], gym.Env]]
@@ -127,9 +128,8 @@ def make_policy(
     return cls(observation_space, action_space, config=config, device=device)
 
 
-def _check_spaces(spec: Any, observation_space: gym.Space, action_space: gym.Space) -> None:
-    obs_ok = getattr(spec, "observation_spaces", None)
-    act_ok = getattr(spec, "action_spaces", None)
+def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
+    obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
     if act_ok and type(action_space).__name__ not in act_ok:
         raise ConfigError(
             f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has "
@@ -223,9 +223,10 @@ class Experiment:
         self.buffer = make_buffer(
             c.buffer.name, c.buffer.size, c.env.num_envs, **_options_dict(c.buffer.options)
         )
-        if hasattr(self.buffer, "seed"):
+        abilities = BufferAbilities.of(self.buffer)
+        if abilities.seedable:
             self.buffer.seed(seed)
-        if hasattr(self.buffer, "attach_env"):
+        if abilities.env_attached:
             # buffers that need the env's own functions (hindsight relabelling takes
             # compute_reward from a goal env) get a local instance of the run's env
             self._probe_env = gym.make(c.env.id, **c.env.make_kwargs)
@@ -313,7 +314,7 @@ class Experiment:
             save_checkpoint(ckpt_dir / "best.pt", {"format": 1, "policy": self.policy.state_dict()})
         # an on-policy buffer is empty between updates: nothing worth saving
         off_policy = self.algo_spec.training == "off-policy"
-        if off_policy and self.config.run.save_buffer and hasattr(self.buffer, "save_hdf5"):
+        if off_policy and self.config.run.save_buffer and trainer.buffer_abilities.persistent:
             self.buffer.save_hdf5(self.run_dir / "buffer.h5")
 
     def restore(self, trainer: BaseTrainer) -> None:
@@ -326,10 +327,10 @@ class Experiment:
             torch.set_rng_state(payload["torch_rng"])
         self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
         buffer_file = self.run_dir / "buffer.h5"
-        if buffer_file.is_file() and hasattr(type(self.buffer), "load_hdf5"):
+        if buffer_file.is_file() and trainer.buffer_abilities.persistent:
             loaded = type(self.buffer).load_hdf5(buffer_file)
             # the envs restart their episodes, so episodes left open in the file end here
-            if hasattr(loaded, "truncate_unfinished"):
+            if isinstance(loaded, EpisodeCutBuffer):
                 loaded.truncate_unfinished()
             self.buffer = loaded
             trainer.buffer = loaded

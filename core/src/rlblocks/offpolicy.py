@@ -16,7 +16,6 @@ An algorithm subclasses :class:`OffPolicyPolicy` and writes ``forward`` (acting)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -25,7 +24,6 @@ import torch
 
 from rlblocks.batch import Batch
 from rlblocks.nets.encoders import ObsEncoder, make_encoder, obs_to_tensor
-from rlblocks.optim import OptimizerStep
 from rlblocks.policy import BasePolicy
 from rlblocks.protocols import Buffer
 from rlblocks.returns import nstep_return
@@ -36,8 +34,9 @@ __all__ = ["OffPolicyPolicy"]
 class OffPolicyPolicy(BasePolicy):
     """Base of the replay-based algorithms. ``config`` must have ``gamma`` and ``n_step``.
 
-    Subclasses register each optimizer with :meth:`add_optimizer` (checkpointed and told the env
-    step by name) and implement :meth:`target_value` and :meth:`learn`.
+    Subclasses register each optimizer with :meth:`~rlblocks.policy.BasePolicy.add_optimizer`
+    (checkpointed and told the env step by name) and implement :meth:`target_value` and
+    :meth:`learn`.
     """
 
     def __init__(
@@ -57,19 +56,12 @@ class OffPolicyPolicy(BasePolicy):
             action_bound_method=action_bound_method,
         )
         self.config = config
-        self.gradient_steps = 0
-        self.optim_steps: dict[str, OptimizerStep] = {}
 
     # -- building blocks ----------------------------------------------------------------------
     def make_encoder(self) -> ObsEncoder:
         """A fresh encoder of this policy's observation space (``config.images`` decides
         whether image Boxes go through a CNN)."""
         return make_encoder(self.observation_space, images=getattr(self.config, "images", "cnn"))
-
-    def add_optimizer(self, name: str, step: OptimizerStep) -> OptimizerStep:
-        """Register an optimizer step under ``name``; returns it."""
-        self.optim_steps[name] = step
-        return step
 
     def obs_tensor(self, obs: Any) -> Any:
         """Observations (arrays, or dicts / tuples of arrays) as tensors on the policy's device."""
@@ -108,22 +100,3 @@ class OffPolicyPolicy(BasePolicy):
         """Importance weights ``[B]`` of a prioritized sample (None for uniform samples)."""
         weight = batch.get("weight", None)
         return None if weight is None else self.as_tensor(weight)
-
-    # -- schedule and checkpoints ---------------------------------------------------------------
-    def set_env_step(self, env_step: int) -> None:
-        super().set_env_step(env_step)
-        for step in self.optim_steps.values():
-            step.set_env_step(env_step)
-
-    def extra_state(self) -> dict[str, Any]:
-        state = super().extra_state()
-        state["gradient_steps"] = self.gradient_steps
-        state["optimizers"] = {k: s.state_dict() for k, s in self.optim_steps.items()}
-        return state
-
-    def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        super().load_extra_state(state)
-        self.gradient_steps = int(state.get("gradient_steps", 0))
-        for name, saved in state.get("optimizers", {}).items():
-            if name in self.optim_steps:
-                self.optim_steps[name].load_state_dict(saved)

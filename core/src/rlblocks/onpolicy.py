@@ -15,7 +15,7 @@ Everything ``learn`` touches is a tensor prepared once; a minibatch is ``tensor[
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -30,6 +30,7 @@ from rlblocks.nets.encoders import FlattenEncoder, obs_to_tensor
 from rlblocks.nets.heads import Actor, Critic
 from rlblocks.normalize import RunningMeanStd
 from rlblocks.onpolicy_config import OnPolicyConfig
+from rlblocks.optim import OptimizerStep
 from rlblocks.policy import BasePolicy
 from rlblocks.protocols import Buffer
 from rlblocks.returns import episodic_returns
@@ -95,7 +96,6 @@ class OnPolicyPolicy(BasePolicy):
         self.to(self.device)
         self._continuous = isinstance(action_space, gym.spaces.Box)
         self._act_dtype = torch.float32 if self._continuous else torch.long
-        self.gradient_steps = 0
         self._buffer: Buffer | None = None
         self._indices: np.ndarray | None = None
 
@@ -119,17 +119,20 @@ class OnPolicyPolicy(BasePolicy):
         act = dist.mode() if greedy else dist.sample()
         return Batch(act=act.detach().cpu().numpy(), state=state)
 
-    def set_env_step(self, env_step: int) -> None:
-        super().set_env_step(env_step)
-        lr = linear_decay(self.config.lr, env_step, self.config.lr_decay_steps)
-        for opt in self.optimizers():
-            for group in opt.param_groups:
-                group["lr"] = lr
-
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        """Optimizers whose learning rate follows the schedule (override when there are several)."""
-        opt = getattr(self, "optim", None)
-        return [opt] if opt is not None else []
+    def make_optimizer_step(
+        self, params: Any, optimizer: str = "adam", **kwargs: Any
+    ) -> OptimizerStep:
+        """An optimizer step over ``params`` with the config's learning rate, its linear decay
+        (``lr_decay_steps``) and gradient clipping (``max_grad_norm``)."""
+        c = self.config
+        schedule = None
+        if c.lr_decay_steps:
+            lr, decay = c.lr, c.lr_decay_steps
+            schedule = lambda env_step: linear_decay(lr, env_step, decay)  # noqa: E731
+        return OptimizerStep(
+            params, c.lr, optimizer=optimizer, max_grad_norm=c.max_grad_norm,
+            lr_schedule=schedule, **kwargs,
+        )  # fmt: skip
 
     # -- preparing an update --------------------------------------------------------------------
     def _inputs(self, obs: Any) -> Any:
@@ -226,31 +229,11 @@ class OnPolicyPolicy(BasePolicy):
         """The tensors :meth:`process_fn` prepared, as a plain dict (fast to index)."""
         return {k: batch[k] for k in batch.keys()}  # noqa: SIM118
 
-    def clip_and_step(self, optim: torch.optim.Optimizer, params: list[torch.Tensor]) -> None:
-        """Gradient clipping (``max_grad_norm``) then an optimizer step."""
-        if self.config.max_grad_norm is not None:
-            nn.utils.clip_grad_norm_(params, self.config.max_grad_norm, foreach=True)
-        optim.step()
-        self.gradient_steps += 1
-
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
         try:
             return super().update(sample_size, buffer, **kwargs)
         finally:
             self._buffer = self._indices = None
-
-    # -- checkpoint -----------------------------------------------------------------------------
-    def extra_state(self) -> dict[str, Any]:
-        state = super().extra_state()
-        state["gradient_steps"] = self.gradient_steps
-        state["optimizers"] = [opt.state_dict() for opt in self.optimizers()]
-        return state
-
-    def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        super().load_extra_state(state)
-        self.gradient_steps = int(state.get("gradient_steps", 0))
-        for opt, saved in zip(self.optimizers(), state.get("optimizers", [])):
-            opt.load_state_dict(saved)
 
 
 def _take(x: Any, idx: torch.Tensor) -> Any:

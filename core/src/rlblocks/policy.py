@@ -14,6 +14,7 @@ testing            False           False
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +24,8 @@ import torch
 from torch import nn
 
 from rlblocks.batch import Batch
-from rlblocks.protocols import Buffer
+from rlblocks.optim import OptimizerStep
+from rlblocks.protocols import Buffer, BufferAbilities
 from rlblocks.views import ViewRequirement, training_views
 
 
@@ -54,6 +56,10 @@ class BasePolicy(nn.Module):
         self.action_scaling = action_scaling and isinstance(action_space, gym.spaces.Box)
         self.action_bound_method = action_bound_method
         self._rng = np.random.default_rng()
+        self._abilities: tuple[Any, BufferAbilities] = (None, BufferAbilities())
+        self.gradient_steps = 0
+        #: every optimizer by name: checkpointed and told the env step (LR schedules) by core
+        self.optim_steps: dict[str, OptimizerStep] = {}
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
@@ -89,6 +95,14 @@ class BasePolicy(nn.Module):
     def set_env_step(self, env_step: int) -> None:
         """Told by the trainer before each collect; schedules (epsilon, lr) read ``env_step``."""
         self.env_step = env_step
+        for step in self.optim_steps.values():
+            step.set_env_step(env_step)
+
+    def add_optimizer(self, name: str, step: OptimizerStep) -> OptimizerStep:
+        """Register an optimizer step under ``name`` (saved in checkpoints, follows its learning
+        rate schedule); returns it."""
+        self.optim_steps[name] = step
+        return step
 
     def seed(self, seed: int | None) -> None:
         """Seed the policy's own numpy generator (exploration noise)."""
@@ -104,13 +118,21 @@ class BasePolicy(nn.Module):
         raise NotImplementedError
 
     def post_process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> None:
-        """After learning: hand new priorities to buffers that take them (``update_priority``)."""
-        update_priority = getattr(buffer, "update_priority", None)
-        if update_priority is not None and "td_error" in batch:
+        """After learning: hand new priorities to buffers that take them
+        (:class:`~rlblocks.protocols.PrioritizedBuffer`)."""
+        if "td_error" in batch and self.buffer_abilities(buffer).prioritized:
             td = batch.td_error
             if isinstance(td, torch.Tensor):  # copied to the host only when a buffer wants it
                 td = td.detach().cpu().numpy()
-            update_priority(indices, td)
+            buffer.update_priority(indices, td)  # type: ignore[attr-defined]
+
+    def buffer_abilities(self, buffer: Buffer) -> BufferAbilities:
+        """The optional abilities of ``buffer``, checked once per buffer (not per update)."""
+        known, abilities = self._abilities
+        if known is None or known() is not buffer:
+            abilities = BufferAbilities.of(buffer)
+            self._abilities = (weakref.ref(buffer), abilities)
+        return abilities
 
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
         """Sample, then ``process_fn -> learn -> post_process_fn``. ``sample_size=0`` uses the
@@ -122,8 +144,8 @@ class BasePolicy(nn.Module):
             batch.update(training_views(buffer, indices, self.view_requirements))
         # A buffer that rewrites what it samples (hindsight relabelling) hands process_fn a view
         # whose reads follow the rewritten rows, so n-step or GAE targets see the same data.
-        batch_view = getattr(buffer, "batch_view", None)
-        source = buffer if batch_view is None else batch_view(batch, indices)
+        relabels = self.buffer_abilities(buffer).relabelling
+        source = buffer.batch_view(batch, indices) if relabels else buffer  # type: ignore[attr-defined]
         self.updating = True
         try:
             batch = self.process_fn(batch, source, indices)
@@ -141,8 +163,19 @@ class BasePolicy(nn.Module):
 
     def extra_state(self) -> dict[str, Any]:
         """Non-parameter state to checkpoint (optimizers, counters); override and extend."""
-        return {"env_step": self.env_step}
+        return {
+            "env_step": self.env_step,
+            "gradient_steps": self.gradient_steps,
+            "optimizers": {name: s.state_dict() for name, s in self.optim_steps.items()},
+        }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`extra_state` returned."""
         self.env_step = int(state.get("env_step", 0))
+        self.gradient_steps = int(state.get("gradient_steps", 0))
+        saved = state.get("optimizers", {})
+        if isinstance(saved, list):  # checkpoints of rlblocks 0.1: optimizer states in order
+            saved = {n: {"optim": o} for n, o in zip(self.optim_steps, saved)}
+        for name, opt_state in saved.items():
+            if name in self.optim_steps:
+                self.optim_steps[name].load_state_dict(opt_state)

@@ -7,6 +7,7 @@ Shapes: ``N`` is the number of envs in a vector step, ``B`` a batch size.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -79,7 +80,115 @@ class Buffer(Protocol):
 
     def __getitem__(self, index: Any) -> Batch: ...
 
+    def get(self, index: Any, key: str, default: Any = None, stack_num: int | None = None) -> Any:
+        """Value of ``key`` at ``index`` (``obs_next`` rebuilt when not stored; ``done``
+        derived); what the return math (:mod:`rlblocks.returns`) reads."""
+        ...
+
     def reset(self) -> None: ...
+
+
+# -- optional abilities --------------------------------------------------------------------------
+# Small protocols for what only some components can do. Core checks them once, when a run (or a
+# collector, or a policy's first update on a buffer) is built, through :class:`BufferAbilities`;
+# its loops never probe components by attribute name.
+
+
+@runtime_checkable
+class PrioritizedBuffer(Protocol):
+    """Takes new priorities after learning (prioritized replay): ``td_error [B]`` per index."""
+
+    def update_priority(self, index: np.ndarray, td_error: np.ndarray) -> None: ...
+
+
+@runtime_checkable
+class AnnealedBuffer(Protocol):
+    """Changes with training progress (prioritized replay's beta); told the env step per collect."""
+
+    def set_env_step(self, env_step: int) -> None: ...
+
+
+@runtime_checkable
+class RelabellingBuffer(Protocol):
+    """Rewrites what it samples (hindsight relabelling); ``batch_view`` is a buffer-like view
+    whose reads follow the rewritten rows, so n-step and GAE targets see the same data."""
+
+    def batch_view(self, batch: Batch, indices: np.ndarray) -> Buffer: ...
+
+
+@runtime_checkable
+class SeedableBuffer(Protocol):
+    """Samples from its own random generator, seeded by the run."""
+
+    def seed(self, seed: int | None = None) -> None: ...
+
+
+@runtime_checkable
+class EnvAttachedBuffer(Protocol):
+    """Needs the env's own functions (a goal env's ``compute_reward``)."""
+
+    def attach_env(self, env: Any) -> Any: ...
+
+
+@runtime_checkable
+class EpisodeCutBuffer(Protocol):
+    """Can end its unfinished episodes as truncated (when the envs restart them)."""
+
+    def truncate_unfinished(self) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PersistentBuffer(Protocol):
+    """Saves itself to an hdf5 file; ``type(buffer).load_hdf5(path)`` reads it back."""
+
+    def save_hdf5(self, path: Any, compression: str | None = None) -> None: ...
+
+    @classmethod
+    def load_hdf5(cls, path: Any) -> Any: ...
+
+
+@runtime_checkable
+class AsyncVectorEnv(Protocol):
+    """A vector env that can step some envs while others still run (``AsyncCollector``)."""
+
+    def step_async(self, actions: Any, env_ids: Any = None) -> None: ...
+
+    def step_wait(self, wait_num: int | None = None, timeout: float | None = None) -> Any: ...
+
+
+@runtime_checkable
+class ViewingPolicy(Protocol):
+    """A policy that asks for trajectory views (RLlib's view requirements): extra columns the
+    collector builds while acting and ``update`` builds for training."""
+
+    view_requirements: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class BufferAbilities:
+    """Which optional abilities a buffer has, found once with :meth:`of`."""
+
+    prioritized: bool = False
+    annealed: bool = False
+    relabelling: bool = False
+    seedable: bool = False
+    env_attached: bool = False
+    episode_cut: bool = False
+    persistent: bool = False
+
+    @classmethod
+    def of(cls, buffer: Any) -> BufferAbilities:
+        if buffer is None:
+            return cls()
+        return cls(
+            prioritized=isinstance(buffer, PrioritizedBuffer),
+            annealed=isinstance(buffer, AnnealedBuffer),
+            relabelling=isinstance(buffer, RelabellingBuffer),
+            seedable=isinstance(buffer, SeedableBuffer),
+            env_attached=isinstance(buffer, EnvAttachedBuffer),
+            episode_cut=isinstance(buffer, EpisodeCutBuffer),
+            persistent=isinstance(buffer, PersistentBuffer),
+        )
 
 
 @runtime_checkable
@@ -120,6 +229,8 @@ class Policy(Protocol):
 @runtime_checkable
 class Collector(Protocol):
     """Runs a policy in a vector env and writes transitions into a buffer."""
+
+    num_envs: int
 
     def collect(
         self,

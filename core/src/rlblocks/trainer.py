@@ -31,7 +31,7 @@ from attrs import define
 
 from rlblocks.collector import Collector, CollectStats
 from rlblocks.errors import ConfigError
-from rlblocks.protocols import Buffer
+from rlblocks.protocols import Buffer, BufferAbilities
 from rlblocks.stats import StatsAccumulator
 
 #: test_in_training looks at the mean return of this many latest training episodes.
@@ -112,7 +112,7 @@ class BaseTrainer:
         self.policy = policy
         self.train_collector = train_collector
         self.test_collector = test_collector
-        self.buffer = buffer
+        self.buffer = buffer  # also finds its optional abilities, once
         self.max_env_steps = max_env_steps
         self.batch_size = batch_size
         self.test_interval = test_interval
@@ -139,6 +139,16 @@ class BaseTrainer:
             next_log_step=log_interval,
         )
         self._update_stats = StatsAccumulator()
+
+    @property
+    def buffer(self) -> Buffer | None:
+        """The replay buffer (replaced on resume by the one loaded from the run directory)."""
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, buffer: Buffer | None) -> None:
+        self._buffer = buffer
+        self.buffer_abilities = BufferAbilities.of(buffer)
 
     # -- resumable state ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -278,9 +288,8 @@ class BaseTrainer:
         (prioritized replay's beta) how far training has come, once per collect."""
         step = self.state.env_step
         self.policy.set_env_step(step)
-        set_buffer_step = getattr(self.buffer, "set_env_step", None)
-        if set_buffer_step is not None:
-            set_buffer_step(step)
+        if self.buffer_abilities.annealed:
+            self.buffer.set_env_step(step)  # type: ignore[union-attr]
 
     def _iterate(self) -> None:
         raise NotImplementedError
@@ -420,12 +429,11 @@ class OnPolicyTrainer(BaseTrainer):
         self.step_per_collect = step_per_collect
         self.episode_per_collect = episode_per_collect
         self.repeat_per_collect = repeat_per_collect
-        maxsize = getattr(buffer, "maxsize", None)
-        num_envs = getattr(train_collector, "num_envs", 1)
+        maxsize = buffer.maxsize
+        num_envs = train_collector.num_envs
         if (
             episode_per_collect is None
             and step_per_collect is not None
-            and maxsize is not None
             and maxsize < step_per_collect + num_envs - 1
         ):
             raise ConfigError(
@@ -442,8 +450,8 @@ class OnPolicyTrainer(BaseTrainer):
         else:
             stats = self.train_collector.collect(n_step=self.step_per_collect)
         self._record_collect(stats)
-        maxsize = getattr(self.buffer, "maxsize", None)
-        if maxsize is not None and stats.n_step > maxsize:
+        maxsize = self.buffer.maxsize  # type: ignore[union-attr]
+        if stats.n_step > maxsize:
             raise ConfigError(
                 f"one collect took {stats.n_step} steps but buffer.size is {maxsize}: the oldest "
                 "steps were overwritten before learning; raise buffer.size"

@@ -294,7 +294,7 @@ def test_dqn_targets_on_a_her_buffer_read_the_relabelled_view() -> None:
         seen.update(buffer=buffer, indices=indices, partial=partial,
                     expected=partial + discount * q_next)
         out = process_fn(batch, buffer, indices)
-        seen["returns"] = np.array(out.returns)
+        seen["returns"] = out.returns.numpy()
         return out
 
     policy.process_fn = spy

@@ -32,13 +32,10 @@ class A2CPolicy(OnPolicyPolicy):
     ) -> None:
         super().__init__(observation_space, action_space, config or A2CConfig(), device, **nets)
         self.config: A2CConfig
-        self._params = [p for p in self.parameters() if p.requires_grad]
-        if self.config.optimizer == "rmsprop":
-            self.optim: torch.optim.Optimizer = torch.optim.RMSprop(
-                self._params, lr=self.config.lr, alpha=0.99, eps=1e-5
-            )
-        else:
-            self.optim = torch.optim.Adam(self._params, lr=self.config.lr)
+        rmsprop = {"alpha": 0.99, "eps": 1e-5} if self.config.optimizer == "rmsprop" else {}
+        self.optim_step = self.add_optimizer(
+            "policy", self.make_optimizer_step(self, self.config.optimizer, **rmsprop)
+        )
 
     def dist(self, features: torch.Tensor) -> Distribution:
         """The action distribution; a Gaussian's mean squashed into [-1, 1] with ``tanh_mean``."""
@@ -65,9 +62,8 @@ class A2CPolicy(OnPolicyPolicy):
                 vf_loss = (self.critic(feats) - mb["returns"]).pow(2).mean()  # type: ignore[misc]
                 entropy = dist.entropy().mean()
                 loss = pg_loss + c.vf_coef * vf_loss - c.ent_coef * entropy
-                self.optim.zero_grad(set_to_none=True)
-                loss.backward()
-                self.clip_and_step(self.optim, self._params)
+                self.optim_step.step(loss)
+                self.gradient_steps += 1
                 with torch.no_grad():
                     sums += torch.stack([loss, pg_loss, vf_loss, entropy]).float()
                 n_mb += 1

@@ -149,5 +149,5 @@ class DQNPolicy(OffPolicyPolicy):
     # -- checkpoint ---------------------------------------------------------------------------
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
         if "optim" in state and "optimizers" not in state:  # checkpoints of rlblocks-algo-dqn 0.1
-            state = {**state, "optimizers": {"q": {"optim": state["optim"]}}}
+            state = {**state, "optimizers": [state["optim"]]}
         super().load_extra_state(state)

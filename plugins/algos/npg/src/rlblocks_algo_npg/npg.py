@@ -48,7 +48,9 @@ class NPGPolicy(OnPolicyPolicy):
             raise TypeError("NPG/TRPO need a fixed encoder: the natural gradient covers the actor")
         self._actor_params = [p for p in self.actor.parameters() if p.requires_grad]
         self._critic_params = [p for p in self.critic.parameters() if p.requires_grad]  # type: ignore[union-attr]
-        self.optim = torch.optim.Adam(self._critic_params, lr=self.config.lr)
+        self.critic_optim = self.add_optimizer(
+            "critic", self.make_optimizer_step(self._critic_params)
+        )
 
     def surrogate(self, mb: Rollout, adv: torch.Tensor) -> tuple[torch.Tensor, Distribution]:
         """``(-L(theta), distribution)`` on a minibatch (a loss: lower is better)."""
@@ -91,9 +93,8 @@ class NPGPolicy(OnPolicyPolicy):
                 extra = self.actor_step(direction, fvp, mb, adv, old_dist, loss.detach())
                 for _ in range(c.critic_iters):
                     vf_loss = (self.critic(mb["obs"]) - mb["returns"]).pow(2).mean()  # type: ignore[misc]
-                    self.optim.zero_grad(set_to_none=True)
-                    vf_loss.backward()
-                    self.clip_and_step(self.optim, self._critic_params)
+                    self.critic_optim.step(vf_loss)
+                    self.gradient_steps += 1
                     n_steps += 1
                 with torch.no_grad():
                     new_kl = float(old_dist.kl(self.dist(mb["obs"])).mean())

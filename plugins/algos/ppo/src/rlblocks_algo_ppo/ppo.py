@@ -36,10 +36,7 @@ class PPOPolicy(OnPolicyPolicy):
     ) -> None:
         super().__init__(observation_space, action_space, config or PPOConfig(), device, **nets)
         self.config: PPOConfig
-        self._params = [p for p in self.parameters() if p.requires_grad]
-        # fused: one kernel for the dozen small tensors instead of a dispatch per tensor (about a
-        # fifth of a gradient step's time on CPU)
-        self.optim = torch.optim.Adam(self._params, lr=self.config.lr, eps=1e-5, fused=True)
+        self.optim_step = self.add_optimizer("policy", self.make_optimizer_step(self, eps=1e-5))
 
     def learn(
         self, batch: Batch, batch_size: int = 64, repeat: int = 10, **kwargs: Any
@@ -79,9 +76,8 @@ class PPOPolicy(OnPolicyPolicy):
                     vf_loss = (value - ret).pow(2).mean()
                 entropy = dist.entropy().mean()
                 loss = clip_loss + c.vf_coef * vf_loss - c.ent_coef * entropy
-                self.optim.zero_grad(set_to_none=True)
-                loss.backward()
-                self.clip_and_step(self.optim, self._params)
+                self.optim_step.step(loss)
+                self.gradient_steps += 1
                 with torch.no_grad():
                     sums += torch.stack([loss, clip_loss, vf_loss, entropy, approx_kl]).float()
                 n_mb += 1

@@ -37,8 +37,7 @@ class ReinforcePolicy(OnPolicyPolicy):
             **nets,
         )
         self.config: ReinforceConfig
-        self._params = [p for p in self.parameters() if p.requires_grad]
-        self.optim = torch.optim.Adam(self._params, lr=self.config.lr)
+        self.optim_step = self.add_optimizer("policy", self.make_optimizer_step(self))
 
     def learn(
         self, batch: Batch, batch_size: int = 0, repeat: int = 1, **kwargs: Any
@@ -54,9 +53,8 @@ class ReinforcePolicy(OnPolicyPolicy):
                 pg_loss = -(dist.log_prob(mb["act"]) * ret).mean()
                 entropy = dist.entropy().mean()
                 loss = pg_loss - c.ent_coef * entropy
-                self.optim.zero_grad(set_to_none=True)
-                loss.backward()
-                self.clip_and_step(self.optim, self._params)
+                self.optim_step.step(loss)
+                self.gradient_steps += 1
                 with torch.no_grad():
                     sums += torch.stack([loss, pg_loss, entropy]).float()
                 n_mb += 1
