@@ -110,9 +110,46 @@ def test_should_stop_hook_stops_the_run() -> None:
 
     trainer = build(StopAt300(), max_env_steps=100_000)
     result = trainer.run()
-    assert 300 <= result.env_steps < 400
+    # asked after each test (every 200 env steps): the first test past 300 stops the run
+    assert result.env_steps == 400
     assert "rlblocks_should_stop" in result.stop_reason
     assert not result.solved
+
+
+def test_should_stop_false_keeps_a_solved_run_going_and_sees_the_stop_reward() -> None:
+    asked: list[tuple[int, float]] = []
+
+    class KeepGoingUntil600:
+        @hookimpl
+        def rlblocks_should_stop(self, state):
+            asked.append((state["env_step"], state["stop_reward"]))
+            return None if state["env_step"] >= 600 else False
+
+    # any return solves a stop reward of -1: the built-in rule would stop at the first test
+    trainer = build(KeepGoingUntil600(), stop_reward=-1.0, max_env_steps=100_000)
+    result = trainer.run()
+    assert result.solved and result.env_steps == 600
+    assert [step for step, _ in asked] == [200, 400, 600]
+    assert all(reward == -1.0 for _, reward in asked)
+
+
+def test_exception_hook_hears_the_phase_that_failed() -> None:
+    heard: list[str] = []
+
+    class Listener:
+        @hookimpl
+        def rlblocks_exception(self, exc, where):
+            heard.append(where)
+
+    trainer = build(Listener(), max_env_steps=1_000)
+
+    def broken_update(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    trainer.policy.update = broken_update
+    with pytest.raises(RuntimeError, match="boom"):
+        trainer.run()
+    assert heard == ["update"]
 
 
 def test_state_dict_round_trip_restores_counters() -> None:

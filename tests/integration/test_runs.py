@@ -212,3 +212,37 @@ def test_cli_reports_config_error_without_traceback(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "$.trainer.batch_size" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_configure_runs_before_anything_is_built_and_setup_errors_reach_the_hook(
+    tmp_path: Path, monkeypatch
+) -> None:
+    import rlblocks.experiment as experiment
+    from rlblocks.plugins.hookspecs import hookimpl
+
+    events: list[str] = []
+    real_make = experiment.make_vector_env
+
+    def recording_make(*args, **kwargs):
+        events.append("env built")
+        return real_make(*args, **kwargs)
+
+    monkeypatch.setattr(experiment, "make_vector_env", recording_make)
+
+    class Listener:
+        @hookimpl
+        def rlblocks_configure(self, config, run_dir):
+            events.append("configure")
+
+        @hookimpl
+        def rlblocks_exception(self, exc, where):
+            events.append(f"exception in {where}")
+
+    # a PPO buffer too small for one rollout is refused when the trainer is built
+    with pytest.raises(ConfigError, match="cannot hold one collect"):
+        rlblocks.train(
+            "ppo", overrides=["buffer.size=10"], run_dir=tmp_path / "run", progress=False,
+            loggers=[], hooks=[Listener()],
+        )  # fmt: skip
+    assert events[0] == "configure" and "env built" in events
+    assert events[-1] == "exception in setup"

@@ -204,6 +204,11 @@ class Experiment:
         seed_everything(seed)
         if c.run.torch_threads > 0:
             torch.set_num_threads(c.run.torch_threads)
+        # plugins are configured before anything is built (rlblocks_configure's contract)
+        self.pm = make_plugin_manager(self._hook_objects())
+        self.pm.hook.rlblocks_configure.call_historic(
+            kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
+        )
         env_opts = _options_dict(c.env.options)
         self.train_envs = make_vector_env(
             c.env.backend, c.env.id, c.env.num_envs, make_kwargs=c.env.make_kwargs, **env_opts
@@ -237,10 +242,6 @@ class Experiment:
         )
         self.test_collector = Collector(
             self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000
-        )
-        self.pm = make_plugin_manager(self._hook_objects())
-        self.pm.hook.rlblocks_configure.call_historic(
-            kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
         )
         t = c.trainer
         common: dict[str, Any] = {
@@ -337,9 +338,21 @@ class Experiment:
             self.train_collector.buffer = loaded
 
     def run(self, resumed: bool = False) -> TrainResult:
-        trainer = self.build(resumed=resumed)
-        if resumed:
-            self.restore(trainer)
+        self.pm: Any = None
+        try:
+            trainer = self.build(resumed=resumed)
+            if resumed:
+                self.restore(trainer)
+        except BaseException as exc:
+            for venv in (getattr(self, "train_envs", None), getattr(self, "test_envs", None)):
+                if venv is not None:
+                    venv.close()
+            if self.pm is not None:
+                try:
+                    self.pm.hook.rlblocks_exception(exc=exc, where="setup")
+                except Exception as hook_error:
+                    raise hook_error from exc
+            raise
         c = self.config
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)

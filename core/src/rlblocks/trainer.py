@@ -139,6 +139,10 @@ class BaseTrainer:
             next_log_step=log_interval,
         )
         self._update_stats = StatsAccumulator()
+        #: the phase the loop is in, reported to rlblocks_exception
+        self._phase = "setup"
+        #: a plugin's rlblocks_should_stop said False at its last answer
+        self._plugins_keep_going = False
 
     @property
     def buffer(self) -> Buffer | None:
@@ -272,15 +276,23 @@ class BaseTrainer:
         )
         self.hook.rlblocks_log(namespace="update", scalars=means, step=st.env_step)
 
-    def _should_stop(self) -> str:
+    def _should_stop(self, ask_plugins: bool) -> str:
+        """The stop reason, or "". ``ask_plugins`` (after a test, or every iteration of a run
+        without tests) asks ``rlblocks_should_stop`` first: True stops, False keeps going past
+        the reward threshold until the next answer, None leaves it to the built-in rules.
+        ``max_env_steps`` always stops."""
         st = self.state
-        if st.solved:
+        if ask_plugins:
+            verdict = self.hook.rlblocks_should_stop(
+                state={**self.state_dict(), "stop_reward": self.stop_reward}
+            )
+            self._plugins_keep_going = verdict is False
+            if verdict:
+                return "a plugin's rlblocks_should_stop returned True"
+        if st.solved and not self._plugins_keep_going:
             return f"mean test return {st.last_test_return:.1f} >= stop_reward {self.stop_reward}"
         if st.env_step >= self.max_env_steps:
             return f"reached max_env_steps={self.max_env_steps}"
-        verdict = self.hook.rlblocks_should_stop(state=self.state_dict())
-        if verdict:
-            return "a plugin's rlblocks_should_stop returned True"
         return ""
 
     def _announce_env_step(self) -> None:
@@ -303,11 +315,15 @@ class BaseTrainer:
         st = self.state
         started = time.perf_counter() - st.wall_seconds
         self.policy.train()
+        has_tests = self.test_collector is not None and self.test_episodes > 0
         try:
+            self._phase = "collect"
             self._before_loop()
             while True:
                 self._iterate()
                 st.wall_seconds = time.perf_counter() - started
+                tests_before = st.tests
+                self._phase = "test"
                 if st.env_step >= st.next_test_step:
                     while st.next_test_step <= st.env_step:
                         st.next_test_step += self.test_interval
@@ -316,13 +332,14 @@ class BaseTrainer:
                 elif self._training_looks_solved():
                     self.test()
                 self._flush_update_stats()
-                reason = self._should_stop()
+                reason = self._should_stop(ask_plugins=st.tests > tests_before or not has_tests)
                 if reason.startswith("reached") and st.last_test_step != st.env_step:
                     # end on a (full) test of the final policy unless one just ran here
                     self.test(screen=False)
                     if st.solved:
-                        reason = self._should_stop()
+                        reason = self._should_stop(ask_plugins=True) or reason
                 st.wall_seconds = time.perf_counter() - started
+                self._phase = "checkpoint"
                 if self.checkpoint_fn is not None and (
                     reason
                     or (self.checkpoint_interval > 0 and st.env_step >= st.next_checkpoint_step)
@@ -333,8 +350,12 @@ class BaseTrainer:
                 if reason:
                     st.stop_reason = reason
                     break
+                self._phase = "collect"
         except BaseException as exc:
-            self.hook.rlblocks_exception(exc=exc, where="trainer.run")
+            try:
+                self.hook.rlblocks_exception(exc=exc, where=self._phase)
+            except Exception as hook_error:  # a failing handler hides nothing: chain both
+                raise hook_error from exc
             raise
         self._flush_update_stats(force=True)
         return self.result()
@@ -391,6 +412,7 @@ class OffPolicyTrainer(BaseTrainer):
         st.update_credit += self.update_per_step * stats.n_step
         n_updates = int(st.update_credit)
         st.update_credit -= n_updates
+        self._phase = "update"
         for _ in range(n_updates):
             self._record_update(self.policy.update(self.batch_size, self.buffer))
             st.gradient_step += 1
@@ -456,6 +478,7 @@ class OnPolicyTrainer(BaseTrainer):
                 f"one collect took {stats.n_step} steps but buffer.size is {maxsize}: the oldest "
                 "steps were overwritten before learning; raise buffer.size"
             )
+        self._phase = "update"
         out = dict(
             self.policy.update(
                 0, self.buffer, batch_size=self.batch_size, repeat=self.repeat_per_collect
