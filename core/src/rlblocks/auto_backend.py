@@ -148,6 +148,22 @@ def _takes_local_envs(spec: Any) -> bool:
         return False
 
 
+def _native_backend(env_fn: Callable[[], gym.Env], installed: dict[str, Any]) -> str | None:
+    """The first installed backend (by name) whose spec's ``provides`` accepts this env."""
+    from rlblocks.plugins.spec import import_object
+
+    for name in sorted(installed):
+        path = getattr(installed[name], "provides", None)  # specs of other kinds lack it
+        if path is None:
+            continue
+        try:
+            if import_object(path)(env_fn):
+                return name
+        except Exception:  # a broken optional backend must not stop the others
+            continue
+    return None
+
+
 def make_auto_vector_env(
     env_fns: Sequence[Callable[[], gym.Env]], probe_seconds: float = 0.2, verbose: bool = True
 ) -> Any:
@@ -162,8 +178,12 @@ def make_auto_vector_env(
             installed[name] = reg.spec(name)
         except Exception:
             continue
-    step_s, obs_bytes = measure_env(env_fns[0], probe_seconds)
-    name, options, why = choose_backend(len(env_fns), step_s, obs_bytes, installed)
+    native = _native_backend(env_fns[0], installed)
+    if native is not None:
+        name, options, why = native, {}, "it runs this env id natively"
+    else:
+        step_s, obs_bytes = measure_env(env_fns[0], probe_seconds)
+        name, options, why = choose_backend(len(env_fns), step_s, obs_bytes, installed)
     venv = reg.load(name)(list(env_fns), **options)
     choice = f"backend='auto' chose {name!r} {options or ''}({why})"
     with contextlib.suppress(AttributeError):  # a backend with __slots__ keeps no note

@@ -120,6 +120,14 @@ class EnvBackendSpec(PluginSpec):
 
     supports_async: bool = False
     multiprocess: bool = False
+    provides: str | None = field(default=None)
+    """Import path of ``fn(env_fn) -> bool``: True when this backend runs that env natively
+    (EnvPool's C++ envs); ``backend="auto"`` then picks it before weighing the others."""
+
+    @provides.validator
+    def _check_provides(self, attribute: Any, value: str | None) -> None:
+        if value is not None:
+            _check_import_path(self, attribute, value)
 
 
 @frozen(kw_only=True)

@@ -1,0 +1,1 @@
+"""EnvPool vector-env backend for rlblocks (``--backend envpool``)."""

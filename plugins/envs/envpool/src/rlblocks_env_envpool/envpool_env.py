@@ -1,0 +1,200 @@
+"""The EnvPool backend: EnvPool's synchronous gymnasium interface behind the VectorEnv protocol.
+
+EnvPool resets a finished env by itself on the step after its episode ended. The collector
+resets finished envs with ``reset(env_ids)`` before stepping them again, so that automatic reset
+never happens; stepping a finished env without a reset is refused (as every rlblocks backend
+does), so no transition can span two episodes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rlblocks.errors import ConfigError, EnvWorkerError
+from rlblocks.vector_env import VectorEnvBase
+
+#: Wrappers ``gymnasium.make`` adds by itself; any other wrapper changes what the env returns,
+#: which EnvPool's C++ env would not reproduce.
+_MAKE_WRAPPERS = {"TimeLimit", "OrderEnforcing", "PassiveEnvChecker", "EnvCompatibility"}
+
+
+def env_id_of(env_fn: Callable[[], gym.Env]) -> tuple[str, dict[str, Any]]:
+    """The gymnasium id and ``make`` keyword arguments of the env ``env_fn`` builds; a
+    ConfigError when the env has no id or carries wrappers of its own."""
+    env = env_fn()
+    try:
+        spec = env.spec
+        if spec is None or not spec.id:
+            raise ConfigError(
+                "the envpool backend needs envs made from a gymnasium id (gymnasium.make); this "
+                "env has no spec; use the dummy or shmem backend for it"
+            )
+        extra = []
+        layer: Any = env
+        while isinstance(layer, gym.Wrapper):
+            name = type(layer).__name__
+            if name not in _MAKE_WRAPPERS:
+                extra.append(name)
+            layer = layer.env
+        if extra:
+            raise ConfigError(
+                f"the envpool backend rebuilds {spec.id!r} in C++ and cannot apply the wrappers "
+                f"{extra}; use the dummy or shmem backend, or drop the wrappers"
+            )
+        return spec.id, dict(spec.kwargs or {})
+    finally:
+        env.close()
+
+
+def envpool_ids() -> set[str]:
+    """Every env id EnvPool provides."""
+    import envpool
+
+    return set(envpool.list_all_envs())
+
+
+def provides(env_fn: Callable[[], gym.Env]) -> bool:
+    """Whether EnvPool runs the env ``env_fn`` builds (its id, without extra wrappers)."""
+    try:
+        env_id, _ = env_id_of(env_fn)
+    except ConfigError:
+        return False
+    return env_id in envpool_ids()
+
+
+class EnvPoolVectorEnv(VectorEnvBase):
+    """``len(env_fns)`` envs of one gymnasium id, stepped by EnvPool's thread pool."""
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        num_threads: int = 0,
+        thread_affinity_offset: int = -1,
+    ) -> None:
+        import envpool
+
+        if len(env_fns) == 0:
+            raise ValueError("EnvPoolVectorEnv needs at least one env factory")
+        env_id, kwargs = env_id_of(env_fns[0])
+        if env_id not in envpool_ids():
+            raise ConfigError(
+                f"EnvPool {envpool.__version__} does not provide {env_id!r}; use another backend "
+                "(rlblocks list env) or an id from envpool.list_all_envs()"
+            )
+        max_steps = kwargs.pop("max_episode_steps", None)
+        self.env_id = env_id
+        self.num_envs = len(env_fns)
+        options: dict[str, Any] = dict(kwargs)
+        if max_steps is not None:
+            options["max_episode_steps"] = int(max_steps)
+        if num_threads:
+            options["num_threads"] = int(num_threads)
+        if thread_affinity_offset >= 0:
+            options["thread_affinity_offset"] = int(thread_affinity_offset)
+        self._options = options
+        self._pool = self._make_pool(seed=None)
+        with warnings.catch_warnings():  # EnvPool's float64 Box bounds become float32 here
+            warnings.simplefilter("ignore", UserWarning)
+            self.observation_space: gym.Space = self._pool.observation_space
+            self.action_space: gym.Space = self._pool.action_space
+        self._all_ids = np.arange(self.num_envs, dtype=np.int32)
+        self._needs_reset = np.ones(self.num_envs, dtype=bool)
+        self._closed = False
+
+    def _make_pool(self, seed: int | None) -> Any:
+        """A new pool; EnvPool seeds env ``i`` with ``seed + i`` when the pool is made and
+        takes no seed in ``reset``, so seeding means a new pool."""
+        import envpool
+
+        options = dict(self._options)
+        if seed is not None:
+            options["seed"] = int(seed)
+        with warnings.catch_warnings():  # EnvPool's float64 Box bounds become float32 here
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                return envpool.make_gymnasium(self.env_id, num_envs=self.num_envs, **options)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                raise ConfigError(
+                    f"EnvPool could not build {self.env_id!r} with {options}: {exc}; EnvPool "
+                    "takes other keyword arguments than gymnasium.make for some envs"
+                ) from exc
+
+    def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        if env_ids is None:
+            return self._all_ids
+        ids = np.ascontiguousarray(env_ids, dtype=np.int64).reshape(-1)
+        if np.count_nonzero(ids.view(np.uint64) >= self.num_envs):
+            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
+        return ids.astype(np.int32)
+
+    def reset(
+        self,
+        env_ids: Sequence[int] | np.ndarray | None = None,
+        seed: int | Sequence[int] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, list[dict]]:
+        """Reset the given envs; an int ``seed`` seeds env ``i`` with ``seed + i``.
+
+        EnvPool seeds only when a pool is made: a seeded reset of all envs makes a new pool
+        (``seed`` an int, or the list ``[s, s + 1, ...]``); seeding a subset of the envs, or with
+        other seeds, is refused with that reason."""
+        ids = self._ids(env_ids)
+        if seed is not None:
+            base = int(seed) if isinstance(seed, int | np.integer) else int(next(iter(seed)))
+            wanted = [base + int(i) for i in ids]
+            given = wanted if isinstance(seed, int | np.integer) else [int(s) for s in seed]
+            if given != wanted or len(ids) != self.num_envs or base < 0:
+                raise EnvWorkerError(
+                    f"EnvPool seeds a whole pool at once (env i gets seed + i), so it cannot seed "
+                    f"envs {ids.tolist()} with {given}; reset all envs with one int seed"
+                )
+            self._pool.close()
+            self._pool = self._make_pool(base)
+        try:
+            obs, _info = self._pool.reset(ids)
+        except Exception as exc:
+            raise EnvWorkerError(
+                f"EnvPool raised in reset of envs {ids.tolist()}: {exc!r}"
+            ) from exc
+        self._needs_reset[ids] = False
+        return obs, [{} for _ in range(len(ids))]
+
+    def step(
+        self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Step the given envs with ``actions[j]`` for ``env_ids[j]``; no autoreset."""
+        ids = self._ids(env_ids)
+        if len(actions) != len(ids):
+            raise ValueError(f"got {len(actions)} actions for {len(ids)} envs")
+        waiting = self._needs_reset if ids is self._all_ids else self._needs_reset[ids]
+        if np.count_nonzero(waiting):
+            raise EnvWorkerError(
+                f"envs {ids[waiting].tolist()} finished their episode or were never reset; "
+                "call reset(env_ids) first"
+            )
+        try:
+            obs, rew, terminated, truncated, _info = self._pool.step(np.asarray(actions), ids)
+        except Exception as exc:
+            raise EnvWorkerError(f"EnvPool raised in step of envs {ids.tolist()}: {exc!r}") from exc
+        done = terminated | truncated
+        if np.count_nonzero(done):
+            self._needs_reset[ids[done]] = True
+        return (
+            obs,
+            np.asarray(rew, dtype=np.float64),
+            np.asarray(terminated, dtype=bool),
+            np.asarray(truncated, dtype=bool),
+            [{} for _ in range(len(ids))],
+        )
+
+    def close(self) -> None:
+        """Release the pool; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()
