@@ -127,3 +127,19 @@ def test_image_observations_get_a_cnn_that_learns_and_resumes(tmp_path: Path) ->
     assert first.env_steps >= 2000
     second = rlblocks.resume(run, overrides=["trainer.max_env_steps=3000"])
     assert second.env_steps >= 3000 and second.best_test_return >= 19.0
+
+
+def test_ppo_builds_a_cnn_for_images_and_learns_through_it() -> None:
+    envs = rlblocks.make_vector_env("dummy", PIXELS_ID, num_envs=2, seed=0)
+    policy = rlblocks.make_policy("ppo", envs.observation_space, envs.action_space)
+    assert isinstance(policy.encoder.parts[0].image, ImageEncoder)
+    buffer = rlblocks.make_buffer("replay", size=256, num_envs=2)
+    rlblocks.Collector(policy, envs, buffer, seed=0).collect(n_step=64)
+    conv = policy.encoder.parts[0].image.conv[0].weight.detach().clone()
+    policy.update(0, buffer, batch_size=32, repeat=1)
+    assert not np.allclose(conv.numpy(), policy.encoder.parts[0].image.conv[0].weight.detach())
+    flat = rlblocks.make_policy("ppo", envs.observation_space, envs.action_space, images="flatten")
+    assert flat.encoder.out_dim == 40 * 40 and not flat.encoder.learnable
+    with pytest.raises(rlblocks.ConfigError, match="images='flatten'"):
+        rlblocks.make_policy("ppo", envs.observation_space, envs.action_space, obs_norm=True)
+    envs.close()

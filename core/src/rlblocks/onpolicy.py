@@ -26,7 +26,7 @@ from torch import nn
 from rlblocks.batch import Batch
 from rlblocks.distributions import Distribution
 from rlblocks.errors import ConfigError
-from rlblocks.nets.encoders import FlattenEncoder, obs_to_tensor
+from rlblocks.nets.encoders import make_encoder, obs_to_tensor
 from rlblocks.nets.heads import Actor, Critic
 from rlblocks.normalize import RunningMeanStd
 from rlblocks.onpolicy_config import OnPolicyConfig
@@ -47,7 +47,8 @@ class OnPolicyPolicy(BasePolicy):
     """Base of the on-policy algorithms. Subclasses implement :meth:`learn` (the loss).
 
     Args:
-        encoder: observation encoder (default :class:`~rlblocks.nets.FlattenEncoder`): a module
+        encoder: observation encoder (default :func:`~rlblocks.nets.make_encoder`: a CNN for image
+            Boxes unless ``images="flatten"``, flattened or one-hot parts otherwise): a module
             taking the observation (a tensor, or a dict of tensors for Dict spaces) and exposing
             ``out_dim``. With a learnable encoder, features are recomputed in every minibatch.
         actor / critic: replace the default :class:`~rlblocks.nets.Actor` /
@@ -75,14 +76,17 @@ class OnPolicyPolicy(BasePolicy):
         )
         self.config = config
         c = config
-        self.encoder = encoder if encoder is not None else FlattenEncoder(observation_space)
+        self.encoder = (
+            encoder if encoder is not None else make_encoder(observation_space, images=c.images)
+        )
         feat_dim = int(getattr(self.encoder, "out_dim", 0))
         if feat_dim <= 0 and (actor is None or (use_critic and critic is None)):
             raise ConfigError("a custom encoder needs an out_dim attribute (its feature width)")
         self._learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
         if self._learn_encoder and c.obs_norm:
             raise ConfigError(
-                "obs_norm normalises fixed features; set obs_norm=false with a learnable encoder"
+                "obs_norm normalises fixed features; set obs_norm=false with a learnable encoder "
+                "(image observations get a CNN unless images='flatten')"
             )
         self.obs_rms = RunningMeanStd((feat_dim,)) if c.obs_norm else None
         self.ret_rms = RunningMeanStd((), clip=None) if c.value_scaling else None

@@ -42,6 +42,9 @@ class OnPolicyConfig:
     """Clip the global gradient norm to this (None: no clipping)."""
     norm_adv: bool = True
     """Standardise advantages per minibatch (zero mean, unit std)."""
+    images: str = field(default="cnn", validator=validators.in_(["cnn", "flatten"]))
+    """Image observations: through a Nature-DQN CNN (trained with the loss; features are then
+    recomputed in every minibatch) or flattened like any Box."""
     obs_norm: bool = False
     """Normalise observations with a running mean/std updated once per collect; the statistics
     are saved in checkpoints and used by the test envs too."""

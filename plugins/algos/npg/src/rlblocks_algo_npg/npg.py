@@ -45,7 +45,10 @@ class NPGPolicy(OnPolicyPolicy):
         super().__init__(observation_space, action_space, config or NPGConfig(), device, **nets)
         self.config: NPGConfig
         if self._learn_encoder:
-            raise TypeError("NPG/TRPO need a fixed encoder: the natural gradient covers the actor")
+            raise TypeError(
+                "NPG/TRPO need a fixed encoder (the natural gradient covers the actor only); for "
+                "image observations set algo.images=flatten or pass a frozen encoder"
+            )
         self._actor_params = [p for p in self.actor.parameters() if p.requires_grad]
         self._critic_params = [p for p in self.critic.parameters() if p.requires_grad]  # type: ignore[union-attr]
         self.critic_optim = self.add_optimizer(
