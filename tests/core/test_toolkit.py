@@ -236,3 +236,20 @@ def test_q_ensemble_members_are_independent() -> None:
     with pytest.raises(ValueError, match="exactly one"):
         QEnsemble(enc, hidden=(8,))
     assert math.isfinite(float(q.detach().mean()))
+
+
+def test_frozen_parameters_get_no_gradient_and_thaw_afterwards() -> None:
+    critic, actor = nn.Linear(2, 1), nn.Linear(2, 2)
+    critic_step = OptimizerStep(critic, lr=0.1)
+    with critic_step.frozen():
+        critic(actor(torch.ones(3, 2))).sum().backward()
+    assert critic.weight.grad is None and actor.weight.grad is not None
+    assert all(p.requires_grad for p in critic.parameters())
+
+
+def test_step_with_closed_form_gradients_equals_autograd() -> None:
+    a, b = nn.Parameter(torch.tensor(0.5)), nn.Parameter(torch.tensor(0.5))
+    x = torch.tensor([1.0, 3.0])
+    OptimizerStep([a], lr=0.1).step(-(a * x).mean())
+    OptimizerStep([b], lr=0.1).step_with_grads([-x.mean()])
+    torch.testing.assert_close(a.detach(), b.detach())

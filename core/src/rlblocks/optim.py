@@ -8,7 +8,8 @@ module tree on every gradient step costs more than the arithmetic of a small net
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -81,6 +82,28 @@ class OptimizerStep:
             nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
         self.optim.step()
         self.steps += 1
+
+    def step_with_grads(self, grads: list[torch.Tensor]) -> None:
+        """Step with gradients computed in closed form (one per parameter), skipping autograd:
+        e.g. SAC's temperature, whose loss gradient is a mean of detached values."""
+        for p, g in zip(self.params, grads, strict=True):
+            p.grad = g.reshape(p.shape).to(p.dtype)
+        if self.max_grad_norm is not None:
+            nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+        self.optim.step()
+        self.steps += 1
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Inside, these parameters require no gradient: another network's loss that flows
+        through them (an actor's loss through the critic) skips computing their gradients."""
+        for p in self.params:
+            p.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for p in self.params:
+                p.requires_grad_(True)
 
     def set_env_step(self, env_step: int) -> None:
         """Set the learning rate from the schedule (no-op without one)."""

@@ -112,11 +112,13 @@ class SACPolicy(OffPolicyPolicy):
         critic_loss = sq.mean(dim=1).sum()
         self.critic_step.step(critic_loss)
 
-        # actor: maximise min_i Q_i(s, a~) + alpha * entropy, a~ reparameterised
-        act_new, logp = self.actor(obs)
-        q_new = self.critic(obs, act_new).min(dim=0).values
-        actor_loss = (self.alpha * logp - q_new).mean()
-        self.actor_step.step(actor_loss)
+        # actor: maximise min_i Q_i(s, a~) + alpha * entropy, a~ reparameterised (the loss flows
+        # through the critics, whose own gradients are not needed)
+        with self.critic_step.frozen():
+            act_new, logp = self.actor(obs)
+            q_new = self.critic(obs, act_new).min(dim=0).values
+            actor_loss = (self.alpha * logp - q_new).mean()
+            self.actor_step.step(actor_loss)
 
         stats: dict[str, Any] = {
             "loss/critic": critic_loss.detach(),
@@ -125,8 +127,8 @@ class SACPolicy(OffPolicyPolicy):
             "entropy": -logp.detach().mean(),
         }
         if self.alpha_step is not None:
-            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            self.alpha_step.step(alpha_loss)
+            # L_a = -mean(log_alpha * (log pi + target_entropy)): its gradient in closed form
+            self.alpha_step.step_with_grads([-(logp.detach() + self.target_entropy).mean()])
             stats["alpha"] = self.alpha
 
         self.critic_target.update()
