@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlblocks.env_families import for_mujoco
+
 #: Gymnasium MuJoCo locomotion: the settings of Tianshou's MuJoCo DDPG example
 #: (examples/mujoco/mujoco_ddpg.py: Adam 1e-3 for actor and critic, batch 256, 256-256 ReLU
 #: networks, tau 0.005, Gaussian exploration 0.1, 25k random warm-up steps), which follow the
@@ -30,9 +32,4 @@ MUJOCO: dict[str, dict[str, Any]] = {
         "exploration_sigma": 0.1,
     },
 }
-MUJOCO_ENVS = (
-    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
-)
-
-ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {f"{n}-*": MUJOCO for n in MUJOCO_ENVS}
+ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = for_mujoco(MUJOCO)

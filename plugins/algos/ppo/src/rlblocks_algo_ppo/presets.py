@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlblocks.env_families import for_mujoco
+
 #: MuJoCo: the PPO paper's settings (Schulman et al., 2017, Table 3: horizon 2048, Adam 3e-4,
 #: 10 epochs, minibatch 64, gamma 0.99, GAE lambda 0.95, clip 0.2) with the learning rate
 #: annealed to zero, plus the implementation details published MuJoCo results rely on (Engstrom
@@ -39,11 +41,6 @@ MUJOCO: dict[str, dict[str, Any]] = {
         "action_bound_method": "clip",
     },
 }
-MUJOCO_ENVS = (
-    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
-)
-
 #: Pendulum: short horizon (gamma 0.9, lr 1e-3, as in RL Zoo's ppo.yml for Pendulum-v1) and the
 #: critic trained on returns scaled by their running std: Pendulum's discounted returns run to about
 #: -160, and without the scaling the critic lags: -250 took a median 56k env steps over
@@ -58,5 +55,5 @@ PENDULUM: dict[str, dict[str, Any]] = {
 
 ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     "Pendulum-*": PENDULUM,
-    **{f"{name}-*": MUJOCO for name in MUJOCO_ENVS},
+    **for_mujoco(MUJOCO),
 }

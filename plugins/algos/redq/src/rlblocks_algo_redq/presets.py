@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlblocks.env_families import for_mujoco
+
 #: Gymnasium MuJoCo locomotion: the REDQ paper's settings (Chen et al., 2021, table 1: N = 10,
 #: M = 2, G = 20, Adam 3e-4, batch 256, 256-256 networks, tau 0.005, 5k random warm-up steps),
 #: as Tianshou's examples/mujoco/mujoco_redq.py uses them.
@@ -30,9 +32,4 @@ MUJOCO: dict[str, dict[str, Any]] = {
         "actor_delay": 20,
     },
 }
-MUJOCO_ENVS = (
-    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
-)
-
-ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {f"{n}-*": MUJOCO for n in MUJOCO_ENVS}
+ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = for_mujoco(MUJOCO)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlblocks.env_families import for_mujoco
+
 #: Gymnasium MuJoCo locomotion: the SAC paper's settings (Haarnoja et al., 2018, table 1: Adam
 #: 3e-4, batch 256, 256-256 ReLU networks, tau 0.005, gamma 0.99, one gradient step per env
 #: step, target entropy -dim(A)) with 10k random warm-up steps and a 1M-transition buffer, as
@@ -32,17 +34,14 @@ MUJOCO: dict[str, dict[str, Any]] = {
         "auto_alpha": True,
     },
 }
-MUJOCO_ENVS = (
-    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
-)
-
-#: InvertedPendulum balances within a few thousand steps: a short warm-up and test horizon.
+#: InvertedPendulum balances within a few thousand steps: it replaces the MuJoCo preset (same
+#: key) and keeps the algorithm's small Pendulum-sized defaults from ``_spec.py``, with a short
+#: warm-up and test horizon.
 INVERTED_PENDULUM: dict[str, dict[str, Any]] = {
     "trainer": {"warmup_steps": 1_000, "max_env_steps": 50_000, "test_interval": 2_000},
 }
 
 ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    **{f"{name}-*": MUJOCO for name in MUJOCO_ENVS},
+    **for_mujoco(MUJOCO),
     "InvertedPendulum-*": INVERTED_PENDULUM,
 }

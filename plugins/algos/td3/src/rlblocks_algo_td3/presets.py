@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlblocks.env_families import for_mujoco
+
 #: Gymnasium MuJoCo locomotion: the TD3 paper's settings (Fujimoto et al., 2018, and the
 #: authors' published code: Adam 3e-4, batch 256, 256-256 ReLU networks, tau 0.005, exploration
 #: noise 0.1, policy noise 0.2 clipped at 0.5, policy delay 2, 25k random warm-up steps), as
@@ -33,9 +35,4 @@ MUJOCO: dict[str, dict[str, Any]] = {
         "policy_delay": 2,
     },
 }
-MUJOCO_ENVS = (
-    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
-)
-
-ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {f"{n}-*": MUJOCO for n in MUJOCO_ENVS}
+ENV_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = for_mujoco(MUJOCO)
