@@ -166,3 +166,25 @@ def test_policy_update_adds_training_views() -> None:
     expected = np.where(batch.obs[:, 0] % 100 == 0, 0, batch.act - 1)
     expected[(batch.obs[:, 0] == 3)] = 0  # first step of env 0's second episode
     assert batch.prev_act.tolist() == expected.tolist()
+
+
+def test_a_requirements_space_shapes_its_acting_history() -> None:
+    obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    rew_space = gym.spaces.Box(-np.inf, np.inf, (), np.float64)
+    views = ActingViews(
+        {"prev_rew": ViewRequirement("rew", shift=-1, space=rew_space)},
+        2, obs_space, gym.spaces.Discrete(2),
+    )  # fmt: skip
+    assert views.history["rew"].dtype == np.float64
+    default = ActingViews(
+        {"prev_rew": ViewRequirement("rew", shift=-1)}, 2, obs_space, gym.spaces.Discrete(2)
+    )
+    assert default.history["rew"].dtype == np.float32
+    with pytest.raises(ConfigError, match="different spaces"):
+        ActingViews(
+            {
+                "a": ViewRequirement("obs", shift=-1, space=obs_space),
+                "b": ViewRequirement("obs", shift=-2, space=gym.spaces.Box(0, 1, (4,))),
+            },
+            2, obs_space, gym.spaces.Discrete(2),
+        )  # fmt: skip

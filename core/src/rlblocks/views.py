@@ -72,7 +72,9 @@ class ViewRequirement:
     )
     """Offset(s): ``-1`` the previous step, ``1`` the next, ``[-2, -1]`` or ``"-3:0"`` several."""
     space: gym.Space | None = None
-    """The column's space: shapes the zeros of acting views before anything was seen."""
+    """The column's space when it is not the env's (e.g. a float64 reward column): gives the
+    shape and dtype of acting views, zeros before anything was seen. None: the env's observation
+    or action space (float32 scalars for rewards)."""
     used_for_training: bool = True
     """Build this view for ``learn`` (from the buffer)."""
     used_for_acting: bool = True
@@ -177,6 +179,7 @@ class ActingViews:
     ) -> None:
         self.views: dict[str, tuple[str, tuple[int, ...], bool]] = {}
         depth: dict[str, int] = {}
+        declared: dict[str, gym.Space] = {}  # a requirement's own space wins over the env's
         for name, req in requirements.items():
             column, offsets = req.column(name), req.offsets
             if not req.used_for_acting or (column == name == "obs" and offsets == (0,)):
@@ -190,7 +193,14 @@ class ActingViews:
                 )
             self.views[name] = (column, offsets, req.ranged)
             depth[column] = max(depth.get(column, 0), newest - min(offsets) + 1)
-        spaces = {"obs": observation_space, "act": action_space, "rew": None}
+            if req.space is not None:
+                if declared.get(column, req.space) != req.space:
+                    raise ConfigError(
+                        f"views of {column!r} declare different spaces ({declared[column]} and "
+                        f"{req.space} for {name!r}); one column has one space"
+                    )
+                declared[column] = req.space
+        spaces = {"obs": observation_space, "act": action_space, "rew": None, **declared}
         self.history: dict[str, np.ndarray] = {}
         for column, k in depth.items():
             space = spaces[column]
