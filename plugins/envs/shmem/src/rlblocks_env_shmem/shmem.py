@@ -23,7 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from rlblocks.errors import ConfigError
-from rlblocks_env_subproc.subproc import SubprocVectorEnv, _Request
+from rlblocks_env_subproc.subproc import Request, SubprocVectorEnv
 
 _ALIGN = 64
 _FLAT_SPACES = (
@@ -223,7 +223,7 @@ class ShmemVectorEnv(SubprocVectorEnv):
         self._trunc[ids] = True
         return [{"env_worker_restarted": reason} for _ in range(len(ids))]
 
-    def _decode_step(self, req: _Request, payload: Any) -> Any:
+    def _decode_step(self, req: Request, payload: Any) -> Any:
         return payload
 
 

@@ -91,8 +91,9 @@ def _default_context() -> str:
     return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
 
-class _Request:
-    """One command a worker owes an answer to."""
+class Request:
+    """One command a worker owes an answer to. Public for backends built on this one (shmem
+    decodes replies from it in its ``_decode_step``)."""
 
     __slots__ = ("ids", "kind", "msg", "reply", "sent", "synthetic")
 
@@ -122,7 +123,7 @@ class _Worker:
         self.process: Any = None
         self.conn: Any = None
         self.group: Any = None  # local: the W.EnvGroup the parent runs commands in
-        self.pending: deque[_Request] = deque()
+        self.pending: deque[Request] = deque()
         self.dead: str | None = None
 
     @property
@@ -253,10 +254,10 @@ class SubprocVectorEnv(WorkerGroups):
     def _write_actions(self, actions: Any, ids: np.ndarray | None) -> None:
         """Shared-memory backends store actions here before sending the commands."""
 
-    def _decode_step(self, req: _Request, payload: Any) -> Any:
+    def _decode_step(self, req: Request, payload: Any) -> Any:
         return payload
 
-    def _decode_reset(self, req: _Request, payload: Any) -> Any:
+    def _decode_reset(self, req: Request, payload: Any) -> Any:
         return payload
 
     def _assemble_step(
@@ -310,7 +311,7 @@ class SubprocVectorEnv(WorkerGroups):
         child_conn.close()  # only the worker holds its end: its death closes the pipe
         w.process, w.conn, w.dead = process, parent_conn, None
         w.pending.clear()
-        w.pending.append(_Request(-1, w.ids, (), time.monotonic()))
+        w.pending.append(Request(-1, w.ids, (), time.monotonic()))
 
     def _start_local(self, w: _Worker) -> None:
         """Build the parent's own envs; their handshake waits in ``pending`` like a reply."""
@@ -319,7 +320,7 @@ class SubprocVectorEnv(WorkerGroups):
             self._make_local_transport(),
         )
         w.group = group
-        w.pending.append(_Request(-1, w.ids, (), time.monotonic(), reply=hello))
+        w.pending.append(Request(-1, w.ids, (), time.monotonic(), reply=hello))
 
     def _handshake(self, w: _Worker) -> None:
         _req, payload = self._receive(w)
@@ -377,7 +378,7 @@ class SubprocVectorEnv(WorkerGroups):
                 r.sent = time.monotonic()
             w.pending.append(r)
 
-    def _receive(self, w: _Worker) -> tuple[_Request, Any]:
+    def _receive(self, w: _Worker) -> tuple[Request, Any]:
         """The answer to the oldest request ``w`` owes; raises EnvWorkerError on env errors."""
         while True:
             req = w.pending[0]
@@ -426,13 +427,13 @@ class SubprocVectorEnv(WorkerGroups):
                 "new one, or pass restart_failed=True"
             )
 
-    def _send(self, w: _Worker, kind: int, ids: np.ndarray, msg: tuple) -> _Request:
+    def _send(self, w: _Worker, kind: int, ids: np.ndarray, msg: tuple) -> Request:
         self._check_alive(w)
         if w.local:  # run it now; the reply (or the env's error) waits for _receive
-            req = _Request(kind, ids, msg, 0.0, reply=w.group.handle(msg))
+            req = Request(kind, ids, msg, 0.0, reply=w.group.handle(msg))
             w.pending.append(req)
             return req
-        req = _Request(kind, ids, msg, time.monotonic())
+        req = Request(kind, ids, msg, time.monotonic())
         try:
             w.conn.send(msg)
         except (OSError, ValueError):
@@ -442,7 +443,7 @@ class SubprocVectorEnv(WorkerGroups):
         w.pending.append(req)
         return req
 
-    def _finish(self, w: _Worker, req: _Request) -> Any:
+    def _finish(self, w: _Worker, req: Request) -> Any:
         """Receive until ``req`` is answered; earlier step answers go to the async stash."""
         while True:
             got, payload = self._receive(w)
@@ -454,7 +455,7 @@ class SubprocVectorEnv(WorkerGroups):
     def _send_groups(
         self, kind: int, groups: list[tuple[Any, Any, Any, np.ndarray]],
         make_msg: Callable[[_Worker, Any, Any], tuple],
-    ) -> list[tuple[_Worker, np.ndarray, _Request]]:
+    ) -> list[tuple[_Worker, np.ndarray, Request]]:
         """Send ``make_msg(worker, slots, rows)`` to every group, in the groups' order in the
         result, but the workers first: the local envs (group 0 when there are some) run their
         command while the workers run theirs."""
@@ -465,7 +466,7 @@ class SubprocVectorEnv(WorkerGroups):
             sent[k] = (w, gids, self._send(w, kind, gids, make_msg(w, slots, rows)))
         return sent
 
-    def _collect(self, sent: list[tuple[_Worker, np.ndarray, _Request]]) -> list[Any]:
+    def _collect(self, sent: list[tuple[_Worker, np.ndarray, Request]]) -> list[Any]:
         """Every group's answer, in order; an env error is raised once all are received (no
         reply may linger in a pipe)."""
         out, error = [], None
