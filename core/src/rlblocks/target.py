@@ -35,8 +35,7 @@ class TargetNetwork(nn.Module):
         self.net = copy.deepcopy(online)
         self.net.requires_grad_(False)
         self.net.eval()
-        # a plain list, not a submodule: the online network belongs to the owner
-        self._online = [online]
+        # plain lists, not submodules: the online network belongs to the owner
         self._online_params = list(online.parameters())
         self._params = list(self.net.parameters())
         self._online_buffers = list(online.buffers())

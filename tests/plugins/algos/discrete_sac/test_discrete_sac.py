@@ -37,19 +37,12 @@ def test_actions_follow_the_spaces_start() -> None:
     assert np.isfinite(float(policy.update(4, buf)["loss/critic"]))
 
 
-def test_auto_alpha_falls_when_entropy_is_above_target() -> None:
+def test_auto_alpha_falls_when_entropy_is_above_target(random_buffer) -> None:
     policy = rlblocks.make_policy(
         "discrete-sac", OBS, gym.spaces.Discrete(4), auto_alpha=True, target_entropy_ratio=0.1,
         alpha_lr=1e-2,
     )  # fmt: skip
-    buf = ReplayBuffer(32)
-    rng = np.random.default_rng(0)
-    for _ in range(32):
-        buf.add(
-            Batch(obs=rng.uniform(-1, 1, 3).astype(np.float32), act=int(rng.integers(4)),
-                  rew=0.0, terminated=False, truncated=False,
-                  obs_next=rng.uniform(-1, 1, 3).astype(np.float32))
-        )  # fmt: skip
+    buf = random_buffer(gym.spaces.Discrete(4), n=32)
     start = float(policy.alpha)
     for _ in range(10):
         policy.update(16, buf)

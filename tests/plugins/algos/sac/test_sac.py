@@ -9,43 +9,27 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
 
 
-def random_buffer(n: int = 64) -> ReplayBuffer:
-    rng = np.random.default_rng(0)
-    buf = ReplayBuffer(n)
-    for _ in range(n):
-        buf.add(
-            Batch(
-                obs=rng.uniform(-1, 1, 3).astype(np.float32),
-                act=rng.uniform(-1, 1, 2).astype(np.float32),
-                rew=float(rng.normal()),
-                terminated=False,
-                truncated=False,
-                obs_next=rng.uniform(-1, 1, 3).astype(np.float32),
-            )
-        )
-    return buf
-
-
 @pytest.mark.parametrize(("target_entropy", "direction"), [(-50.0, -1), (50.0, 1)])
-def test_auto_alpha_moves_towards_the_entropy_target(target_entropy: float, direction: int) -> None:
+def test_auto_alpha_moves_towards_the_entropy_target(
+    target_entropy: float, direction: int, random_buffer
+) -> None:
     torch.manual_seed(0)
     policy = rlblocks.make_policy("sac", OBS, ACT, target_entropy=target_entropy, alpha_lr=1e-2)
     start = float(policy.alpha)
-    buf = random_buffer()
+    buf = random_buffer(ACT)
     for _ in range(20):
         policy.update(32, buf)
     assert (float(policy.alpha) - start) * direction > 0
 
 
-def test_fixed_alpha_stays_fixed() -> None:
+def test_fixed_alpha_stays_fixed(random_buffer) -> None:
     policy = rlblocks.make_policy("sac", OBS, ACT, auto_alpha=False, alpha=0.05)
-    policy.update(32, random_buffer())
+    policy.update(32, random_buffer(ACT))
     assert float(policy.alpha) == pytest.approx(0.05)
     assert "alpha" not in policy.optim_steps
 

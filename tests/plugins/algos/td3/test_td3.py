@@ -8,32 +8,14 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
 
 
-def random_buffer(n: int = 64) -> ReplayBuffer:
-    rng = np.random.default_rng(0)
-    buf = ReplayBuffer(n)
-    for _ in range(n):
-        buf.add(
-            Batch(
-                obs=rng.uniform(-1, 1, 3).astype(np.float32),
-                act=rng.uniform(-1, 1, 2).astype(np.float32),
-                rew=float(rng.normal()),
-                terminated=False,
-                truncated=False,
-                obs_next=rng.uniform(-1, 1, 3).astype(np.float32),
-            )
-        )
-    return buf
-
-
-def test_actor_and_targets_move_only_every_policy_delay_steps() -> None:
+def test_actor_and_targets_move_only_every_policy_delay_steps(random_buffer) -> None:
     policy = rlblocks.make_policy("td3", OBS, ACT, policy_delay=3)
-    buf = random_buffer()
+    buf = random_buffer(ACT)
     actor0 = [p.clone() for p in policy.actor.parameters()]
     target0 = [p.clone() for p in policy.critic_target.parameters()]
     critic0 = [p.clone() for p in policy.critic.parameters()]
