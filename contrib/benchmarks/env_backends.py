@@ -105,6 +105,24 @@ def _tianshou(kind: str, task: str, n: int) -> tuple[Any, Callable[[], int]]:
     return envs, step
 
 
+def _envpool_raw(task: str, n: int, threads: int) -> tuple[Any, Callable[[], int]]:
+    """EnvPool stepped as its own docs show: all envs each call, its autoreset on."""
+    import envpool
+
+    kwargs = {"num_threads": threads} if threads else {}
+    envs = envpool.make_gymnasium(task, num_envs=n, seed=0, **kwargs)
+    envs.reset()
+    acts = _actions(envs.action_space, n)
+    k = [0]
+
+    def step() -> int:
+        envs.step(acts[k[0] % len(acts)])
+        k[0] += 1
+        return n
+
+    return envs, step
+
+
 def _bare(task: str, n: int) -> tuple[Any, Callable[[], int]]:
     env = gym.make(task)
     env.reset(seed=0)
@@ -121,6 +139,16 @@ def _bare(task: str, n: int) -> tuple[Any, Callable[[], int]]:
     return env, step
 
 
+def _threads(task: str, n: int) -> int:
+    """EnvPool's thread count for both EnvPool rows: what the rlblocks backend picks by itself
+    (one thread for classic control, else one per env up to the cores)."""
+    try:
+        from rlblocks_env_envpool.envpool_env import default_threads
+    except ImportError:
+        return 0
+    return default_threads(task, n)
+
+
 def contenders(names: list[str]) -> dict[str, Callable[[str, int], tuple[Any, Callable[[], int]]]]:
     out: dict[str, Any] = {
         "bare loop": _bare,
@@ -128,7 +156,9 @@ def contenders(names: list[str]) -> dict[str, Callable[[str, int], tuple[Any, Ca
         "rlblocks subproc": lambda t, n: _rlblocks("subproc", t, n),
         "rlblocks shmem": lambda t, n: _rlblocks("shmem", t, n),
         "rlblocks ray": lambda t, n: _rlblocks("ray", t, n),
+        "rlblocks envpool": lambda t, n: _rlblocks("envpool", t, n),
         "rlblocks auto": lambda t, n: _rlblocks("auto", t, n),
+        "EnvPool raw": lambda t, n: _envpool_raw(t, n, _threads(t, n)),
         "gym Sync": lambda t, n: _gym_vector("sync", t, n),
         "gym Async(shm)": lambda t, n: _gym_vector("async", t, n),
         "tianshou Dummy": lambda t, n: _tianshou("dummy", t, n),
@@ -170,6 +200,7 @@ RATIOS = [
     ("rlblocks dummy", "tianshou Dummy", 1.3),
     ("rlblocks dummy", "bare loop", 0.85),
     ("rlblocks auto", "best", 0.9),
+    ("rlblocks envpool", "EnvPool raw", 0.9),
 ]
 
 

@@ -93,8 +93,26 @@ def test_ids_envpool_lacks_and_wrapped_envs_are_refused_with_the_reason() -> Non
 
 
 def test_auto_picks_envpool_for_an_id_it_provides() -> None:
-    envs = rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=4)
+    pytest.importorskip("mujoco")
+    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=2)
     try:
         assert "envpool" in envs.auto_choice
     finally:
         envs.close()
+
+
+def test_auto_keeps_classic_control_in_process() -> None:
+    """EnvPool's per-call thread hand-off costs more than a CartPole step: auto skips it."""
+    envs = rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=4)
+    try:
+        assert "envpool" not in envs.auto_choice
+    finally:
+        envs.close()
+
+
+def test_default_threads() -> None:
+    from rlblocks_env_envpool.envpool_env import default_threads
+
+    assert default_threads("CartPole-v1", 8) == 1
+    assert 1 <= default_threads("HalfCheetah-v5", 8) <= 8
+    assert default_threads("HalfCheetah-v5", 1) == 1

@@ -1,0 +1,667 @@
+#!/usr/bin/env python
+"""MuJoCo locomotion at an equal env-step budget: rlblocks and Tianshou, SAC, TD3, DDPG and PPO.
+
+For each (env, algorithm, seed) both libraries train from scratch for the same number of env
+steps (random warm-up included) and test every ``--test-interval`` env steps on 10 episodes.
+The script writes, under ``--out-dir``:
+
+* ``results.jsonl``: one JSON line per finished trial (learning curve, final and best test
+  return, wall seconds). A re-run skips the trials already there, so a long benchmark can be
+  run in pieces (and extended with more seeds later); ``--report-only`` only redraws.
+* ``README.md``: the table (final and best return, mean ± std over seeds; median wall seconds;
+  rlblocks' wall / Tianshou's wall) next to the Tianshou paper's published 1M-step numbers.
+* ``<env>.png``: learning curves, one panel per algorithm, both libraries on one plot (mean
+  over seeds, shaded ± std).
+
+Every trial runs in a fresh subprocess of this interpreter with ``torch.set_num_threads
+(--torch-threads)`` (default 1), so no library inherits another's threads, RNG or caches.
+Trials are interleaved (for each seed, each env, each algorithm, both libraries) so that
+machine noise and an interrupted run fall on both alike. Seeds start at 100, away from the
+seeds defaults were tuned on.
+
+Contenders (each with its own published settings, nothing tuned here):
+
+* rlblocks: ``rlblocks.train(algo, env=ENV, seed=s, loggers=[], progress=False)`` with the
+  algorithm's MuJoCo preset (the SAC, TD3 and PPO papers' settings; DDPG as Tianshou's
+  example), overriding only the budget (``trainer.max_env_steps``), the test interval, and for
+  PPO the learning-rate decay horizon (``algo.lr_decay_steps`` = the budget).
+* Tianshou 2.0.1 with the defaults of its ``examples/mujoco/mujoco_{sac,td3,ddpg,ppo}.py`` (at
+  commit f2402056 of thu-ml/tianshou; copied into ``TIANSHOU_EXAMPLES`` below) and its envs
+  built as those examples build them (``EnvFactoryRegistered`` with shared-memory subprocess
+  workers; observation normalisation for PPO). The examples' epoch length becomes the test
+  interval and their epoch count is set so that warm-up plus training equals the budget; PPO's
+  learning rate decays linearly to zero over the budget, as the example's does over its own.
+
+The Tianshou paper's numbers (Weng et al., 2022, JMLR, table 2: max average return over 10
+seeds at 1M steps, v3 envs; PPO at 3M) are printed for orientation only: the budget here is
+far smaller.
+
+Named ``mujoco_benchmark.py``, not ``mujoco.py``: a script's folder comes first on
+``sys.path``, so a ``mujoco.py`` there would shadow the ``mujoco`` package for every script
+in it (this one included).
+
+Run (in /work/benchvenv, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
+--envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 3
+--out-dir docs/benchmarks/mujoco``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ALGOS = ("sac", "td3", "ddpg", "ppo")
+FRAMEWORKS = ("rlblocks", "tianshou")
+TEST_EPISODES = 10
+
+#: Tianshou's examples/mujoco defaults (mujoco_<algo>.py, ``main``'s keyword defaults).
+TIANSHOU_EXAMPLES: dict[str, dict[str, Any]] = {
+    "sac": {
+        "hidden_sizes": [256, 256],
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "alpha": 0.2,
+        "auto_alpha": False,
+        "alpha_lr": 3e-4,
+        "start_timesteps": 10_000,
+        "epoch_num_steps": 5_000,
+        "step_per_collect": 1,
+        "update_per_step": 1,
+        "n_step": 1,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "training_envs": 1,
+    },
+    "td3": {
+        "hidden_sizes": [256, 256],
+        "actor_lr": 3e-4,
+        "critic_lr": 3e-4,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "exploration_noise": 0.1,
+        "policy_noise": 0.2,
+        "noise_clip": 0.5,
+        "update_actor_freq": 2,
+        "start_timesteps": 25_000,
+        "epoch_num_steps": 5_000,
+        "step_per_collect": 1,
+        "update_per_step": 1,
+        "n_step": 1,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "training_envs": 1,
+    },
+    "ddpg": {
+        "hidden_sizes": [256, 256],
+        "actor_lr": 1e-3,
+        "critic_lr": 1e-3,
+        "gamma": 0.99,
+        "tau": 0.005,
+        "exploration_noise": 0.1,
+        "start_timesteps": 25_000,
+        "epoch_num_steps": 5_000,
+        "step_per_collect": 1,
+        "update_per_step": 1,
+        "n_step": 1,
+        "batch_size": 256,
+        "buffer_size": 1_000_000,
+        "training_envs": 1,
+    },
+    "ppo": {
+        "hidden_sizes": [64, 64],
+        "lr": 3e-4,
+        "gamma": 0.99,
+        "buffer_size": 4096,
+        "step_per_collect": 2048,
+        "repeat": 10,
+        "batch_size": 64,
+        "training_envs": 8,
+        "return_scaling": True,
+        "vf_coef": 0.25,
+        "ent_coef": 0.0,
+        "gae_lambda": 0.95,
+        "bound_action_method": "clip",
+        "max_grad_norm": 0.5,
+        "eps_clip": 0.2,
+        "value_clip": True,
+        "advantage_normalization": False,
+        "recompute_adv": True,
+        # the example's epoch is 30,000 steps; three collects here, so tests come as often as
+        # the off-policy ones and both libraries test on the same grid
+        "epoch_num_steps": 3 * 2048,
+    },
+}
+
+#: Weng et al. (2022), "Tianshou: A Highly Modularized Deep Reinforcement Learning Library",
+#: JMLR 23(267), table 2 (v3 tasks; SAC/TD3/DDPG at 1M steps, PPO at 3M).
+TIANSHOU_PAPER: dict[str, dict[str, str]] = {
+    "sac": {
+        "Ant": "5850 ± 476",
+        "HalfCheetah": "12139 ± 1049",
+        "Hopper": "3542 ± 52",
+        "Walker2d": "5007 ± 252",
+    },
+    "td3": {
+        "Ant": "5116 ± 800",
+        "HalfCheetah": "10201 ± 773",
+        "Hopper": "3472 ± 117",
+        "Walker2d": "3982 ± 275",
+    },
+    "ddpg": {
+        "Ant": "990 ± 4",
+        "HalfCheetah": "11719 ± 466",
+        "Hopper": "2197 ± 972",
+        "Walker2d": "1401 ± 905",
+    },
+    "ppo": {
+        "Ant": "4079 ± 880",
+        "HalfCheetah": "7337 ± 1508",
+        "Hopper": "3128 ± 413",
+        "Walker2d": "4896 ± 704",
+    },
+}
+
+
+def budget_for(algo: str, steps: int) -> int:
+    """PPO's budget rounds up to whole test intervals of whole collects, so that both
+    libraries stop at the same env step; the off-policy budgets are multiples of 5,000 already."""
+    if algo == "ppo":
+        every = TIANSHOU_EXAMPLES["ppo"]["epoch_num_steps"]
+        return math.ceil(steps / every) * every
+    return steps
+
+
+def interval_for(algo: str, test_interval: int) -> int:
+    return TIANSHOU_EXAMPLES["ppo"]["epoch_num_steps"] if algo == "ppo" else test_interval
+
+
+# --------------------------------------------------------------------------------------------
+# Trials (each in its own subprocess)
+# --------------------------------------------------------------------------------------------
+
+
+def trial_rlblocks(algo: str, env: str, seed: int, steps: int, interval: int) -> dict[str, Any]:
+    import rlblocks
+    from rlblocks.plugins import hookimpl
+
+    curve: list[tuple[int, float]] = []
+
+    class Curve:
+        @hookimpl
+        def rlblocks_test_end(self, stats: dict[str, Any], env_step: int) -> None:
+            curve.append((int(env_step), float(stats["return_mean"])))
+
+    overrides = [
+        f"trainer.max_env_steps={steps}",
+        f"trainer.test_interval={interval}",
+        f"trainer.test_episodes={TEST_EPISODES}",
+    ]
+    if algo == "ppo":
+        overrides.append(f"algo.lr_decay_steps={steps}")
+    with tempfile.TemporaryDirectory(prefix="rlblocks-bench-") as tmp:
+        result = rlblocks.train(
+            algo,
+            env=env,
+            seed=seed,
+            loggers=[],
+            progress=False,
+            run_dir=f"{tmp}/run",
+            overrides=overrides,
+            hooks=[Curve()],
+            stop_reward=math.inf,
+        )
+    return {"curve": curve, "seconds": float(result.wall_seconds), "env_steps": result.env_steps}
+
+
+def trial_tianshou(algo: str, env_id: str, seed: int, steps: int, interval: int) -> dict[str, Any]:
+    import numpy as np
+    import torch
+    from tianshou.data import Collector, CollectStats, ReplayBuffer, VectorReplayBuffer
+    from tianshou.env import VectorEnvNormObs
+    from tianshou.highlevel.env import EnvFactoryRegistered, EnvMode, VectorEnvType
+    from tianshou.trainer import OffPolicyTrainerParams, OnPolicyTrainerParams
+
+    a = TIANSHOU_EXAMPLES[algo]
+    curve: list[tuple[int, float]] = []
+    warmup = int(a.get("start_timesteps", 0))
+    t0 = time.perf_counter()
+
+    class RecordingCollector(Collector):
+        """The test collector, recording each test's mean return at the env step it ran."""
+
+        def collect(self, *args: Any, **kwargs: Any) -> Any:
+            stats = super().collect(*args, **kwargs)
+            if stats.returns_stat is not None:
+                # run_training resets the collector's step count after the warm-up collect
+                done = warmup + int(train_collector.collect_step)
+                curve.append((done, float(stats.returns_stat.mean)))
+            return stats
+
+    factory = EnvFactoryRegistered(
+        task=env_id, venv_type=VectorEnvType.SUBPROC_SHARED_MEM_AUTO, envpool_factory=None
+    )
+    rng = np.random.default_rng(seed)
+    env = factory.create_env(EnvMode.TRAINING)
+    train_envs = factory.create_venv(
+        a["training_envs"], EnvMode.TRAINING, seed=int(rng.integers(1 << 31))
+    )
+    test_envs = factory.create_venv(TEST_EPISODES, EnvMode.TEST, seed=int(rng.integers(1 << 31)))
+    if algo == "ppo":  # the example's obs_norm=True
+        train_envs = VectorEnvNormObs(train_envs, update_obs_rms=True)
+        test_envs = VectorEnvNormObs(test_envs, update_obs_rms=False)
+        test_envs.set_obs_rms(train_envs.get_obs_rms())
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    obs_shape = env.observation_space.shape
+    act_shape = env.action_space.shape
+    algorithm = _tianshou_algorithm(algo, a, env, obs_shape, act_shape, steps)
+    if algo == "ppo" or a["training_envs"] > 1:
+        buf: Any = VectorReplayBuffer(a["buffer_size"], len(train_envs))
+    else:
+        buf = ReplayBuffer(a["buffer_size"])
+    train_collector = Collector[CollectStats](algorithm, train_envs, buf, exploration_noise=True)
+    test_collector = RecordingCollector(algorithm, test_envs)
+    train_collector.reset()
+    if warmup:  # the example's random warm-up, before run_training (its env steps count here)
+        train_collector.collect(n_step=warmup, random=True)
+    epochs = (steps - warmup) // a["epoch_num_steps"]
+    common = {
+        "training_collector": train_collector,
+        "test_collector": test_collector,
+        "max_epochs": epochs,
+        "epoch_num_steps": a["epoch_num_steps"],
+        "collection_step_num_env_steps": a["step_per_collect"],
+        "test_step_num_episodes": TEST_EPISODES,
+        "batch_size": a["batch_size"],
+        "test_in_training": False,
+        "logger": None,
+        "verbose": False,
+        "show_progress": False,
+    }
+    if algo == "ppo":
+        params: Any = OnPolicyTrainerParams(**common, update_step_num_repetitions=a["repeat"])
+    else:
+        params = OffPolicyTrainerParams(
+            **common, update_step_num_gradient_steps_per_sample=a["update_per_step"]
+        )
+    algorithm.run_training(params)
+    seconds = time.perf_counter() - t0
+    train_envs.close()
+    test_envs.close()
+    return {
+        "curve": curve,
+        "seconds": seconds,
+        "env_steps": warmup + int(train_collector.collect_step),
+    }
+
+
+def _tianshou_algorithm(
+    algo: str, a: dict[str, Any], env: Any, obs_shape: Any, act_shape: Any, steps: int
+) -> Any:
+    """The example's networks, optimisers and algorithm object."""
+    import numpy as np
+    import torch
+    from tianshou.algorithm import DDPG, PPO, SAC, TD3
+    from tianshou.algorithm.modelfree.ddpg import ContinuousDeterministicPolicy
+    from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+    from tianshou.algorithm.modelfree.sac import AutoAlpha, SACPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory, LRSchedulerFactoryLinear
+    from tianshou.exploration import GaussianNoise
+    from tianshou.utils.net.common import ActorCritic, Net
+    from tianshou.utils.net.continuous import (
+        ContinuousActorDeterministic,
+        ContinuousActorProbabilistic,
+        ContinuousCritic,
+    )
+    from torch.distributions import Distribution, Independent, Normal
+
+    hidden = a["hidden_sizes"]
+    max_action = float(env.action_space.high[0])
+
+    def q_critic() -> ContinuousCritic:
+        return ContinuousCritic(
+            preprocess_net=Net(
+                state_shape=obs_shape, action_shape=act_shape, hidden_sizes=hidden, concat=True
+            )
+        )
+
+    if algo == "sac":
+        actor = ContinuousActorProbabilistic(
+            preprocess_net=Net(state_shape=obs_shape, hidden_sizes=hidden),
+            action_shape=act_shape,
+            unbounded=True,
+            conditioned_sigma=True,
+        )
+        alpha: Any = a["alpha"]
+        if a["auto_alpha"]:
+            alpha = AutoAlpha(
+                -float(np.prod(act_shape)), 0.0, AdamOptimizerFactory(lr=a["alpha_lr"])
+            )
+        return SAC(
+            policy=SACPolicy(actor=actor, action_space=env.action_space),
+            policy_optim=AdamOptimizerFactory(lr=a["actor_lr"]),
+            critic=q_critic(),
+            critic_optim=AdamOptimizerFactory(lr=a["critic_lr"]),
+            critic2=q_critic(),
+            critic2_optim=AdamOptimizerFactory(lr=a["critic_lr"]),
+            tau=a["tau"],
+            gamma=a["gamma"],
+            alpha=alpha,
+            n_step_return_horizon=a["n_step"],
+        )
+    if algo in ("td3", "ddpg"):
+        policy = ContinuousDeterministicPolicy(
+            actor=ContinuousActorDeterministic(
+                preprocess_net=Net(state_shape=obs_shape, hidden_sizes=hidden),
+                action_shape=act_shape,
+                max_action=max_action,
+            ),
+            action_space=env.action_space,
+            exploration_noise=GaussianNoise(sigma=a["exploration_noise"] * max_action),
+        )
+        common = {
+            "policy": policy,
+            "policy_optim": AdamOptimizerFactory(lr=a["actor_lr"]),
+            "critic": q_critic(),
+            "critic_optim": AdamOptimizerFactory(lr=a["critic_lr"]),
+            "tau": a["tau"],
+            "gamma": a["gamma"],
+            "n_step_return_horizon": a["n_step"],
+        }
+        if algo == "ddpg":
+            return DDPG(**common)
+        return TD3(
+            **common,
+            critic2=q_critic(),
+            critic2_optim=AdamOptimizerFactory(lr=a["critic_lr"]),
+            policy_noise=a["policy_noise"] * max_action,
+            update_actor_freq=a["update_actor_freq"],
+            noise_clip=a["noise_clip"],
+        )
+    # PPO, as examples/mujoco/mujoco_ppo.py builds it
+    actor = ContinuousActorProbabilistic(
+        preprocess_net=Net(state_shape=obs_shape, hidden_sizes=hidden, activation=torch.nn.Tanh),
+        action_shape=act_shape,
+        unbounded=True,
+    )
+    critic = ContinuousCritic(
+        preprocess_net=Net(state_shape=obs_shape, hidden_sizes=hidden, activation=torch.nn.Tanh)
+    )
+    actor_critic = ActorCritic(actor, critic)
+    torch.nn.init.constant_(actor.sigma_param, -0.5)
+    for m in actor_critic.modules():
+        if isinstance(m, torch.nn.Linear):
+            torch.nn.init.orthogonal_(m.weight, gain=np.sqrt(2))
+            torch.nn.init.zeros_(m.bias)
+    for m in actor.mu.modules():
+        if isinstance(m, torch.nn.Linear):
+            torch.nn.init.zeros_(m.bias)
+            m.weight.data.copy_(0.01 * m.weight.data)
+    optim = AdamOptimizerFactory(lr=a["lr"])
+    optim.with_lr_scheduler_factory(
+        LRSchedulerFactoryLinear(
+            max_epochs=steps // a["epoch_num_steps"],
+            epoch_num_steps=a["epoch_num_steps"],
+            collection_step_num_env_steps=a["step_per_collect"],
+        )
+    )
+
+    def dist(loc_scale: tuple[torch.Tensor, torch.Tensor]) -> Distribution:
+        loc, scale = loc_scale
+        return Independent(Normal(loc, scale), 1)
+
+    policy = ProbabilisticActorPolicy(
+        actor=actor,
+        dist_fn=dist,
+        action_scaling=True,
+        action_bound_method=a["bound_action_method"],
+        action_space=env.action_space,
+    )
+    return PPO(
+        policy=policy,
+        critic=critic,
+        optim=optim,
+        gamma=a["gamma"],
+        gae_lambda=a["gae_lambda"],
+        max_grad_norm=a["max_grad_norm"],
+        vf_coef=a["vf_coef"],
+        ent_coef=a["ent_coef"],
+        return_scaling=a["return_scaling"],
+        eps_clip=a["eps_clip"],
+        value_clip=a["value_clip"],
+        dual_clip=None,
+        advantage_normalization=a["advantage_normalization"],
+        recompute_advantage=a["recompute_adv"],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Parent: schedule, record, report
+# --------------------------------------------------------------------------------------------
+
+
+def _key(r: dict[str, Any]) -> tuple[str, str, str, int, int]:
+    return (r["framework"], r["algo"], r["env"], int(r["seed"]), int(r["budget"]))
+
+
+def load_results(path: str) -> list[dict[str, Any]]:
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_trial(fw: str, algo: str, env: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    budget = budget_for(algo, args.steps)
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--_trial",
+        fw,
+        "--algos",
+        algo,
+        "--envs",
+        env,
+        "--_seed",
+        str(seed),
+        "--steps",
+        str(budget),
+        "--test-interval",
+        str(interval_for(algo, args.test_interval)),
+        "--torch-threads",
+        str(args.torch_threads),
+    ]
+    base = {"framework": fw, "algo": algo, "env": env, "seed": seed, "budget": budget}
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return {**base, **json.loads(line)}
+    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+    return {**base, "error": f"exit {proc.returncode}: {tail}"}
+
+
+def _mean_std(xs: list[float]) -> str:
+    if not xs:
+        return "–"
+    if len(xs) == 1:
+        return f"{xs[0]:.0f}"
+    return f"{statistics.fmean(xs):.0f} ± {statistics.stdev(xs):.0f}"
+
+
+def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> str:
+    """The markdown table (and the PNGs next to it) from every finished trial."""
+    ok = [r for r in results if "error" not in r and r.get("curve")]
+    envs = sorted({r["env"] for r in ok}, key=lambda e: (e != "Hopper-v5", e))
+    algos = [a for a in ALGOS if any(r["algo"] == a for r in ok)]
+    lines = [
+        "# MuJoCo at an equal env-step budget: rlblocks vs Tianshou",
+        "",
+        f"Produced by `{command}` (script: `contrib/benchmarks/mujoco_benchmark.py`, whose "
+        "docstring lists both libraries' settings). Final = the last test's mean return over "
+        f"{TEST_EPISODES} episodes, best = the best test; mean ± std over seeds. Wall = median "
+        "seconds from the start of training to the end of the budget, tests and random warm-up "
+        "included, one torch thread each. Ratio = rlblocks wall / Tianshou wall (below 1: "
+        "rlblocks is faster). Paper = Tianshou paper, table 2 (v3 tasks, 1M steps; PPO 3M), "
+        "for orientation only.",
+        "",
+        "| env | algo | budget | seeds | rlblocks final | Tianshou final | rlblocks best | "
+        "Tianshou best | rlblocks wall s | Tianshou wall s | wall ratio | paper (1M) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for env in envs:
+        for algo in algos:
+            cells: dict[str, list[dict[str, Any]]] = {
+                fw: [
+                    r for r in ok if r["env"] == env and r["algo"] == algo and r["framework"] == fw
+                ]
+                for fw in FRAMEWORKS
+            }
+            if not any(cells.values()):
+                continue
+            budgets = sorted({r["budget"] for rs in cells.values() for r in rs})
+            seeds = {fw: len(rs) for fw, rs in cells.items()}
+            final = {fw: [r["curve"][-1][1] for r in rs] for fw, rs in cells.items()}
+            best = {fw: [max(v for _, v in r["curve"]) for r in rs] for fw, rs in cells.items()}
+            wall = {fw: [r["seconds"] for r in rs] for fw, rs in cells.items()}
+            med = {fw: statistics.median(w) if w else None for fw, w in wall.items()}
+            ratio = (
+                f"{med['rlblocks'] / med['tianshou']:.2f}"
+                if med["rlblocks"] and med["tianshou"]
+                else "–"
+            )
+            paper = TIANSHOU_PAPER.get(algo, {}).get(env.split("-")[0], "–")
+            lines.append(
+                f"| {env} | {algo} | {','.join(map(str, budgets))} | "
+                f"{seeds['rlblocks']}/{seeds['tianshou']} | {_mean_std(final['rlblocks'])} | "
+                f"{_mean_std(final['tianshou'])} | {_mean_std(best['rlblocks'])} | "
+                f"{_mean_std(best['tianshou'])} | "
+                f"{med['rlblocks'] or 0:.0f} | {med['tianshou'] or 0:.0f} | {ratio} | {paper} |"
+            )
+    errors = [r for r in results if "error" in r]
+    if errors:
+        lines += ["", "Failed trials:", ""]
+        lines += [
+            f"- {r['framework']} {r['algo']} {r['env']} seed {r['seed']}: "
+            f"{r['error'].splitlines()[-1]}"
+            for r in errors
+        ]
+    for env in envs:
+        png = _plot(ok, env, algos, out_dir)
+        if png:
+            lines += ["", f"![{env}]({os.path.basename(png)})"]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(results: list[dict[str, Any]], env: str, algos: list[str], out_dir: str) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+    except ImportError:
+        print("matplotlib is not installed: no plots", file=sys.stderr)
+        return None
+    fig, axes = plt.subplots(1, len(algos), figsize=(4.2 * len(algos), 3.4), squeeze=False)
+    for ax, algo in zip(axes[0], algos):
+        for fw, colour in zip(FRAMEWORKS, ("tab:blue", "tab:orange")):
+            runs = [
+                r["curve"]
+                for r in results
+                if r["env"] == env and r["algo"] == algo and r["framework"] == fw
+            ]
+            if not runs:
+                continue
+            grid = sorted({s for c in runs for s, _ in c})
+            ys = np.array([np.interp(grid, [s for s, _ in c], [v for _, v in c]) for c in runs])
+            mean, std = ys.mean(axis=0), ys.std(axis=0)
+            ax.plot(grid, mean, color=colour, label=f"{fw} ({len(runs)} seeds)")
+            ax.fill_between(grid, mean - std, mean + std, color=colour, alpha=0.2)
+        ax.set_title(f"{env} {algo.upper()}")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("test return")
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"{env}.png")
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", default="Hopper-v5,HalfCheetah-v5")
+    parser.add_argument("--algos", default=",".join(ALGOS))
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument("--steps", type=int, default=100_000, help="env steps per run")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=100)
+    parser.add_argument("--test-interval", type=int, default=5_000)
+    parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--out-dir", default="docs/benchmarks/mujoco")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--_trial", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--_seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args._trial:  # child: one trial, one JSON line
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+        fn = trial_rlblocks if args._trial == "rlblocks" else trial_tianshou
+        out = fn(args.algos, args.envs, args._seed, args.steps, args.test_interval)
+        print(json.dumps(out), flush=True)
+        return 0
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    path = os.path.join(args.out_dir, "results.jsonl")
+    results = load_results(path)
+    command = "python contrib/benchmarks/mujoco_benchmark.py " + " ".join(
+        a for a in (argv if argv is not None else sys.argv[1:]) if a != "--report-only"
+    )
+    if not args.report_only:
+        done = {_key(r) for r in results if "error" not in r}
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            for env in args.envs.split(","):
+                for algo in args.algos.split(","):
+                    for fw in args.frameworks.split(","):
+                        key = (fw, algo, env, seed, budget_for(algo, args.steps))
+                        if key in done:
+                            continue
+                        r = run_trial(fw, algo, env, seed, args)
+                        results.append(r)
+                        with open(path, "a", encoding="utf-8") as f:
+                            f.write(json.dumps(r) + "\n")
+                        last = r["curve"][-1][1] if r.get("curve") else float("nan")
+                        print(
+                            f"{fw} {algo} {env} seed {seed}: final {last:.0f} in "
+                            f"{r.get('seconds', float('nan')):.0f} s"
+                            + (f" ERROR {r['error']}" if "error" in r else ""),
+                            flush=True,
+                        )
+                        _write_report(results, args.out_dir, command)
+    report = _write_report(results, args.out_dir, command)
+    print(report)
+    return 0
+
+
+def _write_report(results: list[dict[str, Any]], out_dir: str, command: str) -> str:
+    report = build_report(results, out_dir, command)
+    with open(os.path.join(out_dir, "README.md"), "w", encoding="utf-8") as f:
+        f.write(report)
+    return report
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
