@@ -63,7 +63,7 @@ def fake_experiment(monkeypatch):
             raise UnknownComponentError("no algo named 'nope'.\nInstalled algos: dqn")
         return {"solved": False, "best_test_return": 12.5, "env_steps": 1000}
 
-    def resume(run_dir, overrides=()):
+    def resume(run_dir, overrides=(), trust_imports=False):
         module.calls.append(("resume", run_dir, list(overrides)))
         return {"solved": True}
 

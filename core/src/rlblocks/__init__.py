@@ -16,6 +16,9 @@ _LAZY = {
     "Collector": "rlblocks.collector",
     "CollectStats": "rlblocks.collector",
     "train": "rlblocks.experiment",
+    "load": "rlblocks.agent",
+    "Agent": "rlblocks.agent",
+    "EvalResult": "rlblocks.agent",
     "resume": "rlblocks.experiment",
     "make_vector_env": "rlblocks.experiment",
     "make_buffer": "rlblocks.experiment",
@@ -30,6 +33,7 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:
+    from rlblocks.agent import Agent, EvalResult, load
     from rlblocks.batch import Batch
     from rlblocks.buffer import ReplayBuffer
     from rlblocks.collector import Collector, CollectStats

@@ -67,9 +67,28 @@ class EnvConfig:
     backend: str = field(default="dummy", validator=_non_empty_str)
     """Registry name of the vector-env backend (``rlblocks list env``)."""
     make_kwargs: dict[str, Any] = field(factory=dict)
-    """Extra keyword arguments passed to ``gymnasium.make``."""
+    """Extra keyword arguments passed to ``gymnasium.make`` (JSON on the command line:
+    ``--set 'env.make_kwargs={"continuous": true}'``)."""
+    wrappers: list[Any] = field(factory=list, validator=lambda _i, _a, v: _check_wrappers(v))
+    """Gymnasium wrappers around every env, innermost first: import paths
+    (``"gymnasium.wrappers:ClipReward"``) or tables ``{path = "...", kwargs = {...}}``."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("env", "backend")})
     """The backend's own config instance (its spec's ``config``); None when it has none."""
+
+
+def _check_wrappers(value: Any) -> None:
+    if not isinstance(value, list):
+        raise ValueError(f"env.wrappers must be a list, got {value!r}")
+    for item in value:
+        path = item.get("path") if isinstance(item, dict) else item
+        ok = isinstance(path, str) and ":" in path and all(path.split(":"))
+        if isinstance(item, dict):
+            ok = ok and set(item) <= {"path", "kwargs"} and isinstance(item.get("kwargs", {}), dict)
+        if not ok:
+            raise ValueError(
+                f"env.wrappers entry {item!r}: write 'module:Class' or "
+                "{path = 'module:Class', kwargs = {...}}"
+            )
 
 
 @define(kw_only=True)

@@ -1,4 +1,5 @@
-"""The ``rlblocks`` command: list installed components, train an agent, resume a run.
+"""The ``rlblocks`` command: list installed components, train an agent, resume a run, and get
+the agent back (eval, plot, describe).
 
 Module-level imports stay light: ``rlblocks list`` must work without importing torch or numpy, so
 the training machinery is imported inside the commands that need it.
@@ -143,7 +144,63 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue the run in ``args.run_dir`` from its last checkpoint."""
     experiment = importlib.import_module("rlblocks.experiment")
-    experiment.resume(args.run_dir, overrides=list(args.set or ()))
+    experiment.resume(
+        args.run_dir, overrides=list(args.set or ()), trust_imports=args.trust_imports
+    )
+    return 0
+
+
+# -- after training -----------------------------------------------------------------------------
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Load a run's agent, play ``--episodes`` test episodes, print their returns."""
+    agent_mod = importlib.import_module("rlblocks.agent")
+    agent = agent_mod.load(
+        args.run, which=args.which, device=args.device, trust_imports=args.trust_imports
+    )
+    print(f"{agent}: {args.episodes} episode(s), seed {args.seed}")
+    if args.video is not None:
+        rec = agent.record(
+            args.video, episodes=args.video_episodes, seed=args.seed, fps=args.fps
+        )
+        print(f"video: {args.video} ({rec})")
+    result = agent.evaluate(
+        episodes=args.episodes, seed=args.seed, render=args.render, backend=args.backend
+    )
+    print(f"eval: {result}")
+    if args.json is not None:
+        from rlblocks.checkpoint import write_json
+
+        write_json(
+            args.json,
+            {
+                "checkpoint": str(agent.checkpoint),
+                "returns": result.returns.tolist(),
+                "lengths": result.lengths.tolist(),
+                "mean": result.mean,
+                "std": result.std,
+            },
+        )
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    """Plot the test-return curves of one or more runs into a PNG."""
+    runs = importlib.import_module("rlblocks.runs")
+    counts = runs.plot_runs(args.runs, args.out, x=args.x, title=args.title)
+    groups = ", ".join(f"{label} ({n})" for label, n in counts.items())
+    print(f"wrote {args.out}: {groups}")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    """Print every config field of an algorithm with its value, default and meaning."""
+    runs = importlib.import_module("rlblocks.runs")
+    import shutil
+
+    width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns - 2))
+    print(runs.describe_algo(args.algo, env=args.env, width=width))
     return 0
 
 
@@ -196,7 +253,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path, metavar="DIR", help="the run directory")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="change one field of the saved config, e.g. trainer.max_env_steps=2e5")
+    p.add_argument("--trust-imports", action="store_true",
+                   help="import the module named by a module:EnvId env id (runs its code)")
     p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("eval", parents=[common], help="evaluate a trained agent (and record it)")
+    p.add_argument("run", type=Path, metavar="RUN", help="a run directory or a checkpoint file")
+    p.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes (default 10)")
+    p.add_argument("--which", choices=("best", "latest"), default="best",
+                   help="checkpoint of a run directory (default best)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="env seed (default 0)")
+    p.add_argument("--render", action="store_true", help="show the env in a window while playing")
+    p.add_argument("--video", type=Path, metavar="FILE",
+                   help="record episodes to FILE.mp4 or FILE.gif")
+    p.add_argument("--video-episodes", type=int, default=1, metavar="N",
+                   help="episodes in the video (default 1)")
+    p.add_argument("--fps", type=int, metavar="N", help="video frame rate (default: the env's)")
+    p.add_argument("--backend", default="dummy", metavar="NAME", help="vector-env backend")
+    p.add_argument("--device", metavar="DEV", help="torch device (default cpu; auto picks CUDA)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the returns as JSON")
+    p.add_argument("--trust-imports", action="store_true",
+                   help="import the module named by a module:EnvId env id (runs its code)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("plot", parents=[common], help="plot test-return curves of runs")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run directories")
+    p.add_argument("--out", type=Path, default=Path("runs.png"), metavar="FILE.png",
+                   help="the PNG to write (default runs.png)")
+    p.add_argument("--x", choices=("env_steps", "wall_seconds"), default="env_steps",
+                   help="horizontal axis (default env_steps)")
+    p.add_argument("--title", metavar="TEXT", help="plot title")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("describe", parents=[common],
+                       help="every config field of an algorithm: value, default, meaning")
+    p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
+    p.add_argument("--env", metavar="ID", help="show the values a run on this env gets")
+    p.set_defaults(func=cmd_describe)
     return parser
 
 

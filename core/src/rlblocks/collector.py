@@ -67,6 +67,8 @@ class CollectStats:
             out.update(
                 return_mean=self.mean_return,
                 return_std=self.std_return,
+                return_min=float(np.min(self.returns)),
+                return_max=float(np.max(self.returns)),
                 length_mean=float(self.lengths.mean()),
             )
         return out

@@ -109,7 +109,8 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     """Split ``"algo.lr=3e-4"`` into ``(("algo", "lr"), 0.0003)``.
 
     The value is read as a TOML value (numbers, ``true``/``false``, quoted strings, arrays,
-    inline tables); ``null`` gives None; anything else is kept as a bare string
+    inline tables), else as a JSON object or array; ``null`` gives None; anything else is kept
+    as a bare string
     (``buffer.name=prioritized``).
     """
     key, sep, raw = text.partition("=")
@@ -124,6 +125,11 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     try:
         parsed = tomllib.loads(f"value = {raw}")
     except tomllib.TOMLDecodeError:
+        if raw[:1] in "{[":  # JSON objects and arrays too: '{"continuous": true}'
+            try:
+                return path, json.loads(raw)
+            except json.JSONDecodeError:
+                pass
         return path, raw
     value = parsed.get("value")
     # "a\nb = 1" would parse into extra keys, and TOML dates are no config type: keep the text.

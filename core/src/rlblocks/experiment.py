@@ -10,15 +10,18 @@ the trainer and leaves a run directory that can be inspected and resumed::
     RUN_DIR/checkpoints/     latest.pt (resume point), best.pt (best test return)
     RUN_DIR/buffer.h5        the replay buffer at the last checkpoint (off-policy runs)
     RUN_DIR/result.json      best_test_return, solved, env_steps, gradient_steps, wall_seconds
+    RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import math
 import os
 import platform
 import random
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -38,9 +41,10 @@ from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.plugins.spec import AlgoSpec, PluginSpec
 from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
+from rlblocks.runs import TestRecorder
 from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
 
-EnvSource = str | Sequence[Callable[[], gym.Env]]
+EnvSource = str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
 
 
 def spec_lookup(kind: str, name: str) -> PluginSpec:
@@ -69,20 +73,87 @@ def _config_options(kind: str, name: str, options: Mapping[str, Any]) -> dict[st
 
 # -- building blocks ---------------------------------------------------------------------------
 def make_env_fns(
-    env: EnvSource, num_envs: int, make_kwargs: Mapping[str, Any] | None = None
+    env: EnvSource,
+    num_envs: int,
+    make_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
 ) -> list[Callable[[], gym.Env]]:
-    """Env factories from a gymnasium id (``num_envs`` copies) or a list of factories."""
+    """Env factories from a gymnasium id (``num_envs`` copies), one factory (``num_envs``
+    copies) or a list of factories; ``wrappers`` (import paths or ``{"path", "kwargs"}``
+    tables, innermost first) wrap every env."""
     if isinstance(env, str):
-        try:
-            gym.spec(env)
-        except gym.error.Error as exc:
-            raise ConfigError(f"unknown gymnasium env id {env!r}: {exc}") from exc
+        env_spec(env)
         kwargs = dict(make_kwargs or {})
-        return [lambda: gym.make(env, **kwargs) for _ in range(num_envs)]
-    fns = list(env)
-    if not fns or not all(callable(f) for f in fns):
-        raise ConfigError("env must be a gymnasium id or a non-empty list of env factories")
-    return fns
+        fns: list[Callable[[], gym.Env]] = [
+            lambda: gym.make(env, **kwargs) for _ in range(num_envs)
+        ]
+    elif callable(env):
+        fns = [env] * num_envs
+    else:
+        fns = list(env)
+        if not fns or not all(callable(f) for f in fns):
+            raise ConfigError(
+                "env must be a gymnasium id, an env factory or a non-empty list of factories"
+            )
+    layers = [_wrapper(w) for w in wrappers]
+    if not layers:
+        return fns
+
+    def wrapped(fn: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+        def make() -> gym.Env:
+            e = fn()
+            for cls, kwargs in layers:
+                try:
+                    e = cls(e, **kwargs)
+                except Exception as exc:
+                    name = f"{cls.__module__}:{cls.__qualname__}"
+                    raise ConfigError(
+                        f"env.wrappers: {name} with kwargs {kwargs} failed: {exc}"
+                    ) from exc
+            return e
+
+        return make
+
+    return [wrapped(f) for f in fns]
+
+
+def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
+    """The wrapper class and kwargs of one ``env.wrappers`` entry."""
+    path = item["path"] if isinstance(item, Mapping) else item
+    kwargs = dict(item.get("kwargs", {})) if isinstance(item, Mapping) else {}
+    module, _, name = str(path).partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"env.wrappers: cannot import {path!r} ({exc})") from exc
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper | gym.ObservationWrapper)):
+        raise ConfigError(f"env.wrappers: {path!r} is not a gymnasium wrapper class")
+    return cls, kwargs
+
+
+def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec:
+    """The registered spec of ``env_id``; ``"module:EnvId-v0"`` imports ``module`` first (as
+    ``gymnasium.make`` does), which runs its code: ``trusted=False`` (an id read from someone's run
+    directory) refuses to import a module that is not imported yet."""
+    module, sep, bare = env_id.rpartition(":")
+    if sep:
+        if module not in sys.modules and not trusted:
+            raise ConfigError(
+                f"the env {env_id!r} comes from the module {module!r}, and importing it runs its "
+                "code; import it yourself first, or pass trust_imports=True (--trust-imports) if "
+                "you trust this run"
+            )
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(
+                f"env {env_id!r}: cannot import {module!r} ({exc}); is it installed or on "
+                "PYTHONPATH?"
+            ) from exc
+    try:
+        return gym.spec(bare if sep else env_id)
+    except gym.error.Error as exc:
+        raise ConfigError(f"unknown gymnasium env id {env_id!r}: {exc}") from exc
 
 
 def make_vector_env(
@@ -91,12 +162,16 @@ def make_vector_env(
     num_envs: int = 1,
     seed: int | None = None,
     make_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
     **options: Any,
 ) -> Any:
     """Build a vector env with the named backend, e.g. ``make_vector_env("dummy", "CartPole-v1",
     num_envs=8, seed=0)``; with ``seed`` the envs are reset once, env ``i`` with ``seed + i``."""
     cls = get_registry("env").load(backend)
-    venv = cls(make_env_fns(env, num_envs, make_kwargs), **_config_options("env", backend, options))
+    venv = cls(
+        make_env_fns(env, num_envs, make_kwargs, wrappers),
+        **_config_options("env", backend, options),
+    )
     if seed is not None:
         venv.reset(seed=seed)
     return venv
@@ -142,6 +217,34 @@ def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gy
         )
 
 
+def resolve_device(device: str) -> str:
+    """``device`` checked against what torch sees: ``"auto"`` is CUDA when torch has a GPU, else
+    the CPU; a misspelled or unavailable device is a one-line ConfigError."""
+    name = str(device).strip()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"unknown device {name!r}; use cpu, cuda, cuda:N, mps or auto") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device {name!r}: torch {torch.__version__} sees no CUDA GPU here; use "
+                "--device cpu (or auto, which falls back to the CPU)"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s) here "
+                f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+            )
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {name!r}: torch sees no Apple GPU here; use cpu or auto")
+    elif dev.type not in {"cpu", "cuda", "mps"}:
+        raise ConfigError(f"device {name!r} is not supported; use cpu, cuda, cuda:N, mps or auto")
+    return str(dev)
+
+
 # -- runs ---------------------------------------------------------------------------------------
 def seed_everything(seed: int) -> None:
     """Seed Python's, numpy's and torch's global generators."""
@@ -183,10 +286,13 @@ class Experiment:
         config: cfg.ExperimentConfig,
         run_dir: str | os.PathLike[str] | None,
         hooks: Iterable[object] = (),
+        env_factory: Callable[[], gym.Env] | None = None,
     ) -> None:
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.extra_hooks = list(hooks)
+        #: builds the envs instead of ``config.env.id`` (``train(env=callable)``)
+        self.env_factory = env_factory
         self.algo_spec = spec_lookup("algo", config.algo_name)
 
     def stop_reward(self) -> float | None:
@@ -194,8 +300,8 @@ class Experiment:
         if c.trainer.stop_reward is not None:
             return c.trainer.stop_reward
         try:
-            return gym.spec(c.env.id).reward_threshold
-        except gym.error.Error:
+            return env_spec(c.env.id).reward_threshold
+        except ConfigError:
             return None
 
     def build(self, resumed: bool = False) -> BaseTrainer:
@@ -210,14 +316,17 @@ class Experiment:
             kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
         )
         env_opts = _options_dict(c.env.options)
+        source: EnvSource = self.env_factory if self.env_factory is not None else c.env.id
+        env_args: dict[str, Any] = {"make_kwargs": c.env.make_kwargs, "wrappers": c.env.wrappers}
         self.train_envs = make_vector_env(
-            c.env.backend, c.env.id, c.env.num_envs, make_kwargs=c.env.make_kwargs, **env_opts
+            c.env.backend, source, c.env.num_envs, **env_args, **env_opts
         )
         self.test_envs = make_vector_env(
-            c.env.backend, c.env.id, c.env.num_test_envs, make_kwargs=c.env.make_kwargs, **env_opts
+            c.env.backend, source, c.env.num_test_envs, **env_args, **env_opts
         )
         space_o, space_a = self.train_envs.observation_space, self.train_envs.action_space
-        self.policy = make_policy(c.algo_name, space_o, space_a, device=c.run.device, config=c.algo)
+        device = resolve_device(c.run.device)
+        self.policy = make_policy(c.algo_name, space_o, space_a, device=device, config=c.algo)
         self.policy.seed(seed)
         training = self.algo_spec.training
         if training not in {"off-policy", "on-policy"}:
@@ -234,7 +343,9 @@ class Experiment:
         if abilities.env_attached:
             # buffers that need the env's own functions (hindsight relabelling takes
             # compute_reward from a goal env) get a local instance of the run's env
-            self._probe_env = gym.make(c.env.id, **c.env.make_kwargs)
+            self._probe_env = make_env_fns(
+                self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
+            )[0]()
             self.buffer.attach_env(self._probe_env)
         # train and test envs get disjoint seed ranges; a resumed run starts new episodes
         self.train_collector = Collector(
@@ -255,6 +366,7 @@ class Experiment:
             "checkpoint_interval": t.checkpoint_interval if self.run_dir is not None else 0,
             "plugin_manager": self.pm,
             "checkpoint_fn": self.save if self.run_dir is not None else None,
+            "best_fn": self.save_best if self.run_dir is not None else None,
         }
         self.trainer: BaseTrainer
         if training == "on-policy":
@@ -285,6 +397,10 @@ class Experiment:
         c = self.config
         objs: list[object] = [ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress)]
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
+        self.test_recorder: TestRecorder | None = None
+        if self.run_dir is not None:
+            self.test_recorder = TestRecorder(self.run_dir, lambda: self.trainer.state)
+            objs.append(self.test_recorder)
         for name in c.run.loggers:
             spec = spec_lookup("logger", name)
             if log_dir is None:
@@ -297,7 +413,7 @@ class Experiment:
     # -- checkpoints -------------------------------------------------------------------------
     def save(self, trainer: BaseTrainer) -> None:
         """Write the resume point: policy weights and extra state, trainer counters, RNGs, the
-        buffer, and hook contributions; ``best.pt`` too when the test return improved."""
+        buffer, and hook contributions (``best.pt`` is written by :meth:`save_best`)."""
         assert self.run_dir is not None
         ckpt_dir = self.run_dir / "checkpoints"
         payload: dict[str, Any] = {
@@ -310,13 +426,26 @@ class Experiment:
         }
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"])
         save_checkpoint(ckpt_dir / "latest.pt", payload)
-        st = trainer.state
-        if st.tests and st.best_test_return == st.last_test_return:
-            save_checkpoint(ckpt_dir / "best.pt", {"format": 1, "policy": self.policy.state_dict()})
         # an on-policy buffer is empty between updates: nothing worth saving
         off_policy = self.algo_spec.training == "off-policy"
         if off_policy and self.config.run.save_buffer and trainer.buffer_abilities.persistent:
             self.buffer.save_hdf5(self.run_dir / "buffer.h5")
+
+    def save_best(self, trainer: BaseTrainer) -> None:
+        """Write ``best.pt`` right after a test beat every earlier one: the weights that scored
+        it (and the policy's extra state), with the score and the env step."""
+        assert self.run_dir is not None
+        st = trainer.state
+        save_checkpoint(
+            self.run_dir / "checkpoints" / "best.pt",
+            {
+                "format": 1,
+                "policy": self.policy.state_dict(),
+                "policy_extra": self.policy.extra_state(),
+                "test_return": float(st.best_test_return),
+                "env_step": int(st.env_step),
+            },
+        )
 
     def restore(self, trainer: BaseTrainer) -> None:
         assert self.run_dir is not None
@@ -324,6 +453,8 @@ class Experiment:
         self.policy.load_state_dict(payload["policy"])
         self.policy.load_extra_state(payload.get("policy_extra", {}))
         trainer.load_state_dict(payload["trainer"])
+        if self.test_recorder is not None:
+            self.test_recorder.truncate_after(trainer.state.env_step)
         if "torch_rng" in payload:
             torch.set_rng_state(payload["torch_rng"])
         self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
@@ -373,6 +504,9 @@ class Experiment:
             self.train_envs.close()
             self.test_envs.close()
         result.run_dir = str(self.run_dir) if self.run_dir is not None else None
+        from rlblocks.agent import Agent
+
+        result.agent = Agent(self.policy, c)
         if self.run_dir is not None:
             write_json(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
@@ -386,7 +520,7 @@ def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
 def train(
     algo: str,
     *,
-    env: str | None = None,
+    env: str | Callable[[], gym.Env] | None = None,
     seed: int | None = None,
     stop_reward: float | None = None,
     backend: str | None = None,
@@ -406,8 +540,19 @@ def train(
     Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
     nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
     are extra pluggy hook implementations (callbacks, custom loggers) for this run only.
+
+    ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
+    returns a new env on each call; the config then records the env's registered id when it has
+    one (for presets, the stop reward and ``rlblocks.load``), else the factory's import path, and
+    ``resume`` needs the factory again. The returned result's ``agent`` holds the final policy
+    (``rlblocks.load(result.run_dir)`` loads the best one).
     """
     flags: dict[str, dict[str, Any]] = {}
+    env_factory: Callable[[], gym.Env] | None = None
+    if env is not None and not isinstance(env, str):
+        if not callable(env):
+            raise ConfigError(f"env must be a gymnasium id or an env factory, got {env!r}")
+        env_factory, env = env, _factory_name(env)
 
     def put(section: str, key: str, value: Any) -> None:
         if value is not None:
@@ -435,23 +580,42 @@ def train(
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
         resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
-    return Experiment(resolved, rd, hooks=hooks).run()
+    return Experiment(resolved, rd, hooks=hooks, env_factory=env_factory).run()
+
+
+def _factory_name(factory: Callable[[], gym.Env]) -> str:
+    """The id a factory's env registered under, else ``module:qualname`` of the factory."""
+    probe = factory()
+    try:
+        spec = getattr(probe, "spec", None)
+        if spec is not None and spec.id:
+            return str(spec.id)
+    finally:
+        probe.close()
+    module = getattr(factory, "__module__", None) or "factory"
+    return f"{module}:{getattr(factory, '__qualname__', type(factory).__name__)}"
 
 
 def resume(
     run_dir: str | os.PathLike[str],
     overrides: Sequence[str] = (),
     hooks: Iterable[object] = (),
+    trust_imports: bool = False,
+    env: Callable[[], gym.Env] | None = None,
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
 
     ``overrides`` (``"trainer.max_env_steps=200000"``) change the saved config, e.g. to train a
-    finished run for longer."""
+    finished run for longer. An env id of the form ``module:EnvId`` is imported only when the
+    module is imported already or with ``trust_imports`` (importing runs the module's code). A
+    run trained on an env factory needs it again as ``env``."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     if not config_file.is_file():
         raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
     resolved = cfg.read_config(config_file, spec_lookup)
+    if env is None:
+        env_spec(resolved.env.id, trusted=trust_imports)
     if overrides:
         resolved = cfg.build_config(
             resolved.algo_name,
@@ -459,4 +623,4 @@ def resume(
             overrides=list(overrides),
             spec_lookup=spec_lookup,
         )
-    return Experiment(resolved, run_dir, hooks=hooks).run(resumed=True)
+    return Experiment(resolved, run_dir, hooks=hooks, env_factory=env).run(resumed=True)

@@ -104,6 +104,12 @@ class BasePolicy(nn.Module):
         self.optim_steps[name] = step
         return step
 
+    def schedule_stats(self) -> dict[str, float]:
+        """The current values of the policy's schedules, logged with each update's statistics:
+        ``lr/<name>`` of every registered optimizer. An algorithm with a schedule of its own
+        (DQN's exploration epsilon) extends it."""
+        return {f"lr/{name}": step.lr for name, step in self.optim_steps.items()}
+
     def seed(self, seed: int | None) -> None:
         """Seed the policy's own numpy generator (exploration noise)."""
         self._rng = np.random.default_rng(seed)

@@ -76,9 +76,11 @@ class TrainResult:
     stop_reward: float | None
     stop_reason: str
     run_dir: str | None = None
+    #: the trained agent (``rlblocks.train`` fills it in; not part of ``result.json``)
+    agent: Any = attrs.field(default=None, eq=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        out = attrs.asdict(self)
+        out = attrs.asdict(self, filter=lambda a, _v: a.name != "agent")
         for key in ("best_test_return", "last_test_return"):
             if not math.isfinite(out[key]):
                 out[key] = None
@@ -106,6 +108,7 @@ class BaseTrainer:
         log_interval: int = 1_000,
         plugin_manager: pluggy.PluginManager | None = None,
         checkpoint_fn: Callable[[BaseTrainer], None] | None = None,
+        best_fn: Callable[[BaseTrainer], None] | None = None,
     ) -> None:
         if max_env_steps <= 0:
             raise ValueError(f"max_env_steps must be positive, got {max_env_steps}")
@@ -133,6 +136,8 @@ class BaseTrainer:
         self.pm = plugin_manager
         self.hook = plugin_manager.hook
         self.checkpoint_fn = checkpoint_fn
+        #: called right after a test that beat every earlier one (writes best.pt in a run)
+        self.best_fn = best_fn
         self.state = TrainerState(
             next_test_step=test_interval,
             next_checkpoint_step=checkpoint_interval,
@@ -204,8 +209,11 @@ class BaseTrainer:
         st.last_test_step = self._last_attempt = st.env_step
         self._new_train_episodes = 0
         st.last_test_return = stats.mean_return
-        if stats.mean_return > st.best_test_return:
+        improved = stats.mean_return > st.best_test_return
+        if improved:
             st.best_test_return = stats.mean_return
+            if self.best_fn is not None:
+                self.best_fn(self)
         self.hook.rlblocks_episodes_end(
             returns=stats.returns, lengths=stats.lengths, env_step=st.env_step, namespace="test"
         )
@@ -271,6 +279,7 @@ class BaseTrainer:
             st.next_log_step += self.log_interval
         means = self._update_stats.means()
         means["gradient_step"] = float(st.gradient_step)
+        means.update(self.policy.schedule_stats())
         self.hook.rlblocks_update_end(
             stats=means, env_step=st.env_step, gradient_step=st.gradient_step
         )

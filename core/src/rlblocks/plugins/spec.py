@@ -63,6 +63,10 @@ class PluginSpec:
             if a.name in {"name", "summary", "impl"}:
                 continue
             value = getattr(self, a.name)
+            if a.name == "env_defaults" and isinstance(value, dict):
+                value = sorted(value)  # the patterns; `rlblocks describe` shows the values
+            elif a.name == "defaults" and isinstance(value, dict):
+                value = {section: sorted(fields) for section, fields in value.items()}
             if isinstance(value, type):
                 value = f"{value.__module__}:{value.__qualname__}"
             elif isinstance(value, frozenset | tuple):

@@ -24,6 +24,7 @@ MUJOCO: dict[str, dict[str, Any]] = {
         "test_episodes": 10,
     },
     "algo": {
+        "n_step": 1,  # one-step targets as in the paper (the Pendulum defaults use 3)
         "hidden_sizes": [256, 256],
         "actor_lr": 3e-4,
         "critic_lr": 3e-4,

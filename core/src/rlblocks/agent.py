@@ -1,0 +1,400 @@
+"""A trained agent back from its run: ``rlblocks.load(RUN_DIR)`` -> act, evaluate, record.
+
+::
+
+    agent = rlblocks.load("runs/dqn-CartPole-v1-...")          # best.pt, else an error
+    action = agent.act(obs)                                   # one raw env observation
+    actions = agent.act(obs_batch)                            # or a batch of them
+    result = agent.evaluate(episodes=100, seed=0)             # per-episode returns and lengths
+    agent.record("cartpole.mp4", episodes=2)                  # frames from render_mode="rgb_array"
+
+``act`` does what the collector does between an env's observation and its ``step``: observation
+layout (Tuple observations as dicts), the policy's forward pass in test mode (observation
+normalisation lives inside the policy), and ``map_action`` (action scaling and bounding), so the
+action goes straight into ``env.step``. Loading reads the run's ``config.json`` (plain data) and a
+checkpoint through ``torch.load(weights_only=True)``: nothing in a run directory is executed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks.arraytree import space_has_tuple, tuples_as_dicts
+from rlblocks.batch import Batch
+from rlblocks.checkpoint import load_checkpoint
+from rlblocks.errors import CheckpointError, ConfigError
+
+__all__ = ["Agent", "EvalResult", "load"]
+
+EnvArg = str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]] | None
+
+
+@attrs.define
+class EvalResult:
+    """Returns and lengths of whole evaluation episodes, in finishing order."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def mean(self) -> float:
+        """Mean return (nan without episodes)."""
+        return float(np.mean(self.returns)) if len(self.returns) else math.nan
+
+    @property
+    def std(self) -> float:
+        """Standard deviation of the returns."""
+        return float(np.std(self.returns)) if len(self.returns) else math.nan
+
+    def __str__(self) -> str:
+        return (
+            f"{len(self.returns)} episodes: return {self.mean:.2f} +- {self.std:.2f}, "
+            f"length {float(np.mean(self.lengths)) if len(self.lengths) else math.nan:.1f}"
+        )
+
+
+class Agent:
+    """A policy with the config it was trained with.
+
+    Attributes:
+        policy: the algorithm's policy (a ``torch.nn.Module``), in eval mode.
+        config: the run's resolved :class:`~rlblocks.config.ExperimentConfig`.
+        checkpoint: the file the weights came from (None for an agent made in memory).
+    """
+
+    def __init__(self, policy: Any, config: Any, checkpoint: Path | None = None) -> None:
+        self.policy = policy
+        self.config = config
+        self.checkpoint = checkpoint
+        self.policy.eval()
+
+    # -- what it is ---------------------------------------------------------------------------
+    @property
+    def algo(self) -> str:
+        """The algorithm's registry name."""
+        return str(self.config.algo_name)
+
+    @property
+    def env_id(self) -> str:
+        """The gymnasium id it was trained on."""
+        return str(self.config.env.id)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.policy.observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.policy.action_space
+
+    def __repr__(self) -> str:
+        where = f" from {self.checkpoint}" if self.checkpoint else ""
+        return f"Agent({self.algo} on {self.env_id}{where})"
+
+    # -- acting -------------------------------------------------------------------------------
+    def act(
+        self,
+        obs: Any,
+        state: Any = None,
+        deterministic: bool = True,
+        return_state: bool = False,
+    ) -> Any:
+        """The env action for one raw observation, or for a batch of them (leading axis).
+
+        ``deterministic`` acts as the run's tests do (the policy in test mode, no exploration);
+        False samples as in training (the policy's own randomness and exploration noise).
+        Recurrent policies take and give ``state``: pass ``return_state=True`` to get
+        ``(action, state)`` and feed the state back with the next observation.
+        """
+        if self.policy.view_requirements:
+            raise ConfigError(
+                f"{self.algo} reads trajectory views (histories of past steps), which one "
+                "observation does not carry; use agent.evaluate(...) or an rlblocks.Collector"
+            )
+        batch_obs, single = _as_batch(obs, self.observation_space)
+        was_training = self.policy.training
+        self.policy.train(not deterministic)
+        try:
+            with torch.inference_mode():
+                out = self.policy(Batch(obs=batch_obs), state)
+                act = _numpy(out.act)
+                if not deterministic:
+                    act = self.policy.exploration_noise(act, out)
+                env_act = self.policy.map_action(act)
+        finally:
+            self.policy.train(was_training)
+        new_state = out.get("state", None) if isinstance(out, Batch) else None
+        if single:
+            env_act = env_act[0]
+        return (env_act, new_state) if return_state else env_act
+
+    __call__ = act
+
+    # -- evaluating ---------------------------------------------------------------------------
+    def evaluate(
+        self,
+        env: EnvArg = None,
+        episodes: int = 10,
+        seed: int | None = None,
+        num_envs: int | None = None,
+        backend: str = "dummy",
+        deterministic: bool = True,
+        render: bool = False,
+    ) -> EvalResult:
+        """Run ``episodes`` whole episodes and return their returns and lengths.
+
+        ``env`` is a gymnasium id, a factory, or a list of factories (default: the training env
+        with the run's ``make_kwargs``); ``num_envs`` envs run side by side (default: the run's
+        number of test envs, at most ``episodes``). Episodes are stepped by the same collector
+        the trainer tests with, so the numbers are the run's test numbers for the same seeds.
+        ``render`` opens the env's human render mode (a window) and steps one env.
+        """
+        from rlblocks.collector import Collector
+        from rlblocks.experiment import make_vector_env
+
+        if episodes <= 0:
+            raise ConfigError(f"episodes must be positive, got {episodes}")
+        if render:
+            env = self._factory(env, render_mode="human")
+            num_envs = 1
+        n = num_envs or min(episodes, max(1, int(self.config.env.num_test_envs)))
+        source, kwargs = self._env_source(env)
+        envs = make_vector_env(backend, source, num_envs=n, make_kwargs=kwargs)
+        try:
+            collector = Collector(self.policy, envs, None, exploration=not deterministic, seed=seed)
+            self.policy.train(not deterministic)
+            try:
+                stats = collector.collect(n_episode=episodes)
+            finally:
+                self.policy.eval()
+        finally:
+            envs.close()
+        returns = np.asarray(stats.returns, dtype=np.float64)
+        if returns.ndim > 1:  # vector rewards: one return per episode, summed over components
+            returns = returns.reshape(len(returns), -1).sum(axis=1)
+        return EvalResult(returns=returns, lengths=np.asarray(stats.lengths, dtype=np.int64))
+
+    def record(
+        self,
+        path: str | os.PathLike[str],
+        env: EnvArg = None,
+        episodes: int = 1,
+        seed: int | None = None,
+        fps: int | None = None,
+        max_frames: int = 10_000,
+        deterministic: bool = True,
+    ) -> EvalResult:
+        """Play ``episodes`` episodes in one env made with ``render_mode="rgb_array"`` and write
+        the frames to ``path`` (``.mp4`` needs the ``imageio-ffmpeg`` package, ``.gif`` only
+        ``imageio``: ``pip install rlblocks[video]``). Returns the episodes' returns."""
+        path = Path(path)
+        if path.suffix.lower() not in {".mp4", ".gif"}:
+            raise ConfigError(f"video file {path} must end in .mp4 or .gif")
+        try:
+            import imageio.v2 as imageio
+        except ImportError as exc:
+            raise ConfigError(
+                "writing videos needs imageio: pip install 'rlblocks[video]'"
+            ) from exc
+        if path.suffix.lower() == ".mp4":
+            try:
+                import imageio_ffmpeg  # noqa: F401
+            except ImportError as exc:
+                raise ConfigError(
+                    "writing .mp4 needs imageio-ffmpeg: pip install 'rlblocks[video]' (or write "
+                    "a .gif)"
+                ) from exc
+        single = self._factory(env, render_mode="rgb_array")()
+        frames: list[np.ndarray] = []
+        returns, lengths = [], []
+        try:
+            rate = fps or int(single.metadata.get("render_fps") or 30)
+            for k in range(episodes):
+                obs, _ = single.reset(seed=None if seed is None else seed + k)
+                total, steps, done = 0.0, 0, False
+                while not done:
+                    frame = single.render()
+                    if frame is None:
+                        raise ConfigError(
+                            f"{self.env_id} rendered nothing in rgb_array mode; it cannot be "
+                            "recorded"
+                        )
+                    if len(frames) < max_frames:
+                        frames.append(np.asarray(frame))
+                    action = self.act(
+                        tuples_as_dicts(obs) if isinstance(obs, tuple) else obs,
+                        deterministic=deterministic,
+                    )
+                    obs, rew, terminated, truncated, _ = single.step(action)
+                    total += float(np.sum(rew))
+                    steps += 1
+                    done = bool(terminated or truncated)
+                if len(frames) < max_frames:
+                    frames.append(np.asarray(single.render()))
+                returns.append(total)
+                lengths.append(steps)
+        finally:
+            single.close()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+        if path.suffix.lower() == ".gif":
+            imageio.mimsave(tmp, frames, duration=1000.0 / rate, loop=0)
+        else:
+            imageio.mimsave(tmp, frames, fps=rate, macro_block_size=1)
+        os.replace(tmp, path)
+        return EvalResult(np.asarray(returns), np.asarray(lengths, dtype=np.int64))
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _env_source(self, env: EnvArg) -> tuple[Any, dict[str, Any] | None]:
+        if env is None:
+            return self.env_id, dict(self.config.env.make_kwargs or {})
+        if isinstance(env, str):
+            return env, None
+        if callable(env):
+            return [env], None
+        return list(env), None
+
+    def _factory(self, env: EnvArg, render_mode: str) -> Callable[[], gym.Env]:
+        """One factory for an env made with ``render_mode``."""
+        if env is None or isinstance(env, str):
+            env_id = env or self.env_id
+            kwargs = dict(self.config.env.make_kwargs or {}) if env is None else {}
+            return lambda: gym.make(env_id, render_mode=render_mode, **kwargs)
+        raise ConfigError(
+            "rendering or recording needs a gymnasium id (it makes the env with render_mode); "
+            "got a factory: make your env with render_mode yourself"
+        )
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _as_batch(obs: Any, space: gym.Space) -> tuple[Any, bool]:
+    """``obs`` with a leading batch axis, and whether it was one observation."""
+    single = _is_single(obs, space)
+    tree = tuples_as_dicts(obs) if space_has_tuple(space) else obs
+
+    def add_axis(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: add_axis(v) for k, v in x.items()}
+        return np.asarray(x)[None]
+
+    def as_arrays(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: as_arrays(v) for k, v in x.items()}
+        return np.asarray(x)
+
+    return (add_axis(tree) if single else as_arrays(tree)), single
+
+
+def _is_single(obs: Any, space: gym.Space) -> bool:
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(obs, dict) or not space.spaces:
+            raise ConfigError(f"expected a dict observation with keys {list(space.spaces)}")
+        key = next(iter(space.spaces))
+        return _is_single(obs[key], space.spaces[key])
+    if isinstance(space, gym.spaces.Tuple):
+        if isinstance(obs, dict):
+            obs = tuple(obs[str(i)] for i in range(len(space.spaces)))
+        if not isinstance(obs, tuple | list) or not space.spaces:
+            raise ConfigError(f"expected a tuple observation of {len(space.spaces)} parts")
+        return _is_single(obs[0], space.spaces[0])
+    arr = np.asarray(obs)
+    shape = tuple(space.shape or ())
+    if arr.shape == shape:
+        return True
+    if arr.shape[1:] == shape:
+        return False
+    raise ConfigError(
+        f"observation of shape {arr.shape} fits neither the space {space} (one observation) "
+        f"nor a batch of them (shape [N, {', '.join(map(str, shape))}])"
+    )
+
+
+def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
+    """(checkpoint file, config.json) for a run directory or a checkpoint file."""
+    if which not in {"best", "latest"}:
+        raise ConfigError(f"which must be 'best' or 'latest', got {which!r}")
+    p = Path(path)
+    if p.is_dir():
+        run_dir = p
+        ckpt = p / "checkpoints" / f"{which}.pt"
+        if not ckpt.is_file():
+            other = p / "checkpoints" / ("latest.pt" if which == "best" else "best.pt")
+            hint = (
+                f"; {other.name} exists: load it with which={other.stem!r}"
+                if other.is_file()
+                else "; the run saved no checkpoint yet"
+            )
+            if not (p / "config.json").is_file():
+                hint = " and no config.json: is it a run directory?"
+            raise CheckpointError(f"no checkpoints/{which}.pt in {p}{hint}")
+    elif p.is_file():
+        ckpt = p
+        run_dir = p.parent.parent if p.parent.name == "checkpoints" else p.parent
+    else:
+        raise CheckpointError(f"{p} is neither a run directory nor a checkpoint file")
+    config_file = run_dir / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(
+            f"{ckpt} has no config.json beside it ({config_file}): the agent's algorithm and "
+            "spaces come from the run's config"
+        )
+    return ckpt, config_file
+
+
+def load(
+    path: str | os.PathLike[str],
+    which: str = "best",
+    device: str | None = None,
+    trust_imports: bool = False,
+) -> Agent:
+    """The agent of a run directory (``which``: its ``best.pt`` or ``latest.pt``) or of one
+    checkpoint file inside it; the networks go to ``device`` (default: cpu). A run whose env id
+    names a module (``module:EnvId``) needs that module imported first, or ``trust_imports``."""
+    from rlblocks import config as cfg
+    from rlblocks.experiment import env_spec, make_policy, resolve_device, spec_lookup
+
+    ckpt, config_file = _resolve(path, which)
+    config = cfg.read_config(config_file, spec_lookup)
+    dev = resolve_device(device or "cpu")
+    env_id = config.env.id
+    env_spec(env_id, trusted=trust_imports)
+    try:
+        probe = gym.make(env_id, **dict(config.env.make_kwargs or {}))
+    except gym.error.Error as exc:
+        raise ConfigError(
+            f"the run's env {env_id!r} cannot be made here ({exc}); install what provides it"
+        ) from exc
+    try:
+        obs_space, act_space = probe.observation_space, probe.action_space
+    finally:
+        probe.close()
+    policy = make_policy(config.algo_name, obs_space, act_space, device=dev, config=config.algo)
+    payload = load_checkpoint(ckpt, map_location=dev)
+    state = payload.get("policy")
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{ckpt} holds no policy weights")
+    try:
+        policy.load_state_dict(state)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise CheckpointError(
+            f"{ckpt} does not fit {config.algo_name}'s networks as configured in "
+            f"{config_file} ({first}); was the config edited after training?"
+        ) from exc
+    if "policy_extra" in payload:
+        policy.load_extra_state(payload["policy_extra"])
+    return Agent(policy, config, checkpoint=ckpt)

@@ -1,0 +1,315 @@
+"""Reading runs back: the test record every run directory keeps, learning-curve plots over
+several runs, and a readable description of an algorithm's config.
+
+Every run with a directory appends one row per test to ``RUN_DIR/tests.csv`` (env step, wall
+seconds, gradient steps, mean/std/min/max test return, mean length, episodes, and whether it was
+a screen: the first few episodes of a test that ended it early because the stop reward was out
+of reach), whatever loggers it uses, so ``rlblocks plot`` works on any run.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import inspect
+import itertools
+import json
+import math
+import os
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.plugins import hookimpl
+
+TESTS_FILE = "tests.csv"
+TEST_COLUMNS = (
+    "env_step",
+    "wall_seconds",
+    "gradient_steps",
+    "return_mean",
+    "return_std",
+    "return_min",
+    "return_max",
+    "length_mean",
+    "episodes",
+    "screen",
+)
+
+
+class TestRecorder:
+    """A hook object that appends each test of a run to ``RUN_DIR/tests.csv``."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, run_dir: Path, trainer_state: Any) -> None:
+        self.path = Path(run_dir) / TESTS_FILE
+        self._state = trainer_state  # a callable returning the trainer's live TrainerState
+
+    def truncate_after(self, env_step: int) -> None:
+        """Drop rows past ``env_step`` (a resumed run repeats the steps after its checkpoint)."""
+        if not self.path.is_file():
+            return
+        rows = [r for r in read_tests(self.path.parent) if r["env_step"] <= env_step]
+        self._write(rows)
+
+    def _write(self, rows: Sequence[Mapping[str, float]]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(TEST_COLUMNS)
+            for r in rows:
+                w.writerow([_fmt(r.get(c, math.nan)) for c in TEST_COLUMNS])
+        os.replace(tmp, self.path)
+
+    @hookimpl
+    def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+        self._append(stats, env_step, screen=False)
+
+    @hookimpl
+    def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
+        if namespace == "test_screen":  # a screen that ended its test early: a short test
+            self._append(scalars, step, screen=True)
+
+    def _append(self, stats: Mapping[str, Any], env_step: int, screen: bool) -> None:
+        st = self._state()
+        row = {
+            "env_step": int(env_step),
+            "wall_seconds": float(getattr(st, "wall_seconds", math.nan)),
+            "gradient_steps": int(getattr(st, "gradient_step", 0)),
+            "return_mean": stats.get("return_mean", math.nan),
+            "return_std": stats.get("return_std", math.nan),
+            "return_min": stats.get("return_min", math.nan),
+            "return_max": stats.get("return_max", math.nan),
+            "length_mean": stats.get("length_mean", math.nan),
+            "episodes": int(stats.get("n_episode", 0)),
+            "screen": int(screen),
+        }
+        new = not self.path.is_file()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            if new:
+                w.writerow(TEST_COLUMNS)
+            w.writerow([_fmt(row[c]) for c in TEST_COLUMNS])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    v = float(v)
+    return "nan" if math.isnan(v) else repr(v)
+
+
+def read_tests(run_dir: str | os.PathLike[str]) -> list[dict[str, float]]:
+    """The rows of a run's ``tests.csv`` as dicts of floats (env steps as ints)."""
+    path = Path(run_dir) / TESTS_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{run_dir} has no {TESTS_FILE}: no test finished in it yet (or it is not a run "
+            "directory)"
+        )
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for k, row in enumerate(csv.DictReader(f)):
+            try:
+                rec = {c: float(row[c]) for c in TEST_COLUMNS if row.get(c) not in (None, "")}
+                for c in ("env_step", "episodes", "screen", "gradient_steps"):
+                    if c in rec:
+                        rec[c] = int(rec[c])
+            except (KeyError, ValueError) as exc:
+                raise CheckpointError(f"{path}, row {k + 2}: damaged ({exc})") from exc
+            out.append(rec)
+    return out
+
+
+def run_label(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
+    """(algo, env id) of a run, from its ``config.json``."""
+    path = Path(run_dir) / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return str(data["algo_name"]), str(data["env"]["id"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{run_dir}: cannot read the run's config.json ({exc})") from exc
+
+
+def bootstrap_band(
+    curves: np.ndarray, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over runs (axis 0) and a percentile-bootstrap confidence band of that mean at
+    every point (runs resampled with replacement)."""
+    curves = np.asarray(curves, dtype=np.float64)
+    mean = curves.mean(axis=0)
+    n = curves.shape[0]
+    if n < 2:
+        return mean, mean.copy(), mean.copy()
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(resamples, n))
+    means = curves[idx].mean(axis=1)
+    lo = np.percentile(means, 100 * (1 - confidence) / 2, axis=0)
+    hi = np.percentile(means, 100 * (1 + confidence) / 2, axis=0)
+    return mean, lo, hi
+
+
+def plot_runs(
+    run_dirs: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    x: str = "env_steps",
+    title: str | None = None,
+) -> dict[str, int]:
+    """Plot the test-return curves of ``run_dirs`` into the PNG ``out``: one curve per
+    (algorithm, env) group, the mean over its runs with a 95% bootstrap band; a run that stopped
+    before the others (solved) holds its last test return. Returns the number of runs per group
+    label."""
+    if x not in {"env_steps", "wall_seconds"}:
+        raise ConfigError(f"x must be env_steps or wall_seconds, got {x!r}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigError("plotting needs matplotlib: pip install 'rlblocks[plot]'") from exc
+    if not run_dirs:
+        raise ConfigError("no run directories to plot")
+    groups: dict[str, list[list[dict[str, float]]]] = {}
+    for rd in run_dirs:
+        algo, env = run_label(rd)
+        rows = read_tests(rd)
+        if rows:
+            groups.setdefault(f"{algo} on {env}", []).append(rows)
+    if not groups:
+        raise CheckpointError("none of the runs has a finished test to plot")
+    column = "env_step" if x == "env_steps" else "wall_seconds"
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    counts = {}
+    for label, runs in sorted(groups.items()):
+        xs = [np.array([r[column] for r in rows], dtype=np.float64) for rows in runs]
+        ys = [np.array([r["return_mean"] for r in rows], dtype=np.float64) for rows in runs]
+        # a run that stopped earlier (solved) holds its last test return to the group's end
+        grid = np.unique(np.concatenate(xs))
+        curves = np.stack([np.interp(grid, a, b) for a, b in zip(xs, ys)])
+        mean, lo, hi = bootstrap_band(curves)
+        (line,) = ax.plot(grid, mean, label=f"{label} ({len(runs)} run{'s' * (len(runs) > 1)})")
+        if len(runs) > 1:
+            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.25)
+        counts[label] = len(runs)
+    ax.set_xlabel("env steps" if x == "env_steps" else "wall seconds")
+    ax.set_ylabel("test return")
+    ax.set_title(title or "test return (mean over runs, 95% bootstrap band)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return counts
+
+
+# -- describing an algorithm's config ---------------------------------------------------------
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under each field of an attrs class (and its bases)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not attrs.has(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for a, b in itertools.pairwise(body):
+            if (
+                isinstance(a, ast.AnnAssign)
+                and isinstance(a.target, ast.Name)
+                and isinstance(b, ast.Expr)
+                and isinstance(b.value, ast.Constant)
+                and isinstance(b.value.value, str)
+            ):
+                docs[a.target.id] = " ".join(inspect.cleandoc(b.value.value).split())
+    return docs
+
+
+def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
+    """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
+    default env), with its type, its class default, the value the run gets, and its meaning."""
+    from rlblocks import config as cfg
+    from rlblocks.experiment import spec_lookup
+
+    spec = spec_lookup("algo", algo)
+    flags = {"env": {"id": env}} if env else {}
+    resolved = cfg.build_config(algo, flags=flags, spec_lookup=spec_lookup)
+    env_id = resolved.env.id
+    lines = [
+        f"{algo}: {spec.summary}",
+        f"values for env {env_id} (class default shown where the algorithm or its preset for "
+        "this env sets another); set any with --set SECTION.FIELD=VALUE",
+    ]
+    presets = [p for p in (getattr(spec, "env_defaults", None) or {})]
+    if presets:
+        lines.append(f"env presets: {', '.join(presets)}")
+    for section in ("algo", "trainer", "env", "buffer", "run"):
+        obj = resolved.algo if section == "algo" else getattr(resolved, section)
+        if obj is None or not attrs.has(type(obj)):
+            continue
+        lines += ["", f"[{section}]  ({type(obj).__name__})"]
+        docs = field_docs(type(obj))
+        for a in attrs.fields(type(obj)):
+            value = getattr(obj, a.name)
+            if attrs.has(type(value)):
+                continue  # a plugin's options: listed by its own section below
+            default = _field_default(a)
+            shown = _short(value)
+            type_name = _type_name(a.type)
+            head = f"  {a.name} = {shown}"
+            tail = f"{type_name}"
+            if default is not attrs.NOTHING and _short(default) != shown:
+                tail += f", default {_short(default)}"
+            lines.append(f"{head}    ({tail})")
+            doc = docs.get(a.name)
+            if doc:
+                lines += textwrap.wrap(
+                    doc, width=width, initial_indent="      ", subsequent_indent="      "
+                )
+        opts = getattr(obj, "options", None)
+        if opts is not None and attrs.has(type(opts)):
+            lines += [f"  options of {section} ({type(opts).__name__}):"]
+            odocs = field_docs(type(opts))
+            for a in attrs.fields(type(opts)):
+                lines.append(f"    {a.name} = {_short(getattr(opts, a.name))}")
+                if odocs.get(a.name):
+                    lines += textwrap.wrap(
+                        odocs[a.name], width=width, initial_indent="        ",
+                        subsequent_indent="        ",
+                    )  # fmt: skip
+    return "\n".join(lines)
+
+
+def _field_default(a: Any) -> Any:
+    d = a.default
+    if isinstance(d, attrs.Factory):  # type: ignore[arg-type]
+        return d.factory() if not d.takes_self else attrs.NOTHING
+    return d
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str) if isinstance(value, list | dict | tuple) else str(value)
+    if isinstance(value, str):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_name(t: Any) -> str:
+    if t is None:
+        return "any"
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__name__", None) or str(t).replace("typing.", "")

@@ -1,0 +1,342 @@
+"""Getting a trained agent back: rlblocks.load / act / evaluate / record, and the eval, plot and
+describe commands; envs given as module:id, factories, wrappers and JSON make_kwargs; devices."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlblocks
+from rlblocks.batch import Batch
+from rlblocks.checkpoint import load_checkpoint
+from rlblocks.cli import main as cli
+from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.runs import read_tests
+
+SMALL = [
+    "trainer.max_env_steps=600",
+    "trainer.warmup_steps=96",
+    "trainer.test_interval=200",
+    "trainer.test_episodes=4",
+    "env.num_envs=4",
+    "env.num_test_envs=4",
+]
+
+
+@pytest.fixture(scope="module")
+def solved_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, rlblocks.TrainResult]:
+    """DQN trained from scratch on CartPole-v1 until solved (about 10 s)."""
+    run = tmp_path_factory.mktemp("after") / "dqn"
+    result = rlblocks.train("dqn", env="CartPole-v1", seed=0, run_dir=run, progress=False,
+                            loggers=[])  # fmt: skip
+    assert result.solved
+    return run, result
+
+
+@pytest.mark.slow
+def test_loaded_agent_scores_its_best_test_over_100_episodes(solved_run) -> None:
+    run, result = solved_run
+    agent = rlblocks.load(run)
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["test_return"] == pytest.approx(result.best_test_return)
+    ev = agent.evaluate(episodes=100, seed=123)
+    assert len(ev.returns) == 100 and len(ev.lengths) == 100
+    assert ev.returns.dtype == np.float64 and ev.lengths.dtype == np.int64
+    # the same weights that scored the best test score like it on 100 new episodes
+    assert ev.mean >= 475.0
+    assert abs(ev.mean - result.best_test_return) <= 25.0
+    assert np.array_equal(ev.returns, ev.lengths.astype(np.float64))  # CartPole: 1 per step
+
+
+@pytest.mark.slow
+def test_train_returns_the_agent_and_act_handles_one_or_many_observations(solved_run) -> None:
+    _run, result = solved_run
+    agent = result.agent
+    assert agent.algo == "dqn" and agent.env_id == "CartPole-v1"
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    one = agent.act(obs)
+    assert np.ndim(one) == 0 and env.action_space.contains(int(one))
+    many = agent.act(np.stack([obs, obs, obs]))
+    assert many.shape == (3,) and (many == one).all()
+    with pytest.raises(ConfigError, match="fits neither"):
+        agent.act(np.zeros(7, np.float32))
+    act, state = agent.act(obs, return_state=True)
+    assert act == one and state is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_act_matches_the_collector_action_mapping_and_obs_normalisation(
+    algo: str, tmp_path: Path
+) -> None:
+    """Pendulum's actions live in [-2, 2]: act must map them as the collector does, and PPO's
+    observation normaliser (fitted while training) must be applied inside the agent."""
+    sets = ["trainer.max_env_steps=2048", "trainer.test_interval=1024", "trainer.test_episodes=2",
+            "env.num_test_envs=2"]  # fmt: skip
+    if algo == "ppo":
+        sets += ["algo.obs_norm=true", "trainer.step_per_collect=512"]
+    run = tmp_path / algo
+    rlblocks.train(algo, env="Pendulum-v1", seed=0, run_dir=run, progress=False, loggers=[],
+                   overrides=sets, stop_reward=1e9)  # fmt: skip
+    agent = rlblocks.load(run, which="latest")
+    if algo == "ppo":
+        rms = agent.policy.obs_rms
+        assert rms is not None and float(rms.count) > 100  # the fitted statistics came back
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(5, 3)).astype(np.float32)
+    env_act = agent.act(obs)
+    policy = agent.policy
+    policy.eval()
+    import torch
+
+    with torch.inference_mode():
+        raw = policy(Batch(obs=obs)).act
+    raw = raw.cpu().numpy() if isinstance(raw, torch.Tensor) else np.asarray(raw)
+    assert np.allclose(env_act, policy.map_action(raw))
+    assert env_act.shape == (5, 1) and np.abs(env_act).max() <= 2.0 + 1e-6
+    # evaluate (the collector) and a hand loop through act give the same episode
+    ev = agent.evaluate(episodes=1, seed=7, num_envs=1)
+    env = gym.make("Pendulum-v1")
+    o, _ = env.reset(seed=7)
+    total, done = 0.0, False
+    while not done:
+        o, r, term, trunc, _ = env.step(agent.act(o))
+        total += float(r)
+        done = term or trunc
+    assert total == pytest.approx(float(ev.returns[0]), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_best_pt_is_written_at_every_new_best_test(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=1, overrides=[*SMALL, "trainer.checkpoint_interval=100000"],
+                   run_dir=run, progress=False, loggers=[])  # fmt: skip
+    rows = read_tests(run)
+    full = [r for r in rows if not r["screen"]]
+    assert [r["env_step"] for r in full] == [200, 400, 600]
+    best = load_checkpoint(run / "checkpoints" / "best.pt")
+    assert best["test_return"] == pytest.approx(max(r["return_mean"] for r in full))
+    assert best["env_step"] == max(full, key=lambda r: r["return_mean"])["env_step"]
+    assert rlblocks.load(run).evaluate(episodes=2).returns.shape == (2,)
+
+
+def test_load_errors_name_the_problem(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="neither a run directory"):
+        rlblocks.load(tmp_path / "missing")
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(CheckpointError, match=r"no config\.json"):
+        rlblocks.load(tmp_path)
+    with pytest.raises(ConfigError, match="'best' or 'latest'"):
+        rlblocks.load(tmp_path, which="newest")
+
+
+@pytest.mark.slow
+def test_load_refuses_weights_that_do_not_fit_the_config(solved_run, tmp_path: Path) -> None:
+    run, _ = solved_run
+    copy = tmp_path / "copy"
+    (copy / "checkpoints").mkdir(parents=True)
+    config = json.loads((run / "config.json").read_text())
+    config["algo"]["hidden_sizes"] = [7]
+    (copy / "config.json").write_text(json.dumps(config))
+    (copy / "checkpoints" / "best.pt").write_bytes((run / "checkpoints" / "best.pt").read_bytes())
+    with pytest.raises(CheckpointError, match="does not fit dqn's networks"):
+        rlblocks.load(copy)
+
+
+@pytest.mark.slow
+def test_cli_eval_writes_json_and_a_video_whose_frames_read_back(solved_run, tmp_path) -> None:
+    iio = pytest.importorskip("imageio.v3")
+    pytest.importorskip("imageio_ffmpeg")
+    run, _ = solved_run
+    video, out = tmp_path / "cart.mp4", tmp_path / "eval.json"
+    rc = cli(["eval", str(run), "--episodes", "5", "--seed", "3", "--video", str(video),
+              "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert len(data["returns"]) == 5 and data["mean"] >= 475
+    frames = np.stack(list(iio.imiter(video)))
+    # one frame per step plus the first: a solved CartPole episode lasts 500 steps
+    assert frames.shape[0] == 501 and frames.shape[-1] == 3
+    assert frames.std() > 5.0  # not blank
+    assert not np.array_equal(frames[0], frames[-1])  # the pole moved
+    gif = tmp_path / "cart.gif"
+    rec = rlblocks.load(run).record(gif, episodes=1, seed=3, max_frames=40)
+    assert rec.lengths[0] == 500
+    gframes = iio.imread(gif, index=None)
+    assert 2 <= gframes.shape[0] <= 40 and gframes.std() > 5.0
+
+
+def test_video_file_needs_a_known_suffix(tmp_path: Path) -> None:
+    from rlblocks.agent import Agent
+
+    agent = Agent.__new__(Agent)
+    with pytest.raises(ConfigError, match=r"\.mp4 or \.gif"):
+        agent.record(tmp_path / "x.avi")
+
+
+@pytest.mark.slow
+def test_cli_plot_draws_one_curve_per_algo_env_group(solved_run, tmp_path: Path) -> None:
+    image = pytest.importorskip("matplotlib.image")
+    run, _ = solved_run
+    other = tmp_path / "ppo"
+    rlblocks.train("ppo", seed=0, run_dir=other, progress=False, loggers=[],
+                   overrides=["trainer.max_env_steps=3000", "trainer.test_interval=1000",
+                              "trainer.test_episodes=2", "env.num_test_envs=2"])  # fmt: skip
+    out = tmp_path / "curves.png"
+    from rlblocks.runs import plot_runs
+
+    counts = plot_runs([run, other, run], out)
+    assert counts == {"dqn on CartPole-v1": 2, "ppo on CartPole-v1": 1}
+    assert cli(["plot", str(run), str(other), "--out", str(out), "--x", "wall_seconds"]) == 0
+    pixels = image.imread(out)
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 300
+    rgb = (pixels[..., :3] * 255).round().astype(int).reshape(-1, 3)
+
+    def has(colour: tuple[int, int, int]) -> bool:
+        return bool((np.abs(rgb - np.array(colour)).sum(axis=1) < 30).any())
+
+    assert has((31, 119, 180)) and has((255, 127, 14))  # matplotlib's first two line colours
+
+
+def test_plot_needs_tests_in_the_runs(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match=r"no tests\.csv"):
+        read_tests(tmp_path)
+
+
+def test_describe_lists_fields_defaults_presets_and_meaning(capsys) -> None:
+    assert cli(["describe", "sac", "--env", "HalfCheetah-v5"]) == 0
+    out = capsys.readouterr().out
+    assert "[algo]  (SACConfig)" in out and "[trainer]" in out
+    assert "hidden_sizes = [256, 256]" in out  # the MuJoCo preset
+    assert "warmup_steps = 10000" in out
+    assert "Adam learning rate of the actor." in out  # the field's docstring
+    assert max(len(line) for line in out.splitlines()) <= 200
+    assert cli(["describe", "sac"]) == 0
+    assert "hidden_sizes = [64, 64]" in capsys.readouterr().out  # Pendulum defaults
+
+
+def test_list_details_stays_readable(capsys) -> None:
+    assert cli(["list", "algo", "--details"]) == 0
+    assert max(len(line) for line in capsys.readouterr().out.splitlines()) < 400
+
+
+def test_device_auto_and_clear_errors() -> None:
+    import torch
+
+    from rlblocks.experiment import resolve_device
+
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ConfigError, match="unknown device 'banana'"):
+        resolve_device("banana")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="sees no CUDA GPU"):
+            resolve_device("cuda")
+
+
+def test_cli_train_with_a_bad_device_is_one_line(tmp_path: Path, capsys) -> None:
+    rc = cli(["train", "dqn", "--device", "banana", "--run-dir", str(tmp_path / "r"),
+              "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "unknown device 'banana'" in err
+
+
+def test_python_dash_m_runs_the_command() -> None:
+    out = subprocess.run([sys.executable, "-m", "rlblocks", "--version"], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.startswith("rlblocks ")
+
+
+# -- envs: module:id, factories, wrappers, JSON make_kwargs -----------------------------------
+
+ENV_MODULE = '''
+import gymnasium as gym
+gym.register("ShortCart-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv",
+             max_episode_steps=50, reward_threshold=45.0)
+'''
+
+
+@pytest.fixture
+def env_module(tmp_path: Path, monkeypatch) -> str:
+    name = f"user_envs_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(ENV_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.slow
+def test_env_module_prefix_is_imported_like_gymnasium_does(env_module: str, tmp_path) -> None:
+    run = tmp_path / "run"
+    result = rlblocks.train("dqn", env=f"{env_module}:ShortCart-v0", seed=0, run_dir=run,
+                            progress=False, loggers=[], overrides=SMALL)  # fmt: skip
+    assert result.stop_reward == 45.0  # the registered env's threshold was found
+    sys.modules.pop(env_module)
+    with pytest.raises(ConfigError, match="importing it runs its code"):
+        rlblocks.load(run, which="latest")
+    agent = rlblocks.load(run, which="latest", trust_imports=True)
+    assert agent.evaluate(episodes=2).lengths.max() <= 50
+    with pytest.raises(ConfigError, match="cannot import 'no_such_module_xyz'"):
+        rlblocks.train("dqn", env="no_such_module_xyz:Env-v0", run_dir=tmp_path / "x")
+
+
+@pytest.mark.slow
+def test_env_factory_wrappers_and_json_make_kwargs(tmp_path: Path) -> None:
+    made = []
+
+    def factory() -> gym.Env:
+        made.append(1)
+        return gym.make("CartPole-v1", max_episode_steps=30)
+
+    run = tmp_path / "f"
+    result = rlblocks.train("dqn", env=factory, seed=0, run_dir=run, progress=False, loggers=[],
+                            overrides=SMALL)  # fmt: skip
+    assert made and result.env_steps >= 600
+    assert json.loads((run / "config.json").read_text())["env"]["id"] == "CartPole-v1"
+    assert max(r["length_mean"] for r in read_tests(run)) <= 30  # the factory's envs ran
+
+    run = tmp_path / "w"
+    rlblocks.train("dqn", seed=0, run_dir=run, progress=False, loggers=[], overrides=[
+        *SMALL,
+        "env.wrappers=[{path='gymnasium.wrappers:ClipReward', kwargs={min_reward=0.0, "
+        "max_reward=0.5}}]",
+        'env.make_kwargs={"sutton_barto_reward": true}',
+    ])  # fmt: skip
+    saved = json.loads((run / "config.json").read_text())["env"]
+    assert saved["make_kwargs"] == {"sutton_barto_reward": True}
+    assert saved["wrappers"][0]["kwargs"] == {"min_reward": 0.0, "max_reward": 0.5}
+    # Sutton-Barto reward is 0 per step and -1 at failure; clipped into [0, 0.5]: all zero
+    assert all(r["return_max"] == 0.0 for r in read_tests(run))
+    with pytest.raises(ConfigError, match=r"env\.wrappers entry"):
+        rlblocks.train("dqn", run_dir=tmp_path / "bad", overrides=["env.wrappers=['nocolon']"])
+    with pytest.raises(ConfigError, match="ClipReward with kwargs"):
+        rlblocks.train("dqn", run_dir=tmp_path / "bad2", progress=False, loggers=[],
+                       overrides=["env.wrappers=['gymnasium.wrappers:ClipReward']"])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_resume_truncates_the_test_record_to_the_checkpoint(tmp_path: Path) -> None:
+    from rlblocks.plugins.hookspecs import hookimpl
+
+    class CrashAt:
+        @hookimpl
+        def rlblocks_rollout_end(self, stats, env_step):
+            if env_step >= 500:
+                raise RuntimeError("simulated crash")
+
+    run = tmp_path / "run"
+    sets = [*SMALL, "trainer.checkpoint_interval=200", "trainer.max_env_steps=800"]
+    with pytest.raises(RuntimeError):
+        rlblocks.train("dqn", seed=0, overrides=sets, run_dir=run, progress=False, loggers=[],
+                       hooks=[CrashAt()])  # fmt: skip
+    before = [r["env_step"] for r in read_tests(run) if not r["screen"]]
+    assert before == [200, 400]
+    rlblocks.resume(run)
+    after = [r["env_step"] for r in read_tests(run) if not r["screen"]]
+    assert after == sorted(set(after)) and after[-1] == 800 and after[:2] == [200, 400]
