@@ -58,7 +58,9 @@ def test_hookimpl_is_reexported_from_rlblocks_plugins():
 def test_every_implementer_is_called_last_registered_first():
     calls: list = []
     manager = make_plugin_manager([Recorder("first", calls), Recorder("second", calls)])
-    manager.hook.rlblocks_update_end(stats={"loss": 0.5}, env_step=100, gradient_step=10)
+    manager.hook.rlblocks_update_end(
+        stats={"loss": 0.5}, env_step=100, gradient_step=10, trainer=None
+    )
     assert calls == [
         ("second", "update_end", {"loss": 0.5}, 100, 10),
         ("first", "update_end", {"loss": 0.5}, 100, 10),
@@ -139,7 +141,9 @@ def test_checkpoint_save_lets_each_plugin_add_its_own_key():
             checkpoint["counter"] = {"count": 3}
 
     checkpoint = {"policy": {}}
-    make_plugin_manager([Counter()]).hook.rlblocks_checkpoint_save(checkpoint=checkpoint)
+    make_plugin_manager([Counter()]).hook.rlblocks_checkpoint_save(
+        checkpoint=checkpoint, trainer=None
+    )
     assert checkpoint == {"policy": {}, "counter": {"count": 3}}
 
 

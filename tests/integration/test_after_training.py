@@ -340,3 +340,56 @@ def test_resume_truncates_the_test_record_to_the_checkpoint(tmp_path: Path) -> N
     rlblocks.resume(run)
     after = [r["env_step"] for r in read_tests(run) if not r["screen"]]
     assert after == sorted(set(after)) and after[-1] == 800 and after[:2] == [200, 400]
+
+
+# -- hooks that act, progress lines -----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_hooks_get_the_live_trainer_and_can_change_lr_save_evaluate_and_stop(tmp_path) -> None:
+    from rlblocks.plugins.hookspecs import hookimpl
+
+    seen: dict[str, list] = {"lr": [], "saved": [], "own_test": []}
+
+    class Callback:
+        @hookimpl
+        def rlblocks_update_end(self, stats, env_step, trainer):
+            name, step = next(iter(trainer.policy.optim_steps.items()))
+            seen["lr"].append(stats[f"lr/{name}"])
+            step.lr = 1e-4  # a learning-rate schedule of the user's own
+
+        @hookimpl
+        def rlblocks_test_end(self, stats, env_step, trainer):
+            if env_step >= 400 and not seen["own_test"]:
+                import torch
+
+                path = trainer.run_dir / f"mine-{env_step}.pt"
+                torch.save(trainer.policy.state_dict(), path)
+                seen["saved"].append(path)
+                seen["own_test"].append(None)  # our own test below calls this hook again
+                seen["own_test"][0] = trainer.test(screen=False).mean_return
+                trainer.request_stop("my callback stopped it")
+
+    run = tmp_path / "run"
+    sets = [*SMALL, "trainer.max_env_steps=2000"]
+    result = rlblocks.train("dqn", seed=0, overrides=sets, run_dir=run, progress=False,
+                            loggers=[], hooks=[Callback()])  # fmt: skip
+    assert result.stop_reason == "my callback stopped it"
+    assert 400 <= result.env_steps < 2000
+    assert seen["saved"] and seen["saved"][0].is_file()
+    assert len(seen["own_test"]) == 1 and seen["own_test"][0] > 0
+    assert seen["lr"][0] != 1e-4  # logged before the callback changed it
+    assert next(iter(result.agent.policy.optim_steps.values())).lr == pytest.approx(1e-4)
+
+
+def test_progress_prints_one_line_per_test_when_not_on_a_terminal(tmp_path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "rlblocks", "train", "dqn", "--run-dir", str(tmp_path / "r"),
+         *[a for s in SMALL for a in ("--set", s)]],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("env step ")]
+    assert [ln.split(":")[0] for ln in lines][-3:] == [
+        "env step 200/600", "env step 400/600", "env step 600/600"]  # fmt: skip
+    assert "\r" not in out.stderr  # no bar redraws in a log file
+    assert out.stderr.startswith("training dqn on CartPole-v1 for 600 env steps")

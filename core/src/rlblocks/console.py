@@ -15,12 +15,18 @@ from rlblocks.plugins.hookspecs import hookimpl
 
 
 class ConsoleReporter:
-    """Shows env steps, the last test return and speed; prints where the logs are at the end."""
+    """Shows env steps, the last test return and speed; prints where the logs are at the end.
+
+    On a terminal: a progress bar with the latest and best test return. When the stream is not a
+    terminal (CI logs, ``nohup``, ``| tee``): one plain line per test instead of bar redraws.
+    """
 
     def __init__(self, total_env_steps: int, progress: bool = True, stream: Any = None) -> None:
         self.total = total_env_steps
         self.progress = progress
         self.stream = stream or sys.stderr
+        isatty = getattr(self.stream, "isatty", None)
+        self.lines = bool(progress) and not (callable(isatty) and isatty())
         self._bar: Any = None
         self._last = 0
         self._postfix: dict[str, str] = {}
@@ -28,6 +34,12 @@ class ConsoleReporter:
     @hookimpl
     def rlblocks_run_start(self, config: dict, run_dir: Path | None, resumed: bool) -> None:
         if not self.progress:
+            return
+        if self.lines:
+            algo = config.get("algo_name", "?")
+            env = config.get("env", {}).get("id", "?")
+            what = "resuming" if resumed else "training"
+            print(f"{what} {algo} on {env} for {self.total:,} env steps", file=self.stream)
             return
         from tqdm.auto import tqdm
 
@@ -49,6 +61,14 @@ class ConsoleReporter:
 
     @hookimpl
     def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+        if self.lines:
+            mean, std = stats.get("return_mean", math.nan), stats.get("return_std", math.nan)
+            print(
+                f"env step {env_step:,}/{self.total:,}: test return {mean:.1f} +- {std:.1f} "
+                f"(best {stats.get('best_return', math.nan):.1f})",
+                file=self.stream,
+                flush=True,
+            )
         if self._bar is not None:
             self._postfix["test"] = f"{stats.get('return_mean', math.nan):.1f}"
             self._postfix["best"] = f"{stats.get('best_return', math.nan):.1f}"

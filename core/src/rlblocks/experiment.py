@@ -391,6 +391,7 @@ class Experiment:
                 warmup_steps=t.warmup_steps,
                 **common,
             )
+        self.trainer.run_dir = self.run_dir
         return self.trainer
 
     def _hook_objects(self) -> list[object]:
@@ -424,7 +425,7 @@ class Experiment:
             "torch_rng": torch.get_rng_state(),
             "plugins": {},
         }
-        self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"])
+        self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
         save_checkpoint(ckpt_dir / "latest.pt", payload)
         # an on-policy buffer is empty between updates: nothing worth saving
         off_policy = self.algo_spec.training == "off-policy"

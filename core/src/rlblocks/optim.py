@@ -118,6 +118,15 @@ class OptimizerStep:
         """The current learning rate (of the first parameter group)."""
         return float(self.optim.param_groups[0]["lr"])
 
+    @lr.setter
+    def lr(self, value: float) -> None:
+        """Set the learning rate of every parameter group (a hook's own schedule); a configured
+        ``lr_schedule`` sets it again at the next collect."""
+        if not value >= 0:
+            raise ValueError(f"learning rate must be >= 0, got {value}")
+        for group in self.optim.param_groups:
+            group["lr"] = float(value)
+
     def state_dict(self) -> dict[str, Any]:
         return {"optim": self.optim.state_dict(), "steps": self.steps}
 

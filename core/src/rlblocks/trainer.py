@@ -138,6 +138,9 @@ class BaseTrainer:
         self.checkpoint_fn = checkpoint_fn
         #: called right after a test that beat every earlier one (writes best.pt in a run)
         self.best_fn = best_fn
+        #: the run directory (set by the experiment; None for a trainer without one)
+        self.run_dir: Any = None
+        self._stop_requested = ""
         self.state = TrainerState(
             next_test_step=test_interval,
             next_checkpoint_step=checkpoint_interval,
@@ -220,7 +223,7 @@ class BaseTrainer:
         scalars = stats.as_scalars()
         scalars["best_return"] = st.best_test_return
         self.hook.rlblocks_log(namespace="test", scalars=scalars, step=st.env_step)
-        self.hook.rlblocks_test_end(stats=scalars, env_step=st.env_step)
+        self.hook.rlblocks_test_end(stats=scalars, env_step=st.env_step, trainer=self)
         if self.stop_reward is not None and stats.mean_return >= self.stop_reward:
             st.solved = True
         return stats
@@ -257,7 +260,9 @@ class BaseTrainer:
         if stats.n_episode:
             self._train_returns.extend(float(r) for r in np.ravel(stats.returns))
             self._new_train_episodes += stats.n_episode
-        self.hook.rlblocks_rollout_end(stats=stats.as_scalars(), env_step=st.env_step)
+        self.hook.rlblocks_rollout_end(
+            stats=stats.as_scalars(), env_step=st.env_step, trainer=self
+        )
         if stats.n_episode:
             self.hook.rlblocks_episodes_end(
                 returns=stats.returns,
@@ -281,9 +286,13 @@ class BaseTrainer:
         means["gradient_step"] = float(st.gradient_step)
         means.update(self.policy.schedule_stats())
         self.hook.rlblocks_update_end(
-            stats=means, env_step=st.env_step, gradient_step=st.gradient_step
+            stats=means, env_step=st.env_step, gradient_step=st.gradient_step, trainer=self
         )
         self.hook.rlblocks_log(namespace="update", scalars=means, step=st.env_step)
+
+    def request_stop(self, reason: str = "stop requested by a hook") -> None:
+        """End the run after the current iteration (the last checkpoint and test still run)."""
+        self._stop_requested = reason or "stop requested by a hook"
 
     def _should_stop(self, ask_plugins: bool) -> str:
         """The stop reason, or "". ``ask_plugins`` (after a test, or every iteration of a run
@@ -291,6 +300,8 @@ class BaseTrainer:
         the reward threshold until the next answer, None leaves it to the built-in rules.
         ``max_env_steps`` always stops."""
         st = self.state
+        if self._stop_requested:
+            return self._stop_requested
         if ask_plugins:
             verdict = self.hook.rlblocks_should_stop(
                 state={**self.state_dict(), "stop_reward": self.stop_reward}

@@ -85,11 +85,15 @@ def rlblocks_exception(exc: BaseException, where: str) -> None:
 
 
 @hookspec
-def rlblocks_rollout_end(stats: Mapping[str, Any], env_step: int) -> None:
+def rlblocks_rollout_end(stats: Mapping[str, Any], env_step: int, trainer: Any) -> None:
     """Called after each training collect (one rollout of the collector).
 
     :param stats: the collect's statistics (steps, episodes, throughput); read-only.
     :param env_step: total env steps collected so far, this collect included.
+    :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
+        ``optim_steps``, whose ``lr`` can be changed), ``trainer.buffer``, ``trainer.state``
+        (counters), ``trainer.run_dir`` (None without one), ``trainer.test()`` to run a test of
+        your own and ``trainer.request_stop(reason)`` to end the run after this iteration.
     """
 
 
@@ -107,22 +111,33 @@ def rlblocks_episodes_end(
 
 
 @hookspec
-def rlblocks_update_end(stats: Mapping[str, float], env_step: int, gradient_step: int) -> None:
-    """Called after each policy update (one ``policy.update`` call, which may span many
-    minibatches).
+def rlblocks_update_end(
+    stats: Mapping[str, float], env_step: int, gradient_step: int, trainer: Any
+) -> None:
+    """Called after the policy updates of each log interval (``trainer.log_interval`` env steps,
+    1,000 by default), with their statistics averaged, and once more at the end of the run.
 
-    :param stats: the update's losses and diagnostics, averaged over its minibatches.
+    :param stats: the updates' losses and diagnostics, averaged, plus ``gradient_step`` and the
+        current ``lr/<optimizer>`` of every optimizer (and an algorithm's own schedules).
     :param env_step: total env steps so far.
-    :param gradient_step: total gradient steps so far, this update included.
+    :param gradient_step: total gradient steps so far.
+    :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
+        ``optim_steps``, whose ``lr`` can be changed), ``trainer.buffer``, ``trainer.state``
+        (counters), ``trainer.run_dir`` (None without one), ``trainer.test()`` to run a test of
+        your own and ``trainer.request_stop(reason)`` to end the run after this iteration.
     """
 
 
 @hookspec
-def rlblocks_test_end(stats: Mapping[str, Any], env_step: int) -> None:
+def rlblocks_test_end(stats: Mapping[str, Any], env_step: int, trainer: Any) -> None:
     """Called after each test collect (the periodic evaluation with the policy in test mode).
 
     :param stats: the test collect's statistics, including ``return_mean`` and ``return_std``.
     :param env_step: total training env steps at the time of the test.
+    :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
+        ``optim_steps``, whose ``lr`` can be changed), ``trainer.buffer``, ``trainer.state``
+        (counters), ``trainer.run_dir`` (None without one), ``trainer.test()`` to run a test of
+        your own and ``trainer.request_stop(reason)`` to end the run after this iteration.
     """
 
 
@@ -157,7 +172,7 @@ def rlblocks_should_stop(state: Mapping[str, Any]) -> bool | None:
 
 
 @hookspec
-def rlblocks_checkpoint_save(checkpoint: dict) -> None:
+def rlblocks_checkpoint_save(checkpoint: dict, trainer: Any) -> None:
     """Add to a checkpoint before it is written.
 
     Store your state under one key of your own (``checkpoint["my_plugin"] = {...}``) and never
@@ -165,6 +180,10 @@ def rlblocks_checkpoint_save(checkpoint: dict) -> None:
     arrays, numbers, strings and containers of them. Return nothing.
 
     :param checkpoint: the checkpoint being assembled; mutate it in place.
+    :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
+        ``optim_steps``, whose ``lr`` can be changed), ``trainer.buffer``, ``trainer.state``
+        (counters), ``trainer.run_dir`` (None without one), ``trainer.test()`` to run a test of
+        your own and ``trainer.request_stop(reason)`` to end the run after this iteration.
     """
 
 
