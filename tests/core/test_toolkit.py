@@ -24,6 +24,7 @@ from rlblocks.nets import (
 )
 from rlblocks.noise import GaussianNoise, OUNoise, make_noise
 from rlblocks.optim import OptimizerStep
+from rlblocks.policy import BasePolicy
 from rlblocks.stats import StatsAccumulator
 from rlblocks.target import TargetNetwork
 
@@ -54,6 +55,20 @@ def test_optimizer_step_follows_its_schedule_and_round_trips() -> None:
     other = OptimizerStep(nn.Linear(2, 1), lr=1.0)
     other.load_state_dict(step.state_dict())
     assert other.steps == 1 and other.lr == pytest.approx(5e-4)
+
+
+def test_policy_schedule_stats_name_every_optimizer_at_its_current_rate() -> None:
+    policy = BasePolicy(gym.spaces.Box(-1.0, 1.0, (2,)), gym.spaces.Discrete(2))
+    policy.add_optimizer("actor", OptimizerStep(nn.Linear(2, 1), lr=3e-4))
+    policy.add_optimizer(
+        "critic", OptimizerStep(nn.Linear(2, 1), lr=1e-3, lr_schedule=lambda t: 1e-3 / (1 + t))
+    )
+    assert policy.schedule_stats() == {"lr/actor": pytest.approx(3e-4), "lr/critic": 1e-3}
+    policy.set_env_step(3)
+    assert policy.schedule_stats() == {
+        "lr/actor": pytest.approx(3e-4),
+        "lr/critic": pytest.approx(2.5e-4),
+    }
 
 
 def test_optimizer_step_leaves_out_frozen_parameters_and_names_bad_optimizers() -> None:

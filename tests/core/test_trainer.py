@@ -94,6 +94,26 @@ def test_hooks_fire_per_collect_update_and_test_in_order() -> None:
     assert steps == sorted(steps)
 
 
+def test_update_logs_carry_the_learning_rate_and_the_epsilon_of_the_latest_collect() -> None:
+    logged: list[tuple[int, dict[str, float]]] = []
+
+    class UpdateLog:
+        @hookimpl
+        def rlblocks_log(self, namespace, scalars, step):
+            if namespace == "update":
+                logged.append((step, dict(scalars)))
+
+    trainer = build(UpdateLog())
+    trainer.run()
+    c = trainer.policy.config
+    assert logged
+    for step, scalars in logged:
+        announced = step - trainer.step_per_collect  # told to the policy before that collect
+        frac = min(1.0, announced / c.eps_decay_steps)
+        assert scalars["epsilon"] == pytest.approx(c.eps_start + frac * (c.eps_end - c.eps_start))
+        assert scalars["lr/q"] == pytest.approx(c.lr)
+
+
 def test_stop_reward_stops_after_a_test() -> None:
     rec = Recorder()
     result = build(rec, stop_reward=-1.0, max_env_steps=10_000).run()

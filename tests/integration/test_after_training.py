@@ -393,3 +393,123 @@ def test_progress_prints_one_line_per_test_when_not_on_a_terminal(tmp_path) -> N
         "env step 200/600", "env step 400/600", "env step 600/600"]  # fmt: skip
     assert "\r" not in out.stderr  # no bar redraws in a log file
     assert out.stderr.startswith("training dqn on CartPole-v1 for 600 env steps")
+
+
+# -- several seeds, tuning --------------------------------------------------------------------
+
+
+def test_parse_seeds_and_summary_statistics() -> None:
+    from rlblocks.seeds import parse_seeds, summarize
+
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("1, 5,9") == [1, 5, 9]
+    assert parse_seeds("0-2,10") == [0, 1, 2, 10]
+    for bad in ("4-1", "a", "1,1", "-3"):
+        with pytest.raises(ConfigError, match="seeds"):
+            parse_seeds(bad)
+    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0, 5.0, 6.0, 7.0])
+    assert s["n"] == 8 and s["mean"] == pytest.approx(16.0)
+    assert s["iqm"] == pytest.approx(4.5)  # the middle half: 3, 4, 5, 6
+    for key in ("mean", "median", "iqm"):
+        lo, hi = s[f"{key}_ci95"]
+        assert lo <= s[key] <= hi and lo < hi
+    assert summarize([500.0, 500.0])["iqm_ci95"] == [500.0, 500.0]
+    assert summarize([math_nan := float("nan")])["n"] == 0 and math_nan != math_nan
+
+
+@pytest.mark.slow
+def test_cli_seeds_in_parallel_processes_write_runs_and_a_summary(tmp_path: Path, capsys) -> None:
+    base = tmp_path / "seeds"
+    rc = cli(["train", "dqn", "--seeds", "0-2", "--workers", "2", "--run-dir", str(base),
+              *[a for s in SMALL for a in ("--set", s)]])  # fmt: skip
+    assert rc == 0
+    summary = json.loads((base / "summary.json").read_text())
+    assert summary["seeds"] == [0, 1, 2] and not summary["failed"]
+    finals = [r["last_test_return"] for r in summary["runs"]]
+    assert summary["final_return"]["mean"] == pytest.approx(sum(finals) / 3)
+    for s in (0, 1, 2):
+        saved = json.loads((base / f"seed-{s}" / "config.json").read_text())
+        assert saved["run"]["seed"] == s and saved["run"]["torch_threads"] == 1
+    assert len({tuple(r["returns"]) if "returns" in r else r["last_test_return"]
+                for r in summary["runs"]}) >= 2  # different seeds, different runs  # fmt: skip
+    out = capsys.readouterr().out
+    assert "IQM" in out and "95% bootstrap intervals" in out
+    assert cli(["train", "dqn", "--seed", "1", "--seeds", "0-1"]) == 2
+
+
+@pytest.mark.slow
+def test_seeds_on_a_local_ray(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from rlblocks.seeds import train_seeds
+
+    lines: list[str] = []
+    summary = train_seeds("dqn", [3, 4], tmp_path / "ray", ray_address="local",
+                          report=lines.append, overrides=SMALL)  # fmt: skip
+    assert summary["seeds"] == [3, 4] and not summary["failed"]
+    assert (tmp_path / "ray" / "seed-4" / "result.json").is_file()
+
+
+@pytest.mark.slow
+def test_tune_dqn_8_trials_then_its_best_toml_trains_when_passed_back(tmp_path, capsys) -> None:
+    pytest.importorskip("optuna")
+    import tomllib
+
+    root = tmp_path / "tune"
+    rc = cli(["tune", "dqn", "--env", "CartPole-v1", "--trials", "8", "--max-env-steps", "3000",
+              "--run-dir", str(root), "--set", "trainer.test_interval=1000",
+              "--set", "trainer.test_episodes=5"])  # fmt: skip
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert out.count("trial ") >= 8 and "best: trial" in out
+    best = tomllib.loads((root / "best.toml").read_text())
+    assert "run_dir" not in best.get("run", {})
+    import optuna
+
+    study = optuna.load_study(study_name="dqn-CartPole-v1", storage=f"sqlite:///{root}/study.db")
+    assert len(study.trials) == 8
+    bt = study.best_trial
+    assert best["algo"]["lr"] == pytest.approx(bt.params["algo.lr"])
+    assert best["trainer"]["batch_size"] == bt.params["trainer.batch_size"]
+    # passed back, it trains with exactly the tuned settings
+    again = tmp_path / "again"
+    assert cli(["train", "dqn", "--config", str(root / "best.toml"), "--run-dir", str(again),
+                "--no-progress"]) == 0  # fmt: skip
+    saved = json.loads((again / "config.json").read_text())
+    assert saved["algo"]["lr"] == pytest.approx(bt.params["algo.lr"])
+    assert saved["trainer"]["max_env_steps"] == 3000
+    # running the command again continues the same study
+    assert cli(["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--max-env-steps",
+                "3000", "--run-dir", str(root)]) == 0  # fmt: skip
+    assert len(optuna.load_study(study_name="dqn-CartPole-v1",
+                                 storage=f"sqlite:///{root}/study.db").trials) == 9  # fmt: skip
+
+
+def test_tune_param_syntax_and_typos() -> None:
+    from rlblocks.tuning import parse_param
+
+    assert parse_param("algo.lr=loguniform:1e-5:1e-2")[1].kind == "loguniform"
+    assert parse_param("algo.hidden_sizes=choice:[64]|[128, 128]")[1].choices == ([64], [128, 128])
+    for bad in ("algo.lr=loguniform:0:1", "algo.lr=gauss:1:2", "lr=uniform:0:1",
+                "algo.gamma=choice:0.9"):  # fmt: skip
+        with pytest.raises(ConfigError, match="--param"):
+            parse_param(bad)
+    pytest.importorskip("optuna")
+    from rlblocks.tuning import tune
+
+    with pytest.raises(ConfigError, match=r"has no field algo\.lrr"):
+        tune("dqn", trials=1, params=["algo.lrr=uniform:0:1"])
+
+
+def test_logger_options_come_from_the_run_config(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rlblocks.train("dqn", run_dir=run, loggers=["csv"], progress=False,
+                   overrides=[*SMALL, 'run.logger_options={"csv": {"jsonl": false}}'])  # fmt: skip
+    assert (run / "logs" / "test.csv").is_file()
+    assert not (run / "logs" / "metrics.jsonl").exists()
+    typo = 'run.logger_options={"csv": {"jsnl": false}}'
+    with pytest.raises(ConfigError, match="did you mean 'jsonl'"):
+        rlblocks.train("dqn", run_dir=tmp_path / "x", loggers=["csv"], progress=False,
+                       overrides=[*SMALL, typo])  # fmt: skip
+    with pytest.raises(ConfigError, match=r"not among run\.loggers"):
+        rlblocks.train("dqn", run_dir=tmp_path / "y", loggers=["csv"], progress=False,
+                       overrides=[*SMALL, 'run.logger_options={"tensorboard": {}}'])  # fmt: skip

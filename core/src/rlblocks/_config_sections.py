@@ -152,6 +152,9 @@ class RunConfig:
     """Torch device of the networks (``"cpu"``, ``"cuda"``, ``"cuda:1"``)."""
     loggers: list[str] = field(factory=lambda: ["tensorboard", "csv"])
     """Registry names of the loggers to attach."""
+    logger_options: dict[str, dict[str, Any]] = field(factory=dict)
+    """Options of each logger by name, checked against its config class
+    (``--set 'run.logger_options={"wandb": {"project": "cartpole"}}'``)."""
     run_dir: str | None = None
     """Directory for config, logs and checkpoints; None picks a fresh one under ``runs/``."""
     progress: bool = True

@@ -123,6 +123,30 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train ``args.algo``; 0 when the run finished, solved or not."""
     experiment = importlib.import_module("rlblocks.experiment")
+    if args.seeds is not None:
+        seeds = importlib.import_module("rlblocks.seeds")
+        if args.seed is not None:
+            raise RlblocksError("pass --seed or --seeds, not both")
+        run_dir = args.run_dir or experiment.default_run_dir(args.algo, args.env or "default-env")
+        seeds.train_seeds(
+            args.algo,
+            seeds.parse_seeds(args.seeds),
+            run_dir=run_dir,
+            workers=args.workers,
+            ray_address=args.ray,
+            env=args.env,
+            stop_reward=args.stop_reward,
+            backend=args.backend,
+            buffer=args.buffer,
+            num_envs=args.num_envs,
+            loggers=args.logger,
+            config=args.config,
+            overrides=list(args.set or ()),
+            device=args.device,
+        )
+        return 0
+    if args.workers is not None or args.ray is not None:
+        raise RlblocksError("--workers and --ray go with --seeds (several runs)")
     experiment.train(
         args.algo,
         env=args.env,
@@ -194,6 +218,24 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Search hyperparameters with Optuna; write the best config as TOML."""
+    tuning = importlib.import_module("rlblocks.tuning")
+    tuning.tune(
+        args.algo,
+        env=args.env,
+        trials=args.trials,
+        max_env_steps=args.max_env_steps,
+        params=list(args.param or ()),
+        study_path=args.study,
+        out=args.out,
+        run_dir=args.run_dir,
+        seed=args.seed,
+        overrides=list(args.set or ()),
+    )
+    return 0
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
     """Print every config field of an algorithm with its value, default and meaning."""
     runs = importlib.import_module("rlblocks.runs")
@@ -247,6 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="where the run writes its files")
     p.add_argument("--device", metavar="DEV", help="torch device, e.g. cpu or cuda:0")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--seeds", metavar="LIST",
+                   help="train once per seed (0-4 or 0,3,7) into RUN_DIR/seed-N and summarise "
+                   "the returns (mean, IQM, 95%% bootstrap intervals)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="with --seeds: runs at a time in parallel processes (default: cores)")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="with --seeds: run the seeds as Ray tasks at ADDRESS ('local': start one)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("resume", parents=[common], help="continue a run from its last checkpoint")
@@ -284,6 +333,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="horizontal axis (default env_steps)")
     p.add_argument("--title", metavar="TEXT", help="plot title")
     p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("tune", parents=[common], help="search hyperparameters with Optuna")
+    p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
+    p.add_argument("--env", metavar="ID", help="gymnasium env id")
+    p.add_argument("--trials", type=int, default=20, metavar="N", help="trials to run (default 20)")
+    p.add_argument("--max-env-steps", type=int, metavar="N", help="env-step budget per trial")
+    p.add_argument("--param", action="append", metavar="SECTION.FIELD=DIST",
+                   help="a searched field: loguniform:LO:HI, uniform:LO:HI, int:LO:HI or "
+                   "choice:A|B; repeatable (default: learning rates, gamma, n_step, batch size, "
+                   "hidden sizes)")
+    p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
+                   help="a fixed setting for every trial; repeatable")
+    p.add_argument("--study", type=Path, metavar="FILE.db",
+                   help="SQLite study file; running again continues it (default RUN_DIR/study.db)")
+    p.add_argument("--out", type=Path, metavar="FILE.toml",
+                   help="where the best config goes (default RUN_DIR/best.toml)")
+    p.add_argument("--run-dir", type=Path, metavar="DIR", help="where the trials' runs go")
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of every trial and of the sampler (default 0)")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("describe", parents=[common],
                        help="every config field of an algorithm: value, default, meaning")

@@ -59,8 +59,8 @@ class CollectStats:
     def as_scalars(self) -> dict[str, float]:
         """Scalars for logging."""
         out = {
-            "n_step": float(self.n_step),
-            "n_episode": float(self.n_episode),
+            "n_step": int(self.n_step),
+            "n_episode": int(self.n_episode),
             "steps_per_s": self.steps_per_s,
         }
         if len(self.returns):

@@ -88,7 +88,7 @@ class ConsoleReporter:
         ]
         if run_dir is not None:
             lines.append(f"  run directory: {run_dir} (config.json, result.json, checkpoints/)")
-            if (Path(run_dir) / "logs").is_dir():
+            if any((Path(run_dir) / "logs").glob("events.out.tfevents.*")):
                 lines.append(f"  watch it: tensorboard --logdir {Path(run_dir) / 'logs'}")
             lines.append(f"  continue it: rlblocks resume {run_dir}")
         print("\n".join(lines), file=self.stream)

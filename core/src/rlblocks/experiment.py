@@ -287,8 +287,11 @@ class Experiment:
         run_dir: str | os.PathLike[str] | None,
         hooks: Iterable[object] = (),
         env_factory: Callable[[], gym.Env] | None = None,
+        quiet: bool = False,
     ) -> None:
         self.config = config
+        #: no console output at all (runs driven by tune or --seeds report their own lines)
+        self.quiet = quiet
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.extra_hooks = list(hooks)
         #: builds the envs instead of ``config.env.id`` (``train(env=callable)``)
@@ -396,7 +399,9 @@ class Experiment:
 
     def _hook_objects(self) -> list[object]:
         c = self.config
-        objs: list[object] = [ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress)]
+        objs: list[object] = []
+        if not self.quiet:
+            objs.append(ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress))
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:
@@ -407,7 +412,21 @@ class Experiment:
             if log_dir is None:
                 raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
             cls = get_registry("logger").load(name)
-            objs.append(cls(log_dir, spec.config() if spec.config is not None else None))
+            options = dict(c.run.logger_options.get(name) or {})
+            if spec.config is None:
+                if options:
+                    raise ConfigError(f"logger {name!r} takes no options, got {sorted(options)}")
+                objs.append(cls(log_dir, None))
+                continue
+            objs.append(
+                cls(log_dir, cfg.structure_options(spec.config, options, label=f"logger ({name})"))
+            )
+        unused = sorted(set(c.run.logger_options) - set(c.run.loggers))
+        if unused:
+            raise ConfigError(
+                f"run.logger_options names {unused}, which are not among run.loggers "
+                f"{list(c.run.loggers)}"
+            )
         objs.extend(self.extra_hooks)
         return objs
 
@@ -535,12 +554,14 @@ def train(
     progress: bool | None = None,
     max_env_steps: int | None = None,
     hooks: Iterable[object] = (),
+    quiet: bool = False,
 ) -> TrainResult:
     """Train ``algo`` (a registry name) and return the result.
 
     Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
     nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
-    are extra pluggy hook implementations (callbacks, custom loggers) for this run only.
+    are extra pluggy hook implementations (callbacks, custom loggers) for this run only;
+    ``quiet`` prints nothing (no progress, no summary).
 
     ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
     returns a new env on each call; the config then records the env's registered id when it has
@@ -581,7 +602,7 @@ def train(
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
         resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
-    return Experiment(resolved, rd, hooks=hooks, env_factory=env_factory).run()
+    return Experiment(resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet).run()
 
 
 def _factory_name(factory: Callable[[], gym.Env]) -> str:

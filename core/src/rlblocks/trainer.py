@@ -283,7 +283,7 @@ class BaseTrainer:
         while st.next_log_step <= st.env_step:
             st.next_log_step += self.log_interval
         means = self._update_stats.means()
-        means["gradient_step"] = float(st.gradient_step)
+        means["gradient_step"] = int(st.gradient_step)
         means.update(self.policy.schedule_stats())
         self.hook.rlblocks_update_end(
             stats=means, env_step=st.env_step, gradient_step=st.gradient_step, trainer=self

@@ -85,6 +85,15 @@ def test_epsilon_decays_linearly_and_is_test_value_in_eval() -> None:
     assert policy.epsilon == 0.0
 
 
+def test_schedule_stats_report_epsilon_and_the_learning_rate() -> None:
+    policy = DQNPolicy(
+        OBS, ACT, DQNConfig(lr=1e-3, eps_start=1.0, eps_end=0.1, eps_decay_steps=100)
+    )
+    policy.train()
+    policy.set_env_step(50)
+    assert policy.schedule_stats() == {"lr/q": pytest.approx(1e-3), "epsilon": pytest.approx(0.55)}
+
+
 def test_exploration_noise_rate_matches_epsilon() -> None:
     policy = DQNPolicy(OBS, ACT, DQNConfig(eps_start=0.5, eps_end=0.5))
     policy.seed(0)

@@ -105,6 +105,9 @@ class DQNPolicy(OffPolicyPolicy):
         frac = min(1.0, self.env_step / c.eps_decay_steps)
         return c.eps_start + frac * (c.eps_end - c.eps_start)
 
+    def schedule_stats(self) -> dict[str, float]:
+        return {**super().schedule_stats(), "epsilon": self.epsilon}
+
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         eps = self.epsilon
         if eps <= 0.0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -100,6 +101,11 @@ class CsvLogger:
             self._jsonl = None
 
 
-def _fmt(value: float) -> float | None:
+def _fmt(value: float) -> float | int | None:
+    """A cell: counts (ints: env steps, episodes, gradient steps) as integers, measurements as
+    floats (a mean return of exactly 10 stays ``10.0``); NaN and infinities as empty cells (null
+    in JSON lines)."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
     value = float(value)
     return value if math.isfinite(value) else None

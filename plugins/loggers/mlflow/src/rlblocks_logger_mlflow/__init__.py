@@ -1,0 +1,1 @@
+"""MLflow tracking logger plugin for rlblocks."""

@@ -1,0 +1,1 @@
+"""Weights & Biases logger plugin for rlblocks."""
