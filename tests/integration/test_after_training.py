@@ -513,3 +513,23 @@ def test_logger_options_come_from_the_run_config(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"not among run\.loggers"):
         rlblocks.train("dqn", run_dir=tmp_path / "y", loggers=["csv"], progress=False,
                        overrides=[*SMALL, 'run.logger_options={"tensorboard": {}}'])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cli_eval_render_opens_the_human_render_mode(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("pygame")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # a window without a screen
+    monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
+    made: list[str | None] = []
+    real_make = gym.make
+
+    def spy(*args, **kwargs):
+        env = real_make(*args, **kwargs)
+        made.append(env.render_mode)
+        return env
+
+    monkeypatch.setattr(gym, "make", spy)
+    assert cli(["eval", str(run), "--episodes", "1", "--render", "--which", "latest"]) == 0
+    assert "human" in made
