@@ -87,7 +87,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
         "env": "CartPole-v1", "seed": 3, "stop_reward": 195.0, "backend": "dummy",
         "buffer": "replay", "num_envs": 4, "loggers": ["csv", "tensorboard"],
         "config": Path("cfg.toml"), "overrides": ["trainer.lr=0.001", "algo.gamma=0.9"],
-        "run_dir": Path("runs/x"), "device": "cpu", "progress": False,
+        "run_dir": Path("runs/x"), "device": "cpu", "progress": False, "overwrite": False,
     })
 
 

@@ -147,7 +147,14 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     if args.workers is not None or args.ray is not None:
         raise RlblocksError("--workers and --ray go with --seeds (several runs)")
-    experiment.train(
+    if args.resume:
+        if args.run_dir is None:
+            raise RlblocksError("--resume needs --run-dir (the run to continue)")
+        if not (Path(args.run_dir) / "config.json").is_file():
+            raise RlblocksError(f"--resume: {args.run_dir} holds no run yet (no config.json)")
+        result = experiment.resume(args.run_dir, overrides=list(args.set or ()))
+        return _exit_code(result)
+    result = experiment.train(
         args.algo,
         env=args.env,
         seed=args.seed,
@@ -161,17 +168,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         device=args.device,
         progress=False if args.no_progress else None,
+        overwrite=args.overwrite,
     )
-    return 0
+    return _exit_code(result)
+
+
+def _exit_code(result: Any) -> int:
+    """0 for a run that finished, solved or not; 130 for one stopped by SIGINT or SIGTERM."""
+    reason = str(getattr(result, "stop_reason", ""))
+    return 130 if reason.startswith("interrupted") else 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue the run in ``args.run_dir`` from its last checkpoint."""
     experiment = importlib.import_module("rlblocks.experiment")
-    experiment.resume(
+    result = experiment.resume(
         args.run_dir, overrides=list(args.set or ()), trust_imports=args.trust_imports
     )
-    return 0
+    return _exit_code(result)
 
 
 # -- after training -----------------------------------------------------------------------------
@@ -289,6 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="where the run writes its files")
     p.add_argument("--device", metavar="DEV", help="torch device, e.g. cpu or cuda:0")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in --run-dir (its checkpoints, logs, result)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --run-dir (as `rlblocks resume DIR`)")
     p.add_argument("--seeds", metavar="LIST",
                    help="train once per seed (0-4 or 0,3,7) into RUN_DIR/seed-N and summarise "
                    "the returns (mean, IQM, 95%% bootstrap intervals)")

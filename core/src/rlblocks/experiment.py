@@ -15,6 +15,7 @@ the trainer and leaves a run directory that can be inspected and resumed::
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import importlib
 import math
@@ -22,7 +23,7 @@ import os
 import platform
 import random
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,102 @@ def default_run_dir(algo: str, env_id: str) -> Path:
     return Path("runs") / f"{algo}-{env_id.replace('/', '_')}-{stamp}"
 
 
+#: what a run writes into its directory (``--overwrite`` removes exactly these)
+RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5", "buffer")
+RUN_DIRS = ("checkpoints", "logs")
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory (``RUN_DIR/.lock``, an OS file lock that dies with
+    its process), so two runs never write one directory at once."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, as before
+            self._fd = fd
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(
+                f"run directory {self.path.parent} is in use by another run (pid {holder}); "
+                "wait for it to finish or pick another --run-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the lock
+            self._fd = None
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Remove the files an earlier run wrote into ``run_dir`` (and nothing else)."""
+    import shutil
+
+    for name in RUN_FILES:
+        target = run_dir / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        shutil.rmtree(run_dir / name, ignore_errors=True)
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Delete temporary files a killed run left behind (``.NAME.*.tmp`` of atomic writes)."""
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "logs"):
+        if folder.is_dir():
+            for tmp in folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+
+@contextlib.contextmanager
+def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
+    """While training: the first SIGINT or SIGTERM asks the trainer to stop after the current
+    iteration (it then writes its checkpoint); a second one interrupts at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if trainer.stop_requested:
+            raise KeyboardInterrupt
+        trainer.request_stop(f"interrupted by {name}")
+        print(
+            f"\n{name}: stopping after this iteration and writing a checkpoint "
+            "(send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 class Experiment:
     """One run built from an :class:`~rlblocks.config.ExperimentConfig`."""
 
@@ -288,8 +385,11 @@ class Experiment:
         hooks: Iterable[object] = (),
         env_factory: Callable[[], gym.Env] | None = None,
         quiet: bool = False,
+        overwrite: bool = False,
     ) -> None:
         self.config = config
+        #: clear the files of an earlier run in ``run_dir`` first (``train --overwrite``)
+        self.overwrite = overwrite
         #: no console output at all (runs driven by tune or --seeds report their own lines)
         self.quiet = quiet
         self.run_dir = Path(run_dir) if run_dir is not None else None
@@ -473,6 +573,9 @@ class Experiment:
         self.policy.load_state_dict(payload["policy"])
         self.policy.load_extra_state(payload.get("policy_extra", {}))
         trainer.load_state_dict(payload["trainer"])
+        # a resumed run earns "solved" again at its next test (the stop reward may have changed)
+        trainer.state.solved = False
+        trainer.state.stop_reason = ""
         if self.test_recorder is not None:
             self.test_recorder.truncate_after(trainer.state.env_step)
         if "torch_rng" in payload:
@@ -489,6 +592,23 @@ class Experiment:
             self.train_collector.buffer = loaded
 
     def run(self, resumed: bool = False) -> TrainResult:
+        """Build (and on resume restore) the run, train it, write its result. The run directory
+        is locked for the whole run; SIGINT and SIGTERM stop it after the current iteration
+        with a checkpoint (a second one stops at once)."""
+        lock = RunDirLock(self.run_dir) if self.run_dir is not None else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            if self.run_dir is not None:
+                if self.overwrite:
+                    clear_run_dir(self.run_dir)
+                remove_stale_temporaries(self.run_dir)
+            return self._run(resumed)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _run(self, resumed: bool) -> TrainResult:
         self.pm: Any = None
         try:
             trainer = self.build(resumed=resumed)
@@ -519,7 +639,8 @@ class Experiment:
             config=cfg.to_dict(c), run_dir=self.run_dir, resumed=resumed
         )
         try:
-            result = trainer.run()
+            with _graceful_signals(trainer):
+                result = trainer.run()
         finally:
             self.train_envs.close()
             self.test_envs.close()
@@ -555,13 +676,15 @@ def train(
     max_env_steps: int | None = None,
     hooks: Iterable[object] = (),
     quiet: bool = False,
+    overwrite: bool = False,
 ) -> TrainResult:
     """Train ``algo`` (a registry name) and return the result.
 
     Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
     nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
     are extra pluggy hook implementations (callbacks, custom loggers) for this run only;
-    ``quiet`` prints nothing (no progress, no summary).
+    ``quiet`` prints nothing (no progress, no summary). A ``run_dir`` that already holds a run
+    is refused (continue it with :func:`resume`) unless ``overwrite`` replaces that run's files.
 
     ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
     returns a new env on each call; the config then records the env's registered id when it has
@@ -602,7 +725,14 @@ def train(
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
         resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
-    return Experiment(resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet).run()
+    if (Path(rd) / "config.json").is_file() and not overwrite:
+        raise ConfigError(
+            f"{rd} already holds a run; continue it with `rlblocks resume {rd}`, or pass "
+            "--overwrite (overwrite=True) to replace it"
+        )
+    return Experiment(
+        resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite
+    ).run()
 
 
 def _factory_name(factory: Callable[[], gym.Env]) -> str:
@@ -638,6 +768,7 @@ def resume(
     resolved = cfg.read_config(config_file, spec_lookup)
     if env is None:
         env_spec(resolved.env.id, trusted=trust_imports)
+    finished = _finished(run_dir)
     if overrides:
         resolved = cfg.build_config(
             resolved.algo_name,
@@ -645,4 +776,27 @@ def resume(
             overrides=list(overrides),
             spec_lookup=spec_lookup,
         )
+    if finished is not None:
+        steps, reason = finished
+        if resolved.trainer.max_env_steps <= steps:
+            raise ConfigError(
+                f"{run_dir} finished ({reason}) at {steps} env steps; to train it further give "
+                f"it a larger budget: rlblocks resume {run_dir} --set "
+                f"trainer.max_env_steps={max(2 * steps, steps + 1)}"
+            )
+        (run_dir / "result.json").unlink()  # the run is live again until it writes a new one
     return Experiment(resolved, run_dir, hooks=hooks, env_factory=env).run(resumed=True)
+
+
+def _finished(run_dir: Path) -> tuple[int, str] | None:
+    """(env steps, stop reason) of a run that wrote its result, else None."""
+    import json
+
+    path = run_dir / "result.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return int(data["env_steps"]), str(data.get("stop_reason", "finished"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path} is damaged ({exc}); remove it to resume the run") from exc

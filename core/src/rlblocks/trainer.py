@@ -290,6 +290,11 @@ class BaseTrainer:
         )
         self.hook.rlblocks_log(namespace="update", scalars=means, step=st.env_step)
 
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`request_stop` was called."""
+        return bool(self._stop_requested)
+
     def request_stop(self, reason: str = "stop requested by a hook") -> None:
         """End the run after the current iteration (the last checkpoint and test still run)."""
         self._stop_requested = reason or "stop requested by a hook"
