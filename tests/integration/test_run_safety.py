@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import rlblocks
-from rlblocks.checkpoint import load_checkpoint
+from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
 from rlblocks.cli import main as cli
 from rlblocks.errors import ConfigError
 from rlblocks.experiment import RunDirLock
@@ -77,7 +77,7 @@ def _spawn_train(run: Path, steps: int) -> subprocess.Popen:
     argv = [sys.executable, "-m", "rlblocks", "train", "dqn", "--run-dir", str(run),
             "--no-progress", *[a for s in SMALL for a in ("--set", s)],
             "--set", f"trainer.max_env_steps={steps}",
-            "--set", "trainer.checkpoint_interval=1000000"]  # fmt: skip
+            "--set", "trainer.checkpoint_interval=1000000", "--stop-reward", "1e9"]  # fmt: skip
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -99,7 +99,7 @@ def test_sigint_and_sigterm_stop_with_a_checkpoint_that_resumes(tmp_path: Path, 
     _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert f"interrupted by {sig.name}" in err
-    ckpt = load_checkpoint(run / "checkpoints" / "latest.pt")
+    ckpt = load_checkpoint(latest_checkpoint(run))
     steps = ckpt["trainer"]["env_step"]
     assert steps > 0
     result = rlblocks.resume(run, overrides=[f"trainer.max_env_steps={steps + 400}"])
@@ -118,3 +118,127 @@ def test_stale_temporaries_of_a_killed_run_are_removed(tmp_path: Path) -> None:
     assert not any(f.exists() for f in stale)
     assert not list(run.rglob("*.tmp"))
     assert keep.read_text() == "mine"
+
+
+# -- checkpoint generations -------------------------------------------------------------------
+
+
+def _gen_store(tmp_path: Path):
+    import torch
+
+    from rlblocks.checkpoint import GenerationStore, save_checkpoint
+
+    store = GenerationStore(tmp_path / "checkpoints")
+
+    def commit(step: int) -> Path:
+        def write(gen: Path) -> dict:
+            save_checkpoint(gen / "latest.pt", {"trainer": {"env_step": step},
+                                               "w": torch.full((64,), float(step))})  # fmt: skip
+            (gen / "buffer.h5").write_bytes(bytes([step % 256]) * 1000)
+            return {"env_step": step}
+
+        return store.commit(write)
+
+    return store, commit
+
+
+def test_generations_commit_keep_two_and_fall_back_past_damage(tmp_path: Path) -> None:
+    store, commit = _gen_store(tmp_path)
+    for step in (100, 200, 300):
+        newest = commit(step)
+    assert [g.name for g in store.generations()] == ["gen-00000003", "gen-00000002"]
+    assert (store.root / "CURRENT").read_text().strip() == "gen-00000003"
+    assert store.latest_good() == newest
+    # flip bytes in the middle of the newest buffer: the one before it is used, with a warning
+    data = bytearray((newest / "buffer.h5").read_bytes())
+    data[500] ^= 0xFF
+    (newest / "buffer.h5").write_bytes(bytes(data))
+    warned: list[str] = []
+    good = store.latest_good(warn=warned.append)
+    assert good is not None and good.name == "gen-00000002"
+    assert warned and "gen-00000003/buffer.h5 is damaged" in warned[0]
+    (good / "latest.pt").write_bytes(b"truncated")
+    with pytest.raises(Exception, match="no intact checkpoint"):
+        store.latest_good()
+
+
+def test_a_crash_while_writing_a_generation_leaves_the_previous_one_current(tmp_path) -> None:
+    store, commit = _gen_store(tmp_path)
+    first = commit(100)
+
+    def crash(gen: Path) -> dict:
+        (gen / "latest.pt").write_bytes(b"half")
+        raise OSError("No space left on device")
+
+    with pytest.raises(OSError, match="No space"):
+        store.commit(crash)
+    assert store.latest_good() == first
+    assert not list(store.root.glob(".gen-*")) and not list(store.root.glob("*.tmp"))
+
+
+def test_best_pt_with_flipped_bytes_is_refused(tmp_path: Path) -> None:
+    import torch
+
+    from rlblocks.checkpoint import save_checkpoint_verified
+
+    path = tmp_path / "best.pt"
+    save_checkpoint_verified(path, {"policy": {"w": torch.ones(1000)}})
+    assert load_checkpoint(path)["policy"]["w"].sum() == 1000
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(Exception, match="damaged"):
+        load_checkpoint(path)
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_never_leaves_a_mismatched_or_unreadable_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """20 kill -9 of a training process at random moments, each followed by checks and a
+    resume: every committed generation verifies, its trainer state, manifest and buffer agree,
+    and no temporary file is left once the next run has started."""
+    import random
+
+    import h5py
+
+    from rlblocks.checkpoint import GenerationStore
+
+    rng = random.Random(0)
+    run = tmp_path / "run"
+    sets = [*SMALL, "trainer.checkpoint_interval=64", "trainer.max_env_steps=100000000",
+            "trainer.test_interval=100000"]  # fmt: skip
+    base = [sys.executable, "-m", "rlblocks"]
+    opts = [a for s in sets for a in ("--set", s)] + ["--stop-reward", "1e9"]
+    kills = 0
+    last_step = -1
+    while kills < 20:
+        if (run / "config.json").is_file():
+            argv = [*base, "resume", str(run)]
+        else:
+            argv = [*base, "train", "dqn", "--run-dir", str(run), "--no-progress", *opts]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(2.0, 5.0))
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read().decode())
+        proc.kill()
+        proc.wait()
+        kills += 1
+        store = GenerationStore(run / "checkpoints")
+        gens = store.generations()
+        if not gens:
+            continue  # killed before the first checkpoint
+        for gen in gens:  # every generation on disk is whole
+            assert store.verify(gen) == "", store.verify(gen)
+            manifest = store.manifest(gen)
+            ckpt = load_checkpoint(gen / "latest.pt")
+            assert ckpt["trainer"]["env_step"] == manifest["env_step"]
+            with h5py.File(gen / "buffer.h5", "r") as f:
+                assert len(f.keys()) > 0
+        current = store.latest_good()
+        step = load_checkpoint(current / "latest.pt")["trainer"]["env_step"]
+        assert step >= last_step  # progress is never lost
+        last_step = step
+    result = rlblocks.resume(run, overrides=[f"trainer.max_env_steps={last_step + 200}"])
+    assert result.env_steps >= last_step + 200
+    assert not list(run.rglob("*.tmp")) and not list((run / "checkpoints").glob(".gen-*"))

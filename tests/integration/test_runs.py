@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import rlblocks
-from rlblocks.checkpoint import load_checkpoint
+from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
 from rlblocks.errors import ConfigError, UnknownComponentError
 from rlblocks.plugins.hookspecs import hookimpl
 
@@ -76,9 +76,9 @@ def test_run_directory_holds_config_versions_logs_checkpoints_and_result(tmp_pat
         rows = list(csv.DictReader(fh))
     assert [int(r["step"]) for r in rows] == [200, 400, 600]
     assert (run / "logs" / "metrics.jsonl").read_text().count('"namespace": "test"') == 3
-    ckpt = load_checkpoint(run / "checkpoints" / "latest.pt")
+    ckpt = load_checkpoint(latest_checkpoint(run))
     assert ckpt["trainer"]["env_step"] == result.env_steps
-    assert (run / "buffer.h5").is_file()
+    assert (latest_checkpoint(run).parent / "buffer.h5").is_file()
 
 
 def test_tensorboard_events_contain_test_returns(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_resume_continues_counters_buffer_and_weights(tmp_path: Path) -> None:
             loggers=[],
             hooks=[CrashAt(450)],
         )
-    ckpt = load_checkpoint(run / "checkpoints" / "latest.pt")
+    ckpt = load_checkpoint(latest_checkpoint(run))
     saved_step = ckpt["trainer"]["env_step"]
     assert 200 <= saved_step < 450
     recorder = StepRecorder()
@@ -117,7 +117,7 @@ def test_resume_continues_counters_buffer_and_weights(tmp_path: Path) -> None:
     assert recorder.rollout_steps[0] <= saved_step + 8 * 4
     assert result.env_steps >= 600
     assert result.gradient_steps > ckpt["trainer"]["gradient_step"]
-    final = load_checkpoint(run / "checkpoints" / "latest.pt")
+    final = load_checkpoint(latest_checkpoint(run))
     assert final["trainer"]["env_step"] == result.env_steps
 
 

@@ -17,6 +17,7 @@ checkpoint through ``torch.load(weights_only=True)``: nothing in a run directory
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -331,11 +332,22 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
     if p.is_dir():
         run_dir = p
         ckpt = p / "checkpoints" / f"{which}.pt"
+        if which == "latest":
+            from rlblocks.checkpoint import latest_checkpoint
+
+            with contextlib.suppress(CheckpointError):
+                ckpt = latest_checkpoint(p)
         if not ckpt.is_file():
-            other = p / "checkpoints" / ("latest.pt" if which == "best" else "best.pt")
+            if which == "best":
+                has_other = any((p / "checkpoints").glob("gen-*/latest.pt")) or (
+                    p / "checkpoints" / "latest.pt"
+                ).is_file()
+                other = "latest"
+            else:
+                has_other, other = (p / "checkpoints" / "best.pt").is_file(), "best"
             hint = (
-                f"; {other.name} exists: load it with which={other.stem!r}"
-                if other.is_file()
+                f"; a {other} checkpoint exists: load it with which={other!r}"
+                if has_other
                 else "; the run saved no checkpoint yet"
             )
             if not (p / "config.json").is_file():

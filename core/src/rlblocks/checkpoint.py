@@ -1,4 +1,5 @@
-"""Atomic files: checkpoints (torch, loaded with ``weights_only``) and small JSON documents.
+"""Atomic files: checkpoints (torch, loaded with ``weights_only``) and small JSON documents,
+and checkpoint generations (several files committed together, verified on load).
 
 Every write goes to a temporary file in the target's directory, is flushed and fsynced, then
 renamed over the target, so a crash leaves either the old file or the new one, never half of one.
@@ -11,7 +12,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -58,6 +59,16 @@ def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> No
         torch.save(payload, fh)
 
 
+def save_checkpoint_verified(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
+    """:func:`save_checkpoint` plus a ``.sha256`` sidecar that :func:`load_checkpoint` checks,
+    for single files outside a generation (``best.pt``)."""
+    path = Path(path)
+    save_checkpoint(path, payload)
+    digest = file_digest(path)
+    with atomic_write(path.with_name(path.name + ".sha256"), "w") as fh:
+        fh.write(f"{digest['sha256']}  {digest['size']}\n")
+
+
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_checkpoint` without executing code from it."""
     import torch
@@ -65,6 +76,14 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; was the run started with checkpoints on?")
+    sidecar = path.with_name(path.name + ".sha256")
+    if sidecar.is_file():
+        want = sidecar.read_text(encoding="utf-8").split()
+        got = file_digest(path)
+        if len(want) != 2 or want != [got["sha256"], str(got["size"])]:
+            raise CheckpointError(
+                f"{path} is damaged: its size or checksum differs from {sidecar.name}"
+            )
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
@@ -72,3 +91,175 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
             f"cannot load checkpoint {path}: {exc}. It must hold only tensors and plain "
             "containers (files from other programs or code objects are refused)."
         ) from exc
+
+
+# -- generations: one checkpoint = several files committed together ---------------------------
+
+CURRENT = "CURRENT"
+MANIFEST = "MANIFEST.json"
+#: generations kept on disk: the current one and the one before it (the fallback)
+KEEP_GENERATIONS = 2
+
+
+def file_digest(path: Path) -> dict[str, Any]:
+    """Size and SHA-256 of a file, read in 1 MiB blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return {"size": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class GenerationStore:
+    """Checkpoints as numbered generations under ``root`` (a run's ``checkpoints/``).
+
+    A generation is a directory ``gen-00000042/`` holding its files (the trainer state
+    ``latest.pt``, the replay buffer ``buffer.h5``, ...) and ``MANIFEST.json`` with every file's
+    size and SHA-256. It is written under a temporary name, renamed into place, and committed by
+    atomically replacing the one-line file ``CURRENT`` with its name: a crash at any moment
+    leaves the previous generation current and whole. Loading verifies the manifest and falls
+    back to the newest older generation that verifies, with a warning. The current generation
+    and the one before it are kept; older ones and leftover temporaries are removed.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    # -- writing ------------------------------------------------------------------------------
+    def generations(self) -> list[Path]:
+        """Finished generation directories, newest first."""
+        if not self.root.is_dir():
+            return []
+        gens = [p for p in self.root.glob("gen-*") if p.is_dir() and p.name[4:].isdigit()]
+        return sorted(gens, key=lambda p: int(p.name[4:]), reverse=True)
+
+    def commit(self, write: Callable[[Path], dict[str, Any]]) -> Path:
+        """Write a new generation: ``write(tmp_dir)`` puts its files into ``tmp_dir`` and
+        returns extra manifest entries (counters); then checksums, rename, commit, prune."""
+        import uuid
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        gens = self.generations()
+        number = int(gens[0].name[4:]) + 1 if gens else 1
+        name = f"gen-{number:08d}"
+        tmp = self.root / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.mkdir()
+        try:
+            extra = write(tmp) or {}
+            files = {
+                p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()
+            }
+            for p in tmp.iterdir():
+                with contextlib.suppress(OSError), open(p, "rb+") as fh:
+                    os.fsync(fh.fileno())
+            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+                json.dump({"generation": number, "files": files, **extra}, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            _fsync_dir(tmp)
+            final = self.root / name
+            os.replace(tmp, final)
+            _fsync_dir(self.root)
+        except BaseException:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        with atomic_write(self.root / CURRENT, "w") as fh:  # the commit point
+            fh.write(name + "\n")
+        self.prune()
+        return final
+
+    def prune(self) -> None:
+        """Remove generations beyond the newest ``KEEP_GENERATIONS`` and stale temporaries."""
+        import shutil
+
+        current = self._current_name()
+        for old in self.generations()[KEEP_GENERATIONS:]:
+            if old.name != current:
+                # renamed out of the way first, so a kill mid-delete leaves no half generation
+                doomed = self.root / f".{old.name}.old.tmp"
+                try:
+                    os.replace(old, doomed)
+                except OSError:
+                    continue
+                shutil.rmtree(doomed, ignore_errors=True)
+        for tmp in self.root.glob(".gen-*.tmp"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # -- reading ------------------------------------------------------------------------------
+    def _current_name(self) -> str | None:
+        try:
+            return (self.root / CURRENT).read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+
+    def verify(self, gen: Path) -> str:
+        """Empty when ``gen`` is whole; else what is wrong with it."""
+        try:
+            manifest = json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+            files = manifest["files"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return f"{gen.name}: no readable manifest ({exc})"
+        for name, want in files.items():
+            path = gen / name
+            if not path.is_file():
+                return f"{gen.name}/{name} is missing"
+            got = file_digest(path)
+            if got["size"] != want.get("size") or got["sha256"] != want.get("sha256"):
+                return f"{gen.name}/{name} is damaged (size or checksum differs from the manifest)"
+        return ""
+
+    def latest_good(self, warn: Callable[[str], None] | None = None) -> Path | None:
+        """The newest generation that verifies, starting from ``CURRENT``; each one skipped is
+        reported through ``warn``. None when there is no generation at all."""
+        order = self.generations()
+        current = self._current_name()
+        if current is not None:
+            order.sort(key=lambda p: (p.name != current, -int(p.name[4:])))
+        problems = []
+        for gen in order:
+            problem = self.verify(gen)
+            if not problem:
+                if problems and warn is not None:
+                    warn(f"checkpoint {'; '.join(problems)}; using {gen.name} instead")
+                return gen
+            problems.append(problem)
+        if problems:
+            raise CheckpointError(
+                f"no intact checkpoint in {self.root}: {'; '.join(problems)}"
+            )
+        return None
+
+    def manifest(self, gen: Path) -> dict[str, Any]:
+        return json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path:
+    """The trainer checkpoint (``latest.pt``) of a run's newest intact generation (or of the
+    single-file layout of rlblocks 0.1)."""
+    root = Path(run_dir) / "checkpoints"
+    gen = GenerationStore(root).latest_good(warn=_warn)
+    if gen is not None:
+        return gen / "latest.pt"
+    legacy = root / "latest.pt"
+    if legacy.is_file():
+        return legacy
+    raise CheckpointError(f"{run_dir} has no checkpoint yet")
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, stacklevel=3)

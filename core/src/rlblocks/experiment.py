@@ -7,8 +7,9 @@ the trainer and leaves a run directory that can be inspected and resumed::
     RUN_DIR/config.json      resolved config (feed it back with --config)
     RUN_DIR/plugins.json     versions of rlblocks, every plugin used, python, torch, gymnasium
     RUN_DIR/logs/            logger output (tensorboard, csv)
-    RUN_DIR/checkpoints/     latest.pt (resume point), best.pt (best test return)
-    RUN_DIR/buffer.h5        the replay buffer at the last checkpoint (off-policy runs)
+    RUN_DIR/checkpoints/     gen-NNNNNNNN/ (resume points: latest.pt, buffer.h5 of off-policy
+                             runs, MANIFEST.json with checksums), CURRENT (the committed one),
+                             best.pt (best test return) and best.pt.sha256
     RUN_DIR/result.json      best_test_return, solved, env_steps, gradient_steps, wall_seconds
     RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
 """
@@ -34,7 +35,13 @@ import numpy as np
 import torch
 
 from rlblocks import config as cfg
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint, write_json
+from rlblocks.checkpoint import (
+    GenerationStore,
+    load_checkpoint,
+    save_checkpoint,
+    save_checkpoint_verified,
+    write_json,
+)
 from rlblocks.collector import Collector
 from rlblocks.console import ConsoleReporter
 from rlblocks.errors import CheckpointError, ConfigError
@@ -280,7 +287,7 @@ def default_run_dir(algo: str, env_id: str) -> Path:
 
 
 #: what a run writes into its directory (``--overwrite`` removes exactly these)
-RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5", "buffer")
+RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5")
 RUN_DIRS = ("checkpoints", "logs")
 
 
@@ -545,18 +552,27 @@ class Experiment:
             "plugins": {},
         }
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
-        save_checkpoint(ckpt_dir / "latest.pt", payload)
         # an on-policy buffer is empty between updates: nothing worth saving
         off_policy = self.algo_spec.training == "off-policy"
-        if off_policy and self.config.run.save_buffer and trainer.buffer_abilities.persistent:
-            self.buffer.save_hdf5(self.run_dir / "buffer.h5")
+        with_buffer = (
+            off_policy and self.config.run.save_buffer and trainer.buffer_abilities.persistent
+        )
+
+        def write(gen: Path) -> dict[str, Any]:
+            save_checkpoint(gen / "latest.pt", payload)
+            if with_buffer:
+                self.buffer.save_hdf5(gen / "buffer.h5")
+            return {"env_step": int(trainer.state.env_step)}
+
+        # the weights, trainer state and buffer of one moment, committed together
+        GenerationStore(ckpt_dir).commit(write)
 
     def save_best(self, trainer: BaseTrainer) -> None:
         """Write ``best.pt`` right after a test beat every earlier one: the weights that scored
         it (and the policy's extra state), with the score and the env step."""
         assert self.run_dir is not None
         st = trainer.state
-        save_checkpoint(
+        save_checkpoint_verified(
             self.run_dir / "checkpoints" / "best.pt",
             {
                 "format": 1,
@@ -569,7 +585,13 @@ class Experiment:
 
     def restore(self, trainer: BaseTrainer) -> None:
         assert self.run_dir is not None
-        payload = load_checkpoint(self.run_dir / "checkpoints" / "latest.pt")
+        gen = GenerationStore(self.run_dir / "checkpoints").latest_good(warn=_warn_stderr)
+        if gen is not None:
+            ckpt_file, buffer_file = gen / "latest.pt", gen / "buffer.h5"
+        else:  # the single-file layout of rlblocks 0.1
+            ckpt_file = self.run_dir / "checkpoints" / "latest.pt"
+            buffer_file = self.run_dir / "buffer.h5"
+        payload = load_checkpoint(ckpt_file)
         self.policy.load_state_dict(payload["policy"])
         self.policy.load_extra_state(payload.get("policy_extra", {}))
         trainer.load_state_dict(payload["trainer"])
@@ -581,7 +603,6 @@ class Experiment:
         if "torch_rng" in payload:
             torch.set_rng_state(payload["torch_rng"])
         self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
-        buffer_file = self.run_dir / "buffer.h5"
         if buffer_file.is_file() and trainer.buffer_abilities.persistent:
             loaded = type(self.buffer).load_hdf5(buffer_file)
             # the envs restart their episodes, so episodes left open in the file end here
@@ -652,6 +673,10 @@ class Experiment:
             write_json(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
         return result
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
