@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
 
 import numpy as np
 
 from rlblocks._buffer_tree import Path, Tree, _name, _tree_leaves
+from rlblocks.errors import BufferFileError
 
 _HDF5_FORMAT = "rlblocks.buffer"
 _HDF5_VERSION = 1
@@ -123,36 +125,91 @@ class BufferFiles:
         _fsync_dir(self.path)
 
     def _open_memmap(self) -> None:
+        try:
+            self._open_memmap_checked()
+        except BufferFileError:
+            raise
+        except Exception as exc:  # zip, npy, json and numpy errors of a damaged state file
+            raise BufferFileError(
+                f"the memory-mapped buffer in {self.path!r} is damaged ({type(exc).__name__}: "
+                f"{exc}); remove the directory to start a new buffer"
+            ) from exc
+
+    def _data_file(self, path: Sequence[str]) -> str:
+        """The ``.npy`` file of one storage key, refused when the key would leave the buffer's
+        directory (a crafted state file must not map files elsewhere)."""
+        for part in path:
+            if (not isinstance(part, str) or not part or part in {".", ".."}
+                    or "/" in part or os.sep in part or "\0" in part):  # fmt: skip
+                raise BufferFileError(
+                    f"the buffer state in {self.path!r} names an invalid key {list(path)!r}"
+                )
+        root = os.path.realpath(self.path)
+        file = os.path.realpath(os.path.join(root, "data." + ".".join(path) + ".npy"))
+        if os.path.dirname(file) != root:
+            raise BufferFileError(
+                f"the buffer state in {self.path!r} points outside the buffer directory"
+            )
+        return file
+
+    def _open_memmap_checked(self) -> None:
         with np.load(os.path.join(self.path, _STATE_FILE), allow_pickle=False) as saved:
             state = json.loads(str(saved["state"]))
             mine = f"{type(self).__module__}:{type(self).__qualname__}"
             if state["class"] != mine:
-                raise ValueError(
+                raise BufferFileError(
                     f"the buffer in {self.path!r} is a {state['class']}, not a {mine}; open it "
                     "with that buffer type, or use another path for a new buffer"
                 )
             if state["init_kwargs"] != self._init_kwargs():
-                raise ValueError(
+                raise BufferFileError(
                     f"the buffer in {self.path!r} was made with {state['init_kwargs']}, not "
                     f"{self._init_kwargs()}; use the same arguments, or another path for a new "
                     "buffer"
                 )
             meta = {name: saved[f"meta.{name}"] for name in self._META_ARRAYS}
         for name, value in meta.items():
-            setattr(self, f"_{name}", value.astype(getattr(self, f"_{name}").dtype, copy=False))
+            mine_arr = getattr(self, f"_{name}")
+            if value.shape != mine_arr.shape or value.dtype.kind != mine_arr.dtype.kind:
+                raise BufferFileError(
+                    f"the buffer state in {self.path!r}: {name} has shape {value.shape} "
+                    f"{value.dtype}, expected {mine_arr.shape} {mine_arr.dtype}"
+                )
+            setattr(self, f"_{name}", value.astype(mine_arr.dtype, copy=False))
+        index, size = int(state["index"]), int(state["size"])
+        if not (0 <= size <= self.maxsize and 0 <= index < max(self.maxsize, 1)):
+            raise BufferFileError(
+                f"the buffer state in {self.path!r} has index {index} and size {size}, outside a "
+                f"buffer of {self.maxsize}"
+            )
         if state["keys"]:
             tree: Tree = {}
             for path in state["keys"]:
+                file = self._data_file(path)
+                # read-only first: numpy's "r+" would silently extend a truncated file with zeros
+                arr = np.load(file, mmap_mode="r")
+                if arr.dtype.kind == "O" or arr.shape[:1] != (self.maxsize,):
+                    raise BufferFileError(
+                        f"{file}: shape {arr.shape} {arr.dtype} does not fit a buffer of "
+                        f"{self.maxsize}"
+                    )
+                header = arr.offset if isinstance(arr, np.memmap) else 0
+                if os.path.getsize(file) != header + arr.nbytes:
+                    raise BufferFileError(f"{file} is truncated or padded")
+                del arr
+                arr = np.load(file, mmap_mode="r+")
                 node = tree
                 for key in path[:-1]:
                     node = node.setdefault(key, {})
-                node[path[-1]] = np.load(
-                    os.path.join(self.path, "data." + ".".join(path) + ".npy"), mmap_mode="r+"
-                )
+                node[path[-1]] = arr
             self._set_storage(tree)
             rew_item = tree["rew"].shape[1:]
             if rew_item != self._ep_rew.shape[1:]:
-                raise ValueError(f"saved running returns do not match rew of shape {rew_item}")
+                raise BufferFileError(
+                    f"saved running returns do not match rew of shape {rew_item}"
+                )
+        elif size:
+            raise BufferFileError(f"the buffer state in {self.path!r} has {size} rows but no data")
         self._set_state(state)
 
     # --- hdf5 files -----------------------------------------------------------------------------
@@ -224,7 +281,19 @@ class BufferFiles:
 
     @classmethod
     def load_hdf5(cls, path: str | os.PathLike[str]) -> Any:
-        """Read a buffer written by :meth:`save_hdf5` (nothing is unpickled)."""
+        """Read a buffer written by :meth:`save_hdf5` (nothing is unpickled); a damaged or
+        foreign file raises :class:`~rlblocks.errors.BufferFileError` naming it."""
+        try:
+            return cls._load_hdf5(path)
+        except BufferFileError:
+            raise
+        except Exception as exc:  # h5py raises OSError, KeyError, ValueError, RuntimeError...
+            raise BufferFileError(
+                f"cannot read the buffer file {os.fspath(path)!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    @classmethod
+    def _load_hdf5(cls, path: str | os.PathLike[str]) -> Any:
         import h5py
 
         with h5py.File(os.fspath(path), "r") as f:

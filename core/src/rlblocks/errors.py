@@ -29,3 +29,14 @@ class EnvWorkerError(RlblocksError, RuntimeError):
 
 class CheckpointError(RlblocksError):
     """A checkpoint or run directory cannot be read or written."""
+
+
+class NonFiniteError(RlblocksError, ArithmeticError):
+    """A NaN or infinite value where training needs finite ones: a loss, a gradient or a
+    parameter (the message names it, the gradient step and env step, and the last good
+    checkpoint), or an env's observation or reward (the message names the env and its index)."""
+
+
+class BufferFileError(CheckpointError, ValueError):
+    """A replay buffer's file (hdf5 or memory-mapped storage) is damaged, truncated, or does not
+    belong to the buffer opening it."""
