@@ -155,6 +155,8 @@ def contenders(names: list[str]) -> dict[str, Callable[[str, int], tuple[Any, Ca
         "rlblocks dummy": lambda t, n: _rlblocks("dummy", t, n),
         "rlblocks subproc": lambda t, n: _rlblocks("subproc", t, n),
         "rlblocks shmem": lambda t, n: _rlblocks("shmem", t, n),
+        # speed over isolation: a share of the envs steps in this process (local_envs=None)
+        "rlblocks shmem+local": lambda t, n: _rlblocks("shmem", t, n, local_envs=None),
         "rlblocks ray": lambda t, n: _rlblocks("ray", t, n),
         "rlblocks envpool": lambda t, n: _rlblocks("envpool", t, n),
         "rlblocks auto": lambda t, n: _rlblocks("auto", t, n),

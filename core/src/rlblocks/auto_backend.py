@@ -20,6 +20,11 @@ when each has a core).
 
 ``ipc`` is the round trip of a command to ``W`` workers on a loaded machine. The multi-process
 backend must win by ``margin`` to be picked, since it also costs processes and start-up time.
+
+``auto`` asks for speed over isolation: the in-process and shared plans step envs in the
+calling process, where an env that crashes or hangs stops training (a multi-process backend
+named explicitly keeps every env in a worker by default). The printed choice says when it
+does.
 Backends are found through the registry (``multiprocess`` and ``supports_async`` of their specs),
 never imported by name, so any installed plugin can be chosen.
 """
@@ -132,10 +137,18 @@ def choose_backend(
                   and mp_s < margin * in_s)):
         why = (f"{cost}: {plan} need ~{mp_s * 1e6:.0f} us per vector step, in-process "
                f"~{in_s * 1e6:.0f} us")
+        if options.get("local_envs"):
+            last = options["local_envs"] - 1
+            envs = "env 0" if last == 0 else f"envs 0-{last}"
+            why += (f"; speed over isolation: {envs} step in this process, where an env that "
+                    f"crashes or hangs stops training (backend={multi[0]!r} by name keeps "
+                    "every env in a worker)")
         return multi[0], options, why
     why = f"{cost}: in-process ~{in_s * 1e6:.0f} us per vector step"
     if multi:
-        why += f", {plan} ~{mp_s * 1e6:.0f} us (IPC costs more than it saves)"
+        why += (f", {plan} ~{mp_s * 1e6:.0f} us (IPC costs more than it saves); speed over "
+                "isolation: an env that crashes or hangs stops training (backend="
+                f"{multi[0]!r} by name keeps every env in a worker)")
     return local[0], {}, why
 
 

@@ -361,6 +361,19 @@ def test_restart_failed_replaces_actor_and_truncates_its_envs(local_ray: Any) ->
         assert obs[:, 1].tolist() == [1, 1, 3, 3]
 
 
+def test_restarts_are_reported_counted_and_limited(local_ray: Any) -> None:
+    with _faulty("exit", restart_failed=True, max_restarts=1) as envs:
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.warns(RuntimeWarning, match=r"envs \[0, 1\]\) died while running step.*"
+                          r"restart 1 of max_restarts=1"):
+            envs.step(np.ones(4, dtype=int))
+        envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match=r"replaced 1 times \(max_restarts=1\)"):
+            envs.step(np.zeros(4, dtype=int))
+
+
 def test_env_that_fails_to_build_is_reported(local_ray: Any) -> None:
     def broken() -> Any:
         raise RuntimeError("no such asset")

@@ -52,15 +52,26 @@ def test_num_workers_defaults_to_cores_and_envs_share_workers() -> None:
         assert os.getpid() not in envs.worker_pids
 
 
-def test_default_split_gives_the_parent_one_cores_share() -> None:
-    assert default_split(8, cores=2) == (1, 5), "the workers' round trip counts as one env"
-    assert default_split(7, cores=2) == (1, 4)
-    assert default_split(16, cores=4) == (3, 5)
-    assert default_split(8, cores=64) == (7, 1), "at most one worker per remaining env"
-    assert default_split(2, cores=2) == (1, 1), "at least one env stays in a worker"
-    assert default_split(1, cores=2) == (1, 0), "one env: it stays in a worker"
-    assert default_split(8, cores=1) == (1, 0), "one core: nothing to overlap"
-    assert default_split(8, num_workers=2, cores=2) == (2, 0), "explicit workers keep every env"
+def test_default_split_isolates_every_env_in_a_worker() -> None:
+    assert default_split(8, cores=2) == (2, 0)
+    assert default_split(3, cores=8) == (3, 0), "at most one worker per env"
+    assert default_split(8, num_workers=1, cores=2) == (1, 0)
+    with SubprocVectorEnv(probe_env_fns(3)) as envs:
+        assert envs.local_envs == 0 and os.getpid() not in envs.worker_pids
+
+
+def test_speed_split_gives_the_parent_one_cores_share() -> None:
+    def split(n: int, **options: Any) -> tuple[int, int]:
+        return default_split(n, local_envs=options.pop("local_envs", None), **options)
+
+    assert split(8, cores=2) == (1, 5), "the workers' round trip counts as one env"
+    assert split(7, cores=2) == (1, 4)
+    assert split(16, cores=4) == (3, 5)
+    assert split(8, cores=64) == (7, 1), "at most one worker per remaining env"
+    assert split(2, cores=2) == (1, 1), "at least one env stays in a worker"
+    assert split(1, cores=2) == (1, 0), "one env: it stays in a worker"
+    assert split(8, cores=1) == (1, 0), "one core: nothing to overlap"
+    assert split(8, num_workers=2, cores=2) == (2, 0), "explicit workers keep every env"
     assert default_split(8, local_envs=2, cores=4) == (3, 2)
     assert default_split(8, num_workers=1, local_envs=6, cores=2) == (1, 6)
     for bad in (8, 9, -1):

@@ -41,13 +41,19 @@ class RayConfig:
     restart_failed: bool = False
     """Start a new actor in place of one that died or hung and carry on: its envs' pending
     steps come back truncated (``info["env_worker_restarted"]`` says why) and must be reset,
-    like any finished env. False raises EnvWorkerError instead."""
+    like any finished env; each restart is reported as a RuntimeWarning naming the actor's
+    envs, the cause and the count. False raises EnvWorkerError instead."""
+    max_restarts: int = field(default=3, validator=validators.ge(0))
+    """With ``restart_failed``: new actors allowed per worker over the life of the vector env;
+    the next failure of that worker raises EnvWorkerError. (Ray's own actor restarts stay off:
+    a restarted actor would come back with fresh envs the caller does not know about.)"""
     init_kwargs: dict[str, Any] = field(factory=dict)
     """Extra keyword arguments of ``ray.init`` (``num_cpus``, ``runtime_env``, ``namespace``...)
     when this backend connects to or starts Ray; ignored when Ray is already initialised."""
     actor_options: dict[str, Any] = field(factory=dict)
     """Keyword arguments of each actor's ``.options()`` (``num_cpus``, ``resources``,
-    ``scheduling_strategy``...), e.g. to place env actors on particular nodes."""
+    ``scheduling_strategy``...), e.g. to place env actors on particular nodes. Detached
+    actors are refused: env actors die with the process that made them."""
 
 
 SPEC = EnvBackendSpec(

@@ -37,7 +37,7 @@ _PENDING: Any = object()  # the reply of a call not answered yet (None is a vali
 class _Worker:
     """One env actor and the block of envs ``[start, stop)`` it owns."""
 
-    __slots__ = ("actor", "dead", "ids", "index", "pid", "start", "stop")
+    __slots__ = ("actor", "dead", "ids", "index", "pid", "restarts", "start", "stop")
 
     def __init__(self, index: int, start: int, stop: int) -> None:
         self.index = index
@@ -46,6 +46,7 @@ class _Worker:
         self.actor: Any = None
         self.pid: int | None = None
         self.dead: str | None = None
+        self.restarts = 0  # new actors restart_failed started in its place
 
 
 class _Call:
@@ -89,8 +90,9 @@ class RayVectorEnv(WorkerGroups):
     ``(env_ids, obs, rew, terminated, truncated, infos)`` for the envs that are ready.
     Runs on the Ray this process is connected to, a local one it starts, or the cluster at
     ``address`` (see :class:`rlblocks_env_ray._spec.RayConfig`). Use it as a context manager or
-    call ``close()``: its actors never outlive it, and a Ray it started is shut down with the
-    last vector env using it.
+    call ``close()``: its actors never outlive it (nor this process: they are owned by it,
+    never detached), and a Ray it started is shut down with the last vector env using it, or
+    when this process exits.
     """
 
     def __init__(
@@ -105,9 +107,17 @@ class RayVectorEnv(WorkerGroups):
         restart_failed: bool = False,
         init_kwargs: dict[str, Any] | None = None,
         actor_options: dict[str, Any] | None = None,
+        max_restarts: int = 3,
     ) -> None:
         if len(env_fns) == 0:
             raise ConfigError(f"{type(self).__name__} needs at least one env factory")
+        if (actor_options or {}).get("lifetime") == "detached":
+            raise ConfigError(
+                "actor_options: lifetime='detached' would let env actors outlive this process; "
+                "leave lifetime unset"
+            )
+        if max_restarts < 0:
+            raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         self._closed = True  # until Ray and the actors are up, close() has nothing to do
         self._holds_session = False
         self.num_envs = len(env_fns)
@@ -117,6 +127,7 @@ class RayVectorEnv(WorkerGroups):
         self.worker_timeout = worker_timeout
         self.start_timeout = start_timeout
         self.restart_failed = restart_failed
+        self.max_restarts = max_restarts
         self._actor_options = {"max_restarts": 0, "max_task_retries": 0,
                                **(actor_options or {})}
         self._env_fns = list(env_fns)
@@ -193,16 +204,25 @@ class RayVectorEnv(WorkerGroups):
         self._kill(w)
         self._needs_reset[w.ids] = True
         mine = [c for c in self._open if c.worker is w and c.reply is _PENDING]
-        if not self.restart_failed or any(c.method == MAKE for c in mine):
+        spent = self.restart_failed and w.restarts >= self.max_restarts
+        if not self.restart_failed or spent or any(c.method == MAKE for c in mine):
             w.dead = reason
             self._open = [c for c in self._open if c.worker is not w]
             self._in_flight[w.ids] = False
+            if spent:
+                raise EnvWorkerError(
+                    f"{reason}. Env actor {w.index} was already replaced {w.restarts} times "
+                    f"(max_restarts={self.max_restarts}); fix the env, or raise max_restarts"
+                )
             raise EnvWorkerError(
                 f"{reason}. Close this vector env and build a new one, or pass "
                 "restart_failed=True to replace failed actors and go on"
             )
-        warnings.warn(f"{reason}; starting a new actor (restart_failed=True)", RuntimeWarning,
-                      stacklevel=3)
+        w.restarts += 1
+        warnings.warn(
+            f"{reason}; starting a new actor (restart {w.restarts} of "
+            f"max_restarts={self.max_restarts})", RuntimeWarning, stacklevel=3,
+        )
         for c in mine:  # out of _open while the new actor is made, so its make can fail alone
             self._open.remove(c)
         self._handshake(self._start_worker(w))

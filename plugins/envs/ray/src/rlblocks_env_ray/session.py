@@ -4,11 +4,18 @@ Several vector envs of one process share one Ray (a training run builds a train 
 vector env). When none is running the first one starts a local Ray; the last one to close shuts
 it down. A Ray that was already initialised, or a cluster given by address, is never shut down
 here: it belongs to whoever started it.
+
+A Ray started here also stops when this process exits without closing its vector envs: at
+interpreter exit (Ctrl-C included), and on SIGTERM, which would otherwise end the process
+without running exit handlers. When the process is killed outright (SIGKILL), the env actors
+die with their owner (this process) and Ray's own processes wind down by themselves.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import threading
 from typing import Any
 
@@ -26,6 +33,7 @@ START_ONLY = frozenset({
 _lock = threading.Lock()
 _owned = False  # the Ray this process is connected to was started here
 _users = 0  # open vector envs relying on that owned Ray
+_exit_hooks = False  # the atexit / SIGTERM hooks are installed
 
 
 def _cores() -> int:
@@ -69,6 +77,7 @@ def acquire(address: str | None, init_kwargs: dict[str, Any]) -> bool:
         start_kwargs = {"num_cpus": _cores(), "include_dashboard": False, **init_kwargs}
         ray.init(**start_kwargs)
         _owned, _users = True, 1
+        _install_exit_hooks()
         return True
 
 
@@ -79,6 +88,33 @@ def release() -> None:
         _users = max(0, _users - 1)
         if _users == 0 and _owned:
             _owned = False
+            if ray.is_initialized():
+                ray.shutdown()
+
+
+def _install_exit_hooks() -> None:
+    """Shut the owned Ray down at exit; make SIGTERM exit through the exit handlers, unless
+    someone (Ray itself, the user) already handles it."""
+    global _exit_hooks
+    if _exit_hooks:
+        return
+    _exit_hooks = True
+    atexit.register(_shutdown_owned)
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _shutdown_owned() -> None:
+    """At exit: stop the Ray this backend started, whoever still uses it."""
+    global _owned, _users
+    with _lock:
+        if _owned:
+            _owned, _users = False, 0
             if ray.is_initialized():
                 ray.shutdown()
 

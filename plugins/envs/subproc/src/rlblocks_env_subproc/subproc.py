@@ -1,16 +1,20 @@
 """The multi-process vector env: a few worker processes, several envs each, batched commands.
 
-Envs ``[0, local_envs)`` live in the calling process; the others are split into contiguous blocks,
-one per worker process, so stepping all envs costs one command and one reply per worker, not per
-env. A step sends the workers their commands first, then steps the local envs while the workers
-work, then collects the replies: the parent does a share of the work instead of waiting.
+Envs are split into contiguous blocks, one per worker process, so stepping all envs costs one
+command and one reply per worker, not per env. On request (``local_envs``), envs ``[0,
+local_envs)`` live in the calling process instead: a step sends the workers their commands
+first, then steps the local envs while the workers work, then collects the replies, so the
+parent does a share of the work instead of waiting (speed, at the price of isolation: an env
+that crashes or hangs there takes the caller with it).
 Requests to one worker are served in order; the parent keeps a FIFO of what each worker owes it,
 which is what makes asynchronous stepping (``step_async`` / ``step_wait``) safe to mix with
 resets of other envs. Local envs run a command when it is sent; their answer waits in the same
 FIFO, so every path that collects a worker's answers collects theirs too.
 
 Every wait is bounded: a worker that dies is seen at once (its pipe closes and its process
-sentinel fires), one that does not answer within ``worker_timeout`` is killed and reported.
+sentinel fires), one that does not answer within ``worker_timeout`` is killed and reported,
+naming the env that was running. Workers die with the parent, however it ends
+(:mod:`rlblocks_env_subproc.lifeline`).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
+from rlblocks_env_subproc.lifeline import Lifeline, register_parent_end
 
 #: How long an idle worker busy-polls for the next command before it blocks (see
 #: ``worker_spin_us``): about one vector step of a few cheap envs plus a round trip.
@@ -54,12 +59,14 @@ def default_num_workers(num_envs: int) -> int:
 
 
 def default_split(
-    num_envs: int, num_workers: int | None = None, local_envs: int | None = None,
+    num_envs: int, num_workers: int | None = None, local_envs: int | None = 0,
     cores: int | None = None,
 ) -> tuple[int, int]:
     """``(worker processes, envs stepped in the calling process)`` for these options.
 
-    ``local_envs=None`` (auto) with ``num_workers=None``: on ``C >= 2`` usable cores the parent
+    ``local_envs=0`` (the default): every env in a worker, one worker per core (at most one per
+    env) unless ``num_workers`` says otherwise. ``local_envs=None`` asks for speed over
+    isolation; with ``num_workers=None``: on ``C >= 2`` usable cores the parent
     takes one core's share of the envs, counting the workers' command round trip (about 70 us on
     a small VM, the cost of one or two MuJoCo steps) as one more env: ``ceil((num_envs + 1) / C)``
     local envs, at most ``num_envs - 1``, and ``C - 1`` workers (at most one per remaining env)
@@ -112,7 +119,7 @@ class _Worker:
     """A block of envs: a worker process, or (``local``) the envs the parent steps itself."""
 
     __slots__ = ("conn", "dead", "group", "ids", "index", "label", "local", "pending",
-                 "process", "start", "stop")
+                 "process", "restarts", "start", "stop", "where")
 
     def __init__(self, index: int, start: int, stop: int, label: str, local: bool = False) -> None:
         self.index = index  # position in SubprocVectorEnv._workers
@@ -125,6 +132,8 @@ class _Worker:
         self.group: Any = None  # local: the W.EnvGroup the parent runs commands in
         self.pending: deque[Request] = deque()
         self.dead: str | None = None
+        self.restarts = 0  # times restart_failed restarted it
+        self.where: Any = None  # shared int: the env the worker is running, -1 between commands
 
     @property
     def pid(self) -> int | None:
@@ -137,23 +146,26 @@ def _describe_exit(process: Any) -> str:
         return "is still running"
     if code < 0:
         try:
-            return f"was killed by signal {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
         except ValueError:
             return f"was killed by signal {-code}"
+        hint = " (a crash in native code)" if name in ("SIGSEGV", "SIGBUS", "SIGILL") else ""
+        return f"was killed by signal {name}{hint}"
     return f"exited with code {code}"
 
 
 class SubprocVectorEnv(WorkerGroups):
-    """Steps ``len(env_fns)`` envs in ``num_workers`` processes, several envs per process, and
-    the first ``local_envs`` envs in the calling process (see :func:`default_split` for the
-    default; ``local_envs=0`` puts every env in a worker).
+    """Steps ``len(env_fns)`` envs in ``num_workers`` processes, several envs per process; with
+    ``local_envs`` (default 0) the first ``local_envs`` envs step in the calling process instead
+    (``None``: the split of :func:`default_split`, speed over isolation).
 
     Same contract as the in-process backend: no autoreset (the caller resets finished envs with
     ``reset(env_ids)``; stepping one that needs a reset raises EnvWorkerError), results in
     ``env_ids`` order, an int ``seed`` gives env ``i`` the seed ``seed + i``. Asynchronous use:
     ``step_async(actions, env_ids)`` then ``step_wait()`` returning
     ``(env_ids, obs, rew, terminated, truncated, infos)`` for the envs that are ready.
-    Use it as a context manager or call ``close()``; worker processes never outlive it.
+    Use it as a context manager or call ``close()``; worker processes never outlive it, nor
+    the calling process, however it ends.
     """
 
     def __init__(
@@ -165,8 +177,9 @@ class SubprocVectorEnv(WorkerGroups):
         timeout: float | None = None,
         worker_timeout: float | None = 120.0,
         restart_failed: bool = False,
-        local_envs: int | None = None,
+        local_envs: int | None = 0,
         worker_spin_us: float | None = None,
+        max_restarts: int = 3,
     ) -> None:
         if len(env_fns) == 0:
             raise ConfigError(f"{type(self).__name__} needs at least one env factory")
@@ -175,6 +188,8 @@ class SubprocVectorEnv(WorkerGroups):
         if local_envs is None and restart_failed:
             # a caller that expects workers to die wants every env isolated in one
             local_envs = 0
+        if max_restarts < 0:
+            raise ConfigError(f"max_restarts must be >= 0, got {max_restarts}")
         self.num_workers, self.local_envs = default_split(self.num_envs, num_workers, local_envs)
         if worker_spin_us is None:  # spin only where each worker can have a core to itself
             worker_spin_us = DEFAULT_SPIN_US if self.num_workers < _cores() else 0.0
@@ -191,6 +206,7 @@ class SubprocVectorEnv(WorkerGroups):
         self.timeout = timeout
         self.worker_timeout = worker_timeout
         self.restart_failed = restart_failed
+        self.max_restarts = max_restarts
         self._ctx = mp.get_context(self.context)
         self._env_fns = list(env_fns)
         nl, remote = self.local_envs, self.num_envs - self.local_envs
@@ -298,12 +314,16 @@ class SubprocVectorEnv(WorkerGroups):
     # -- worker lifecycle ---------------------------------------------------------------------
     def _start_worker(self, w: _Worker) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
+        register_parent_end(parent_conn)  # workers forked later let go of it
+        if w.where is None:
+            w.where = self._ctx.RawValue("q", -1)
+        w.where.value = -1
         payload = cloudpickle.dumps(self._env_fns[w.start : w.stop])
         transport = self._transport if self._transport is not None else self._make_transport()
         process = self._ctx.Process(
             target=W.worker_main,
             args=(child_conn, payload, list(range(w.start, w.stop)), transport,
-                  self.worker_spin_us * 1e-6),
+                  self.worker_spin_us * 1e-6, Lifeline(self.context), w.where),
             name=f"rlblocks-env-worker-{w.index}",
             daemon=True,
         )
@@ -342,31 +362,45 @@ class SubprocVectorEnv(WorkerGroups):
             )
 
     def _fail(self, w: _Worker, what: str) -> None:
-        """Worker ``w`` died or hung: restart it (``restart_failed``) or raise."""
+        """Worker ``w`` died or hung: restart it (``restart_failed``, at most ``max_restarts``
+        times) or raise. The message names the env that was running, when one was."""
         process = w.process
+        env_id = int(w.where.value)
         hung = process.exitcode is None
         if hung:
             process.kill()
             process.join(5)
-        reason = (
-            f"{w.label} (pid {process.pid}, envs {w.ids.tolist()}) "
-            + (f"did not answer {what} within worker_timeout={self.worker_timeout}s and was "
-               "killed" if hung else f"{_describe_exit(process)} while running {what}")
-        )
+        where = f"{w.label} (pid {process.pid}, envs {w.ids.tolist()})"
+        if env_id >= 0:
+            where = f"env {env_id} in {where}"
+        if hung:
+            reason = (f"{where} did not answer {what} within worker_timeout="
+                      f"{self.worker_timeout}s; the worker was killed")
+        else:
+            reason = f"{where} {_describe_exit(process)} while running {what}"
         with contextlib.suppress(OSError):
             w.conn.close()
         self._needs_reset[w.ids] = True
         stale = list(w.pending)
-        if not self.restart_failed or any(r.kind < 0 for r in stale):
+        spent = self.restart_failed and w.restarts >= self.max_restarts
+        if not self.restart_failed or spent or any(r.kind < 0 for r in stale):
             w.dead = reason
             w.pending.clear()
             self._in_flight[w.ids] = False
+            if spent:
+                raise EnvWorkerError(
+                    f"{reason}. {w.label} was already restarted {w.restarts} times "
+                    f"(max_restarts={self.max_restarts}); fix the env, or raise max_restarts"
+                )
             raise EnvWorkerError(
                 f"{reason}. Close this vector env and build a new one, or pass "
                 "restart_failed=True to restart failed workers and go on"
             )
-        warnings.warn(f"{reason}; restarting it (restart_failed=True)", RuntimeWarning,
-                      stacklevel=3)
+        w.restarts += 1
+        warnings.warn(
+            f"{reason}; restarting {w.label} (restart {w.restarts} of "
+            f"max_restarts={self.max_restarts})", RuntimeWarning, stacklevel=3,
+        )
         self._start_worker(w)
         self._handshake(w)
         # steps it owed come back truncated; other commands are sent again to the new worker

@@ -13,14 +13,16 @@ Protocol (parent -> worker, one pickled tuple per command; worker -> parent, one
 answers ``("err", env_id, command, repr(exc), traceback)`` and the worker keeps serving. The
 transport decides how bulk results travel: inside the reply (pipes) or through shared memory.
 The commands run in an :class:`EnvGroup`, which the parent also uses for its ``local_envs``.
+While an env runs, the worker writes its id into a shared integer (``where``): when the worker
+crashes or hangs, the parent names the env that was running.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import select
-import signal
 import time
 import traceback
 from collections.abc import Sequence
@@ -61,6 +63,16 @@ class PipeTransport:
         return self._obs(obs), infos
 
 
+class NoTracker:
+    """Stands in for the shared ``where`` integer of a worker when nobody reads it (the
+    parent's own envs)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = -1
+
+
 def _close_envs(envs: list[gym.Env]) -> None:
     for env in envs:
         with contextlib.suppress(Exception):
@@ -71,12 +83,16 @@ class EnvGroup:
     """A few envs and the transport their results travel by: runs one command at a time.
 
     Used by the worker processes and, for ``local_envs``, by the parent itself (so local envs
-    behave exactly like remote ones: same seeding, same packing, same error replies)."""
+    behave exactly like remote ones: same seeding, same packing, same error replies).
+    ``where.value`` holds the id of the env running a command, -1 between commands."""
 
-    def __init__(self, envs: list[gym.Env], env_ids: Sequence[int], transport: Any) -> None:
+    def __init__(
+        self, envs: list[gym.Env], env_ids: Sequence[int], transport: Any, where: Any = None
+    ) -> None:
         self.envs = envs
         self.env_ids = list(env_ids)
         self.transport = transport
+        self.where = NoTracker() if where is None else where
         self.all_slots = list(range(len(envs)))
         self.first_id, self.last_id = self.env_ids[0], self.env_ids[-1] + 1
         transport.attach(self.env_ids, envs[0].observation_space)
@@ -91,7 +107,7 @@ class EnvGroup:
         """The reply to one command (not CLOSE): ``("ok", payload)`` or ``("err", env_id,
         command, repr(exc), traceback)`` when an env raised."""
         cmd = msg[0]
-        env_ids, envs, transport = self.env_ids, self.envs, self.transport
+        env_ids, envs, transport, where = self.env_ids, self.envs, self.transport, self.where
         slots = self.all_slots if msg[1] is None else msg[1]
         # rows of these envs in the shared arrays: a slice on the hot path
         gids: Any = (
@@ -105,7 +121,7 @@ class EnvGroup:
                     actions = transport.read_actions(gids)
                 obs_l, rew_l, term_l, trunc_l, info_l = [], [], [], [], []
                 for k, s in enumerate(slots):
-                    current = env_ids[s]
+                    current = where.value = env_ids[s]
                     obs, rew, term, trunc, info = envs[s].step(actions[k])
                     obs_l.append(obs)
                     rew_l.append(float(rew))
@@ -117,7 +133,7 @@ class EnvGroup:
                 seeds, options = msg[2], msg[3]
                 obs_l, info_l = [], []
                 for k, s in enumerate(slots):
-                    current = env_ids[s]
+                    current = where.value = env_ids[s]
                     obs, info = envs[s].reset(seed=seeds[k], options=options)
                     obs_l.append(obs)
                     info_l.append(info)
@@ -125,40 +141,47 @@ class EnvGroup:
             elif cmd == RENDER:
                 reply = []
                 for s in slots:
-                    current = env_ids[s]
+                    current = where.value = env_ids[s]
                     reply.append(envs[s].render())
             elif cmd == GET_ATTR:
                 reply = []
                 for s in slots:
-                    current = env_ids[s]
+                    current = where.value = env_ids[s]
                     reply.append(envs[s].get_wrapper_attr(msg[2]))
             elif cmd == SET_ATTR:
                 for s in slots:
-                    current = env_ids[s]
+                    current = where.value = env_ids[s]
                     envs[s].set_wrapper_attr(msg[2], msg[3])
                 reply = None
             else:
                 raise ValueError(f"unknown worker command {cmd!r}")
+            where.value = -1
             return ("ok", reply)
         except Exception as exc:
+            where.value = -1
             return ("err", current, COMMAND_NAMES[cmd], repr(exc), traceback.format_exc())
 
     def close(self) -> None:
         _close_envs(self.envs)
 
 
-def make_group(env_fns: Sequence[Any], env_ids: Sequence[int], transport: Any) -> tuple:
+def make_group(
+    env_fns: Sequence[Any], env_ids: Sequence[int], transport: Any, where: Any = None
+) -> tuple:
     """``(EnvGroup or None, handshake reply)``: builds the envs; an env that raises gives
     ``(None, ("err", env_id, "make", repr(exc), traceback))`` and the ones built are closed."""
     envs: list[gym.Env] = []
     current = env_ids[0]
+    tracker = NoTracker() if where is None else where
     try:
         for gid, fn in zip(env_ids, env_fns):
-            current = gid
+            current = tracker.value = gid
             envs.append(fn())
-        group = EnvGroup(envs, env_ids, transport)
+        tracker.value = -1
+        group = EnvGroup(envs, env_ids, transport, where)
         return group, group.handshake()
     except Exception as exc:
+        tracker.value = -1
         _close_envs(envs)
         return None, ("err", current, "make", repr(exc), traceback.format_exc())
 
@@ -176,13 +199,20 @@ def _wait_for_command(conn: Any, poller: Any, spin_s: float) -> None:
 
 
 def worker_main(
-    conn: Any, fns_payload: bytes, env_ids: list[int], transport: Any, spin_s: float = 0.0
+    conn: Any, fns_payload: bytes, env_ids: list[int], transport: Any, spin_s: float = 0.0,
+    lifeline: Any = None, where: Any = None,
 ) -> None:
-    """Entry point of a worker process (module level so every start method can import it)."""
-    # Ctrl-C goes to the whole process group; the parent decides and closes workers itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """Entry point of a worker process (module level so every start method can import it).
+
+    ``lifeline`` (a :class:`~rlblocks_env_subproc.lifeline.Lifeline`) ties the worker's life to
+    its parent's; ``where`` is the shared integer that names the env running a command."""
+    if lifeline is not None:
+        lifeline.attach(conn)
+    # an env that crashes the interpreter leaves its Python stack on stderr
+    with contextlib.suppress(Exception):
+        faulthandler.enable()
     try:
-        group, hello = make_group(cloudpickle.loads(fns_payload), env_ids, transport)
+        group, hello = make_group(cloudpickle.loads(fns_payload), env_ids, transport, where)
     except BaseException as exc:
         conn.send(("err", env_ids[0], "make", repr(exc), traceback.format_exc()))
         return
