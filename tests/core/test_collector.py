@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
+from rlblocks.errors import NonFiniteError
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 
 
@@ -176,3 +179,42 @@ def test_reset_mid_episode_ends_the_episode_in_the_buffer() -> None:
     # the new episode does not link back into the cut one
     assert buf.prev(np.array([3]))[0] == 3
     assert buf.next(np.array([2]))[0] == 2
+
+
+class NonFiniteOnce(gym.Wrapper):
+    """Returns NaN (or inf) as the reward, or in the observation, at step ``at`` of its life."""
+
+    def __init__(self, env: gym.Env, at: int, where: str, value: float = float("nan")) -> None:
+        super().__init__(env)
+        self.at, self.where, self.value, self.steps = at, where, value, 0
+
+    def step(self, action):
+        obs, rew, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if self.steps == self.at:
+            if self.where == "reward":
+                rew = self.value
+            else:
+                obs = obs.copy()
+                obs[1] = self.value
+        return obs, rew, terminated, truncated, info
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        ("reward", float("nan"), "returned the reward nan from step()"),
+        ("reward", -float("inf"), "returned the reward -inf from step()"),
+        ("obs", float("inf"), "returned an observation with NaN or infinite values from step()"),
+    ],
+)
+def test_non_finite_env_output_stops_the_collect_naming_the_env(where, value, said) -> None:
+    def factory(i: int):
+        return lambda: NonFiniteOnce(gym.make("CartPole-v1"), 3 if i == 2 else 10**9, where, value)
+
+    envs = DummyVectorEnv([factory(i) for i in range(4)])
+    buf = ReplayBuffer(100, num_envs=4)
+    collector = Collector(ConstPolicy(), envs, buf, seed=0)
+    with pytest.raises(NonFiniteError, match=rf"env 'CartPole-v1' at index 2 {re.escape(said)}"):
+        collector.collect(n_step=40)
+    assert len(buf) == 8  # the bad step never reached the buffer

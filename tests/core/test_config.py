@@ -314,6 +314,70 @@ def test_a_failed_build_leaves_attrs_validators_enabled() -> None:
         EnvConfig(num_envs=0)
 
 
+# --- values out of range ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        (
+            "trainer.stop_reward=nan",
+            "$.trainer.stop_reward: must be a finite number or None (the env's registered "
+            "threshold), got nan",
+        ),
+        (
+            "trainer.stop_reward=-inf",
+            "$.trainer.stop_reward: must be a finite number or None (the env's registered "
+            "threshold), got -inf",
+        ),
+        (
+            "trainer.on_nonfinite=skip",
+            "$.trainer.on_nonfinite: unknown value 'skip'; did you mean 'skip_update'? choose "
+            "one of: raise, skip_update",
+        ),
+        (
+            "trainer.update_per_step=inf",
+            "$.trainer.update_per_step: must be a finite number >= 0, got inf",
+        ),
+        ("buffer.size=2.7", "$.buffer.size: expected int, got 2.7"),
+    ],
+)
+def test_trainer_and_buffer_values_out_of_range_are_one_line_each(override, line) -> None:
+    assert config_error(override) == line
+
+
+def test_a_collect_larger_than_the_budget_is_refused_unless_whole_episodes_are_collected() -> None:
+    assert config_error("trainer.max_env_steps=100", "trainer.step_per_collect=256") == (
+        "$.trainer.step_per_collect: 256 exceeds trainer.max_env_steps=100, so the run would "
+        "overshoot its budget; lower it or raise max_env_steps"
+    )
+    config = build(
+        overrides=[
+            "trainer.max_env_steps=100",
+            "trainer.step_per_collect=256",
+            "trainer.episode_per_collect=2",
+        ]
+    )
+    assert config.trainer.episode_per_collect == 2
+    assert build(overrides=["trainer.on_nonfinite=skip_update"]).trainer.on_nonfinite == (
+        "skip_update"
+    )
+
+
+def test_a_check_in_a_plugin_configs_post_init_is_a_config_line() -> None:
+    @define(kw_only=True)
+    class Checked:
+        low: int = 0
+        high: int = 1
+
+        def __attrs_post_init__(self) -> None:
+            if self.low > self.high:
+                raise ValueError(f"low={self.low} exceeds high={self.high}")
+
+    with pytest.raises(ConfigError, match=r"^\$: low=3 exceeds high=1$"):
+        structure_options(Checked, {"low": 3}, label="algo (checked)")
+
+
 # --- unknown keys ------------------------------------------------------------------------------
 
 
@@ -328,7 +392,7 @@ def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
         "$.trainer.zzz: unknown field; fields of trainer: max_env_steps, step_per_collect, "
         "update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
         "test_in_training, test_screen_episodes, stop_reward, checkpoint_interval, "
-        "repeat_per_collect, episode_per_collect"
+        "repeat_per_collect, episode_per_collect, on_nonfinite"
     )
 
 
@@ -538,7 +602,7 @@ def test_read_config_reports_field_errors_with_paths(tmp_path: Path) -> None:
     seed=st.integers(0, 2**31),
     lr=st.floats(1e-8, 10.0),
     batch_size=st.integers(1, 10_000),
-    stop_reward=st.none() | st.floats(allow_nan=False),
+    stop_reward=st.none() | st.floats(allow_nan=False, allow_infinity=False),
     loggers=st.lists(st.sampled_from(["csv", "tensorboard", "wandb"]), max_size=3),
     prioritized=st.booleans(),
     alpha=st.floats(0.0, 1.0),

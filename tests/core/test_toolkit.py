@@ -22,11 +22,13 @@ from rlblocks.nets import (
     is_image_space,
     obs_to_tensor,
 )
+from rlblocks.nets.mlp import _ACTIVATIONS, activation_class
 from rlblocks.noise import GaussianNoise, OUNoise, make_noise
-from rlblocks.optim import OptimizerStep
+from rlblocks.optim import FiniteWatch, OptimizerStep
 from rlblocks.policy import BasePolicy
 from rlblocks.stats import StatsAccumulator
 from rlblocks.target import TargetNetwork
+from rlblocks.validators import ACTIVATIONS
 
 
 # -- optimizer step ------------------------------------------------------------------------------
@@ -77,6 +79,115 @@ def test_optimizer_step_leaves_out_frozen_parameters_and_names_bad_optimizers() 
     assert len(OptimizerStep(net, lr=0.1).params) == 1
     with pytest.raises(ValueError, match="unknown optimizer 'adamm'"):
         OptimizerStep(net, lr=0.1, optimizer="adamm")
+
+
+# -- non-finite watch -----------------------------------------------------------------------------
+def _watched(optimizer: str = "adam", max_grad_norm: float | None = None, skip: bool = False):
+    w = nn.Parameter(torch.ones(3))
+    step = OptimizerStep([w], lr=0.1, optimizer=optimizer, max_grad_norm=max_grad_norm)
+    watch = FiniteWatch({"q": step}, [("net.w", w)], skip=skip)
+    return w, step, watch
+
+
+def _take_steps(step: OptimizerStep, watch: FiniteWatch, w: nn.Parameter, losses: list) -> None:
+    for make_loss in losses:
+        step.step(make_loss(w))
+        watch.end_update()
+
+
+def _finite(w: torch.Tensor) -> torch.Tensor:
+    return (w * w).sum()
+
+
+def _nan(w: torch.Tensor) -> torch.Tensor:
+    return (w * w).sum() * float("nan")
+
+
+def _sqrt_at_zero(w: torch.Tensor) -> torch.Tensor:
+    """A finite loss (w[0] is 0) whose gradient is infinite: d sqrt(w) / dw at 0."""
+    with torch.no_grad():
+        w[0] = 0.0
+    return w.sqrt().sum()
+
+
+def test_watch_is_quiet_while_everything_is_finite() -> None:
+    w, step, watch = _watched(max_grad_norm=1.0)
+    _take_steps(step, watch, w, [_finite] * 4)
+    assert watch.check(gradient_step=4) == ""
+    assert watch.check(gradient_step=4) == ""  # nothing new recorded
+
+
+def test_watch_names_the_first_non_finite_loss_its_optimizer_and_gradient_step() -> None:
+    w, step, watch = _watched()
+    _take_steps(step, watch, w, [_finite, _finite, _nan, _finite])
+    assert watch.check(gradient_step=14) == "the loss of optimizer 'q' is nan at gradient step 13"
+
+
+def test_watch_names_non_finite_gradients_of_a_finite_loss_through_the_clipping_norm() -> None:
+    w, step, watch = _watched(max_grad_norm=10.0)
+    _take_steps(step, watch, w, [_sqrt_at_zero])
+    problem = watch.check(gradient_step=1)
+    assert problem.startswith("the gradients of optimizer 'q' are not finite")
+    assert problem.endswith("at gradient step 1")
+
+
+def test_watch_without_clipping_names_the_parameters_a_bad_gradient_reached() -> None:
+    w, step, watch = _watched()
+    _take_steps(step, watch, w, [_finite, _sqrt_at_zero])
+    problem = watch.check(gradient_step=2)
+    assert "parameters net.w (optimizer 'q') are not finite after gradient step 2" in problem
+    assert "gradient steps 1-2" in problem
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "rmsprop"])
+def test_skip_update_leaves_parameters_and_optimizer_state_untouched(optimizer) -> None:
+    w, step, watch = _watched(optimizer, skip=True)
+    _take_steps(step, watch, w, [_finite, _finite])
+    before = w.detach().clone()
+    state = {k: v.clone() if torch.is_tensor(v) else v for k, v in step.optim.state[w].items()}
+    _take_steps(step, watch, w, [_nan])
+    torch.testing.assert_close(w.detach(), before)
+    for key, value in step.optim.state[w].items():
+        torch.testing.assert_close(value, state[key])
+    assert watch.check(gradient_step=3) == ""
+    assert watch.pop_skipped() == 1 and watch.pop_skipped() == 0
+    _take_steps(step, watch, w, [_finite])
+    assert not torch.equal(w.detach(), before)  # the next finite step is applied
+
+
+def test_skip_update_also_skips_non_finite_gradients_of_a_finite_loss() -> None:
+    w, step, watch = _watched(skip=True)
+    _take_steps(step, watch, w, [_sqrt_at_zero])
+    assert torch.isfinite(w).all()
+    assert watch.check(gradient_step=1) == "" and watch.skipped == 1
+
+
+def test_a_detached_watch_leaves_the_step_as_unwatched() -> None:
+    w, step, watch = _watched(skip=True)
+    watch.detach()
+    _take_steps(step, watch, w, [_nan])
+    assert not torch.isfinite(w).all()  # applied, as without a watch
+    assert "found_inf" not in step.optim.__dict__
+
+
+def test_policy_watch_covers_its_registered_optimizers_by_name() -> None:
+    class Tiny(BasePolicy):
+        def __init__(self) -> None:
+            super().__init__(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2))
+            self.net = nn.Linear(2, 1)
+            self.add_optimizer("critic", OptimizerStep(self.net, lr=1e-3))
+
+    policy = Tiny()
+    watch = policy.watch_finite()
+    policy.optim_steps["critic"].step(_nan(policy.net.weight))
+    watch.end_update()
+    assert watch.check(gradient_step=1).startswith("the loss of optimizer 'critic' is nan")
+
+
+def test_config_activation_names_are_the_networks_activations() -> None:
+    assert tuple(_ACTIVATIONS) == ACTIVATIONS
+    with pytest.raises(ValueError, match="did you mean 'relu'"):
+        activation_class("relux")
 
 
 # -- target networks -----------------------------------------------------------------------------

@@ -7,9 +7,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import rlblocks
 from rlblocks.collector import Collector
+from rlblocks.errors import ConfigError, NonFiniteError
 from rlblocks.plugins.hookspecs import hookimpl
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.trainer import OffPolicyTrainer
@@ -275,3 +277,64 @@ def test_screened_tests_stop_early_when_the_first_episodes_fall_short() -> None:
     assert [c[1]["n"] for c in rec.calls if c[0] == "episodes" and
             c[1]["namespace"] == "test"] == [4]
     assert not [c for c in rec.calls if c[0] == "log" and c[1]["namespace"] == "test_screen"]
+
+
+def _poison_targets(policy, *, after: int = 0, every: int = 0) -> None:
+    """Make the TD targets NaN from the update after ``after`` on, or every ``every``-th."""
+    process = policy.process_fn
+    calls = itertools.count(1)
+
+    def poisoned(batch, buffer, indices):
+        batch = process(batch, buffer, indices)
+        n = next(calls)
+        if (after and n > after) or (every and n % every == 0):
+            batch.returns = batch.returns * float("nan")
+        return batch
+
+    policy.process_fn = poisoned
+
+
+def test_a_nan_loss_stops_the_run_naming_the_step_and_the_last_good_checkpoint(tmp_path) -> None:
+    written: list[int] = []
+
+    def checkpoint(trainer) -> None:
+        path = tmp_path / "checkpoints" / "latest.pt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"weights")
+        written.append(trainer.state.env_step)
+
+    trainer = build(Recorder(), max_env_steps=2_000, checkpoint_fn=checkpoint,
+                    checkpoint_interval=100)
+    trainer.run_dir = tmp_path
+    _poison_targets(trainer.policy, after=40)
+    # 64 warm-up steps, then 8 env steps and 4 gradient steps per iteration: step 41 is in the
+    # iteration that ends at env step 64 + 11 * 8
+    with pytest.raises(NonFiniteError) as caught:
+        trainer.run()
+    assert str(caught.value).startswith(
+        "the loss of optimizer 'q' is nan at gradient step 41 (env step 152); last good "
+        f"checkpoint: {tmp_path / 'checkpoints' / 'latest.pt'}; lower the learning rate"
+    )
+    assert written == [104]  # nothing was written after the NaN step
+    assert "\n" not in str(caught.value)
+
+
+def test_skip_update_trains_on_with_finite_weights_and_logs_the_skips() -> None:
+    skipped: list[int] = []
+
+    class UpdateLog:
+        @hookimpl
+        def rlblocks_update_end(self, stats, env_step, gradient_step):
+            skipped.append(stats["skipped_steps"])
+
+    trainer = build(UpdateLog(), max_env_steps=600, on_nonfinite="skip_update")
+    _poison_targets(trainer.policy, every=5)
+    result = trainer.run()
+    assert result.env_steps >= 600 and result.gradient_steps > 200
+    assert all(torch.isfinite(p).all() for p in trainer.policy.parameters())
+    assert sum(skipped) == result.gradient_steps // 5
+
+
+def test_unknown_on_nonfinite_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="on_nonfinite"):
+        build(Recorder(), on_nonfinite="ignore")

@@ -242,3 +242,41 @@ def test_sigkill_at_random_moments_never_leaves_a_mismatched_or_unreadable_check
     result = rlblocks.resume(run, overrides=[f"trainer.max_env_steps={last_step + 200}"])
     assert result.env_steps >= last_step + 200
     assert not list(run.rglob("*.tmp")) and not list((run / "checkpoints").glob(".gen-*"))
+
+
+def test_resume_continues_the_exploration_and_global_random_streams(tmp_path: Path) -> None:
+    import random
+
+    import numpy as np
+
+    from rlblocks.experiment import _numpy_rng_state, _set_numpy_rng_state
+
+    policy = rlblocks.make_policy("dqn", *_spaces())
+    policy.seed(3)
+    policy._rng.random(5)  # part way through its stream
+    saved = policy.extra_state()
+    expected = policy._rng.random(4)
+    fresh = rlblocks.make_policy("dqn", *_spaces())
+    fresh.seed(99)
+    fresh.load_extra_state(saved)
+    assert np.array_equal(fresh._rng.random(4), expected)
+    np.random.seed(5)
+    state = _numpy_rng_state()
+    want = np.random.random(3)
+    np.random.seed(6)
+    _set_numpy_rng_state(state)
+    assert np.array_equal(np.random.random(3), want)
+    run = tmp_path / "run"
+    _train(run)
+    payload = load_checkpoint(latest_checkpoint(run))
+    assert {"torch_rng", "python_rng", "numpy_rng"} <= set(payload)
+    assert "rng" in payload["policy_extra"]
+    random.setstate((payload["python_rng"][0], tuple(payload["python_rng"][1]),
+                     payload["python_rng"][2]))  # fmt: skip
+
+
+def _spaces():
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    return env.observation_space, env.action_space

@@ -28,6 +28,7 @@ _LAZY = {
     "RlblocksError": "rlblocks.errors",
     "UnknownComponentError": "rlblocks.errors",
     "ConfigError": "rlblocks.errors",
+    "NonFiniteError": "rlblocks.errors",
 }
 
 __all__ = sorted([*_LAZY, "__version__"])
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from rlblocks.batch import Batch
     from rlblocks.buffer import ReplayBuffer
     from rlblocks.collector import Collector, CollectStats
-    from rlblocks.errors import ConfigError, RlblocksError, UnknownComponentError
+    from rlblocks.errors import ConfigError, NonFiniteError, RlblocksError, UnknownComponentError
     from rlblocks.experiment import make_buffer, make_policy, make_vector_env, resume, train
     from rlblocks.trainer import OffPolicyTrainer, OnPolicyTrainer
 

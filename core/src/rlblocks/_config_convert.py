@@ -185,6 +185,9 @@ def _attrs_hook(cls: type) -> Callable[[Any, Any], Any]:
         except ClassValidationError as exc:
             errors.extend(exc.exceptions)
             inst = None
+        except (ValueError, TypeError) as exc:  # a check in the class's __attrs_post_init__
+            errors.append(exc)
+            inst = None
         finally:
             attrs.validators.set_disabled(was_disabled)
         if inst is not None:

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 from attrs import define, field
 
+from rlblocks import validators as check
 from rlblocks.plugins.spec import PluginSpec
 
 SpecLookup = Callable[[str, str], PluginSpec]
@@ -40,6 +41,18 @@ def _optional_int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], No
 def _non_negative_number(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise ValueError(f"must be a finite number >= 0, got {value!r}")
+
+
+def _within_budget(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """A collect of ``value`` env steps fits in ``max_env_steps`` (a longer one overruns it)."""
+    if attribute.name == "step_per_collect" and inst.episode_per_collect is not None:
+        return  # whole episodes are collected instead
+    budget = inst.max_env_steps
+    if isinstance(value, int) and isinstance(budget, int) and value > budget:
+        raise ValueError(
+            f"{value} exceeds trainer.max_env_steps={budget}, so the run would overshoot its "
+            f"budget; lower it or raise max_env_steps"
+        )
 
 
 def _non_empty_str(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
@@ -111,8 +124,8 @@ class TrainerConfig:
 
     max_env_steps: int = field(default=1_000_000, validator=_int_at_least(1))
     """Stop after this many env steps (summed over all training envs)."""
-    step_per_collect: int = field(default=8, validator=_int_at_least(1))
-    """Env steps collected per training collect."""
+    step_per_collect: int = field(default=8, validator=[_int_at_least(1), _within_budget])
+    """Env steps collected per training collect (at most ``max_env_steps``)."""
     update_per_step: float = field(default=1.0, validator=_non_negative_number)
     """Gradient steps per collected env step (off-policy)."""
     batch_size: int = field(default=64, validator=_int_at_least(1))
@@ -132,7 +145,9 @@ class TrainerConfig:
     test_episodes only if their mean reaches the stop reward (a test that cannot pass costs a
     tenth); screened-out tests are logged as test_screen and do not count. 0 turns it off; the
     test that ends a run is always complete."""
-    stop_reward: float | None = None
+    stop_reward: float | None = field(
+        default=None, validator=check.optional(check.finite, "the env's registered threshold")
+    )
     """Stop when the mean test return reaches this; None uses the env's registered threshold."""
     checkpoint_interval: int = field(default=50_000, validator=_int_at_least(1))
     """Env steps between checkpoints."""
@@ -140,6 +155,11 @@ class TrainerConfig:
     """Passes over each collected batch (on-policy)."""
     episode_per_collect: int | None = field(default=None, validator=_optional_int_at_least(1))
     """Collect whole episodes instead of ``step_per_collect`` steps when set (on-policy)."""
+    on_nonfinite: str = field(default="raise", validator=check.one_of("raise", "skip_update"))
+    """What a gradient step whose loss or gradients are NaN or infinite does: ``raise`` stops
+    the run with a NonFiniteError (before anything is tested or checkpointed), ``skip_update``
+    leaves the parameters and optimizer state as they were and counts it (``skipped_steps`` in
+    the update logs). Parameters that turn non-finite always stop the run."""
 
 
 @define(kw_only=True)

@@ -9,11 +9,16 @@ Hot loop per vector step (N = number of active envs)::
 
     obs [N, ...] -> policy.forward -> act [N] -> exploration_noise -> map_action -> env.step
     -> buffer.add(obs, act, rew, terminated, truncated, obs_next[, policy]) -> reset finished envs
+
+A NaN or infinite reward or float observation stops the collect with NonFiniteError naming the
+env and its index, before it reaches the buffer (one sum over the step's batch finds it).
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +28,7 @@ from attrs import define, field
 
 from rlblocks.arraytree import put_rows, space_has_tuple, take_rows, tuples_as_dicts
 from rlblocks.batch import Batch
+from rlblocks.errors import NonFiniteError
 from rlblocks.protocols import Buffer, EpisodeCutBuffer, VectorEnv, ViewingPolicy
 from rlblocks.views import ActingViews
 
@@ -146,6 +152,11 @@ class Collector:
         requirements = policy.view_requirements if isinstance(policy, ViewingPolicy) else {}
         views = ActingViews(requirements, self.num_envs, envs.observation_space, self.action_space)
         self._views: ActingViews | None = views if views else None
+        spec = getattr(envs, "spec", None)  # backends keep the env's gymnasium spec
+        #: names the env in errors
+        self.env_name = str(getattr(spec, "id", None) or type(envs).__name__)
+        #: obs -> the sum of its float entries (NaN or infinite when one of them is)
+        self._obs_total = _float_total_of(envs.observation_space)
 
     # -- episode bookkeeping ------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -156,6 +167,8 @@ class Collector:
         if self._obs is not None and isinstance(self.buffer, EpisodeCutBuffer):
             self.buffer.truncate_unfinished()
         self._obs, _ = self.envs.reset(seed=seed)
+        if not math.isfinite(self._obs_total(self._obs)):
+            self._nonfinite(np.arange(self.num_envs), self._obs, None, "reset")
         if self._views is not None:
             self._views.begin_episode(np.arange(self.num_envs), self._obs)
         self._seed = None  # seed once; later resets continue the envs' own RNG streams
@@ -213,10 +226,34 @@ class Collector:
             keep_rows, retired = rows, finished[:0]
         if len(keep_rows):
             reset_obs, _ = self.envs.reset(ids[keep_rows])
+            if not math.isfinite(self._obs_total(reset_obs)):
+                self._nonfinite(ids[keep_rows], reset_obs, None, "reset")
             put_rows(obs_next, keep_rows, reset_obs)
             if self._views is not None:
                 self._views.begin_episode(ids[keep_rows], reset_obs)
         return retired
+
+    def _nonfinite(self, ids: np.ndarray, obs: Any, rew: np.ndarray | None, call: str) -> None:
+        """Raise NonFiniteError naming the env whose reward or float observation is NaN or
+        infinite (called when the batch's sum is not finite)."""
+        rows = ~_finite_rows(obs, len(ids))
+        what = "observation"
+        rew_ok = np.ones(len(ids), dtype=bool) if rew is None else _finite_rows(rew, len(ids))
+        if not rew_ok.all():
+            rows, what = ~rew_ok, "reward"
+        if not rows.any():  # a float32 sum overflowed; every value is finite
+            return
+        bad = ids[rows].tolist()
+        others = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        got = (
+            f"the reward {rew[rows][0]}"  # type: ignore[index]
+            if what == "reward"
+            else "an observation with NaN or infinite values"
+        )
+        raise NonFiniteError(
+            f"env {self.env_name!r} at index {bad[0]}{others} returned {got} from {call}(); "
+            "fix the env or wrap it (env.wrappers) so that it returns finite values"
+        )
 
     # -- the loop ----------------------------------------------------------------------------
     def collect(
@@ -284,6 +321,9 @@ class Collector:
                 obs_next, rew, terminated, truncated, _info = envs.step(
                     env_act, None if all_active else active
                 )
+                # one sum per array finds a NaN or inf reward or observation before the buffer
+                if not math.isfinite(self._obs_total(obs_next) + rew.sum()):
+                    self._nonfinite(active, obs_next, rew, "step")
                 if buffer is not None:
                     data = {
                         "obs": obs,
@@ -348,6 +388,44 @@ def _write_obs(self: Collector, active: np.ndarray, obs_next: Any, all_active: b
         self._obs = obs_next
     else:
         put_rows(self._obs, active, obs_next)
+
+
+def _float_total_of(space: gym.Space) -> Callable[[Any], float]:
+    """How to sum the float entries of observations of ``space``."""
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return _array_sum
+    if isinstance(space, gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+        return _no_floats
+    return _float_sum
+
+
+def _array_sum(x: Any) -> float:
+    return x.sum() if type(x) is np.ndarray else _float_sum(x)
+
+
+def _no_floats(_x: Any) -> float:
+    return 0.0
+
+
+def _float_sum(x: Any) -> float:
+    """The sum of every float entry of an array or a dict of arrays: NaN or infinite when one
+    of them is (or, rarely, when a float32 sum overflows); other dtypes add nothing."""
+    if isinstance(x, np.ndarray):
+        return float(x.sum()) if x.dtype.kind == "f" else 0.0
+    if isinstance(x, dict | Batch):
+        return sum((_float_sum(v) for v in x.values()), 0.0)
+    return 0.0
+
+
+def _finite_rows(x: Any, n: int) -> np.ndarray:
+    """Whether each of the ``n`` rows of an array or dict of arrays is all finite."""
+    if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
+        return np.isfinite(x.reshape(n, -1)).all(axis=1)
+    ok = np.ones(n, dtype=bool)
+    if isinstance(x, dict | Batch):
+        for v in x.values():
+            ok &= _finite_rows(v, n)
+    return ok
 
 
 def _to_numpy(x: Any) -> np.ndarray:

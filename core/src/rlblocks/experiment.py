@@ -187,6 +187,8 @@ def make_vector_env(
 
 def make_buffer(name: str, size: int, num_envs: int = 1, **options: Any) -> Any:
     """Build a replay buffer by name, e.g. ``make_buffer("replay", size=100_000, num_envs=8)``."""
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise ConfigError(f"buffer size must be an int >= 1, got {size!r}")
     cls = get_registry("buffer").load(name)
     return cls(size=size, num_envs=num_envs, **_config_options("buffer", name, options))
 
@@ -477,6 +479,7 @@ class Experiment:
             "plugin_manager": self.pm,
             "checkpoint_fn": self.save if self.run_dir is not None else None,
             "best_fn": self.save_best if self.run_dir is not None else None,
+            "on_nonfinite": t.on_nonfinite,
         }
         self.trainer: BaseTrainer
         if training == "on-policy":
@@ -549,6 +552,8 @@ class Experiment:
             "policy_extra": self.policy.extra_state(),
             "trainer": trainer.state_dict(),
             "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+            "numpy_rng": _numpy_rng_state(),
             "plugins": {},
         }
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
@@ -592,7 +597,15 @@ class Experiment:
             ckpt_file = self.run_dir / "checkpoints" / "latest.pt"
             buffer_file = self.run_dir / "buffer.h5"
         payload = load_checkpoint(ckpt_file)
-        self.policy.load_state_dict(payload["policy"])
+        try:
+            self.policy.load_state_dict(payload["policy"])
+        except RuntimeError as exc:
+            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+            detail = lines[1] if len(lines) > 1 else lines[0]
+            raise CheckpointError(
+                f"{ckpt_file} does not fit {self.config.algo_name}'s networks as configured "
+                f"({detail}); resume with the network settings the run was trained with"
+            ) from exc
         self.policy.load_extra_state(payload.get("policy_extra", {}))
         trainer.load_state_dict(payload["trainer"])
         # a resumed run earns "solved" again at its next test (the stop reward may have changed)
@@ -602,6 +615,11 @@ class Experiment:
             self.test_recorder.truncate_after(trainer.state.env_step)
         if "torch_rng" in payload:
             torch.set_rng_state(payload["torch_rng"])
+        if "python_rng" in payload:
+            state = payload["python_rng"]
+            random.setstate((state[0], tuple(state[1]), state[2]))
+        if "numpy_rng" in payload:
+            _set_numpy_rng_state(payload["numpy_rng"])
         self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
         if buffer_file.is_file() and trainer.buffer_abilities.persistent:
             loaded = type(self.buffer).load_hdf5(buffer_file)
@@ -673,6 +691,20 @@ class Experiment:
             write_json(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
         return result
+
+
+def _numpy_rng_state() -> dict[str, Any]:
+    """numpy's global generator state with plain lists (checkpoints hold no numpy objects)."""
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    return {"name": name, "key": key.tolist(), "pos": int(pos), "has_gauss": int(has_gauss),
+            "cached": float(cached)}  # fmt: skip
+
+
+def _set_numpy_rng_state(state: Mapping[str, Any]) -> None:
+    np.random.set_state((
+        state["name"], np.asarray(state["key"], dtype=np.uint32), state["pos"],
+        state["has_gauss"], state["cached"],
+    ))  # fmt: skip
 
 
 def _warn_stderr(message: str) -> None:

@@ -1,48 +1,41 @@
 """Hyperparameters the off-policy actor-critic algorithms share (DDPG, TD3, SAC, REDQ).
 
 Each algorithm's config subclasses :class:`ActorCriticConfig` and adds its own fields. This module
-imports only attrs, because plugin specs import config classes while listing plugins.
+imports only attrs (and the attrs-only :mod:`rlblocks.validators`), because plugin specs import
+config classes while listing plugins.
 """
 
 from __future__ import annotations
 
 from attrs import define, field, validators
 
+from rlblocks import validators as check
+
 __all__ = ["ActorCriticConfig", "DeterministicActorCriticConfig"]
-
-_unit = [validators.ge(0.0), validators.le(1.0)]
-
-
-def _optional_positive(_inst: object, _attribute: object, value: float | None) -> None:
-    if value is not None and not value > 0:
-        raise ValueError(f"must be > 0 or None, got {value!r}")
-
-
-def _tau(_inst: object, _attribute: object, value: float) -> None:
-    if not 0.0 < value <= 1.0:
-        raise ValueError(f"must be in (0, 1], got {value!r}")
 
 
 @define(kw_only=True)
 class ActorCriticConfig:
     """Networks, targets and optimisation settings of the off-policy actor-critic algorithms."""
 
-    hidden_sizes: list[int] = field(factory=lambda: [256, 256])
+    hidden_sizes: list[int] = field(factory=lambda: [256, 256], validator=check.hidden_sizes)
     """Widths of the hidden layers of the actor and of each critic."""
-    activation: str = "relu"
+    activation: str = field(default="relu", validator=check.activation)
     """Activation between hidden layers (relu, tanh, elu, gelu, silu)."""
-    actor_lr: float = field(default=3e-4, validator=validators.gt(0))
+    actor_lr: float = field(default=3e-4, validator=check.positive)
     """Adam learning rate of the actor."""
-    critic_lr: float = field(default=3e-4, validator=validators.gt(0))
+    critic_lr: float = field(default=3e-4, validator=check.positive)
     """Adam learning rate of the critics."""
-    gamma: float = field(default=0.99, validator=_unit)
+    gamma: float = field(default=0.99, validator=check.unit_interval)
     """Discount factor."""
-    tau: float = field(default=0.005, validator=_tau)
+    tau: float = field(default=0.005, validator=check.unit_interval_open_low)
     """Polyak rate of the target networks: each gradient step moves them this fraction towards
     the online networks."""
     n_step: int = field(default=1, validator=validators.ge(1))
     """Steps of real reward before bootstrapping the target (cut at episode ends)."""
-    max_grad_norm: float | None = field(default=None, validator=_optional_positive)
+    max_grad_norm: float | None = field(
+        default=None, validator=check.optional(check.positive, "no clipping")
+    )
     """Clip each network's global gradient norm to this (None: no clipping)."""
     images: str = field(default="cnn", validator=validators.in_(["cnn", "flatten"]))
     """Image observations: through a CNN (one per network) or flattened like any Box."""
@@ -60,5 +53,5 @@ class DeterministicActorCriticConfig(ActorCriticConfig):
     exploration: str = field(default="gaussian", validator=validators.in_(["gaussian", "ou"]))
     """Exploration noise added to the actor's actions while collecting: ``gaussian``
     (independent per step) or ``ou`` (Ornstein-Uhlenbeck, correlated in time)."""
-    exploration_sigma: float = field(default=0.1, validator=validators.ge(0.0))
+    exploration_sigma: float = field(default=0.1, validator=check.non_negative)
     """Standard deviation of the exploration noise, in the actor's [-1, 1] units."""

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from rlblocks.batch import Batch
-from rlblocks.optim import OptimizerStep
+from rlblocks.optim import FiniteWatch, OptimizerStep
 from rlblocks.protocols import Buffer, BufferAbilities
 from rlblocks.views import ViewRequirement, training_views
 
@@ -102,7 +102,15 @@ class BasePolicy(nn.Module):
         """Register an optimizer step under ``name`` (saved in checkpoints, follows its learning
         rate schedule); returns it."""
         self.optim_steps[name] = step
+        step.name = name
         return step
+
+    def watch_finite(self, skip: bool = False) -> FiniteWatch:
+        """Watch the registered optimizers' losses and gradients and every parameter for NaN
+        and infinite values (the trainer does, checking once per iteration); with ``skip`` a
+        step whose loss or gradients are not finite is not applied. See
+        :class:`~rlblocks.optim.FiniteWatch`."""
+        return FiniteWatch(self.optim_steps, self.named_parameters(), skip=skip)
 
     def schedule_stats(self) -> dict[str, float]:
         """The current values of the policy's schedules, logged with each update's statistics:
@@ -173,6 +181,8 @@ class BasePolicy(nn.Module):
             "env_step": self.env_step,
             "gradient_steps": self.gradient_steps,
             "optimizers": {name: s.state_dict() for name, s in self.optim_steps.items()},
+            # exploration noise continues its stream on resume instead of restarting it
+            "rng": self._rng.bit_generator.state,
         }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
@@ -185,3 +195,8 @@ class BasePolicy(nn.Module):
         for name, opt_state in saved.items():
             if name in self.optim_steps:
                 self.optim_steps[name].load_state_dict(opt_state)
+        rng = state.get("rng")
+        if isinstance(rng, Mapping) and rng.get("bit_generator") == type(
+            self._rng.bit_generator
+        ).__name__:
+            self._rng.bit_generator.state = dict(rng)

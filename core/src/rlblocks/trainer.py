@@ -22,6 +22,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,7 +31,8 @@ import pluggy
 from attrs import define
 
 from rlblocks.collector import Collector, CollectStats
-from rlblocks.errors import ConfigError
+from rlblocks.errors import ConfigError, NonFiniteError
+from rlblocks.policy import BasePolicy
 from rlblocks.protocols import Buffer, BufferAbilities
 from rlblocks.stats import StatsAccumulator
 
@@ -109,9 +111,14 @@ class BaseTrainer:
         plugin_manager: pluggy.PluginManager | None = None,
         checkpoint_fn: Callable[[BaseTrainer], None] | None = None,
         best_fn: Callable[[BaseTrainer], None] | None = None,
+        on_nonfinite: str = "raise",
     ) -> None:
         if max_env_steps <= 0:
             raise ValueError(f"max_env_steps must be positive, got {max_env_steps}")
+        if on_nonfinite not in {"raise", "skip_update"}:
+            raise ConfigError(
+                f"trainer.on_nonfinite={on_nonfinite!r}; use 'raise' or 'skip_update'"
+            )
         self.policy = policy
         self.train_collector = train_collector
         self.test_collector = test_collector
@@ -147,6 +154,14 @@ class BaseTrainer:
             next_log_step=log_interval,
         )
         self._update_stats = StatsAccumulator()
+        #: "raise" or "skip_update": what a NaN or infinite loss or gradient does
+        self.on_nonfinite = on_nonfinite
+        # losses, gradients and parameters are checked once per iteration (one host sync)
+        self._finite = (
+            policy.watch_finite(skip=on_nonfinite == "skip_update")
+            if isinstance(policy, BasePolicy)
+            else None
+        )
         #: the phase the loop is in, reported to rlblocks_exception
         self._phase = "setup"
         #: a plugin's rlblocks_should_stop said False at its last answer
@@ -272,9 +287,44 @@ class BaseTrainer:
             )
             self.hook.rlblocks_log(namespace="train", scalars=stats.as_scalars(), step=st.env_step)
 
-    def _record_update(self, stats: Mapping[str, Any]) -> None:
-        """Keep one gradient step's statistics (floats or 0-d tensors, read at the next log)."""
+    def _record_update(self, stats: Mapping[str, Any], gradient_steps: int = 1) -> None:
+        """Keep one update's statistics (floats or 0-d tensors, read at the next log)."""
         self._update_stats.add(stats)
+        if self._finite is not None:
+            self._finite.end_update(gradient_steps)
+
+    def _check_updates(self) -> None:
+        """Stop with NonFiniteError when a loss, gradient or parameter of this iteration's
+        updates is NaN or infinite (skipped steps only count with ``skip_update``)."""
+        if self._finite is None:
+            return
+        st = self.state
+        problem = self._finite.check(st.gradient_step)
+        if not problem:
+            return
+        advice = (
+            "lower the learning rate"
+            if self.on_nonfinite == "skip_update"
+            else "lower the learning rate or clip gradients (max_grad_norm), or set "
+            "trainer.on_nonfinite=skip_update to skip such steps"
+        )
+        raise NonFiniteError(
+            f"{problem} (env step {st.env_step}); {self._last_checkpoint()}; {advice}"
+        )
+
+    def _last_checkpoint(self) -> str:
+        """Where the latest checkpoint of the run directory is (written before any
+        non-finite value: every iteration is checked before checkpointing)."""
+        if self.run_dir is None:
+            return "no run directory, so no checkpoint"
+        root = Path(self.run_dir) / "checkpoints"
+        # a generation directory per checkpoint, or one file (rlblocks 0.1); not temporaries
+        found = [*root.glob("*/latest.pt"), *root.glob("latest.pt")]
+        found = [p for p in found if not p.parent.name.startswith(".")]
+        if not found:
+            return f"no checkpoint in {root} yet"
+        newest = max(found, key=lambda p: p.stat().st_mtime)
+        return f"last good checkpoint: {newest}"
 
     def _flush_update_stats(self, force: bool = False) -> None:
         st = self.state
@@ -284,6 +334,8 @@ class BaseTrainer:
             st.next_log_step += self.log_interval
         means = self._update_stats.means()
         means["gradient_step"] = int(st.gradient_step)
+        if self._finite is not None and self._finite.skip:
+            means["skipped_steps"] = self._finite.pop_skipped()
         means.update(self.policy.schedule_stats())
         self.hook.rlblocks_update_end(
             stats=means, env_step=st.env_step, gradient_step=st.gradient_step, trainer=self
@@ -341,11 +393,14 @@ class BaseTrainer:
         started = time.perf_counter() - st.wall_seconds
         self.policy.train()
         has_tests = self.test_collector is not None and self.test_episodes > 0
+        if self._finite is not None:
+            self._finite.attach()
         try:
             self._phase = "collect"
             self._before_loop()
             while True:
                 self._iterate()
+                self._check_updates()
                 st.wall_seconds = time.perf_counter() - started
                 tests_before = st.tests
                 self._phase = "test"
@@ -382,6 +437,9 @@ class BaseTrainer:
             except Exception as hook_error:  # a failing handler hides nothing: chain both
                 raise hook_error from exc
             raise
+        finally:
+            if self._finite is not None:  # the policy steps unwatched outside the loop
+                self._finite.detach()
         self._flush_update_stats(force=True)
         return self.result()
 
@@ -509,8 +567,9 @@ class OnPolicyTrainer(BaseTrainer):
                 0, self.buffer, batch_size=self.batch_size, repeat=self.repeat_per_collect
             )
         )
-        st.gradient_step += int(out.pop("gradient_steps", 1))
-        self._record_update(out)
+        steps = int(out.pop("gradient_steps", 1))
+        st.gradient_step += steps
+        self._record_update(out, steps)
         reset = self.buffer.reset  # type: ignore[union-attr]
         try:
             reset(keep_statistics=True)

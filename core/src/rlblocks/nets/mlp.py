@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.validators import ACTIVATIONS
+
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
@@ -17,6 +20,8 @@ _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "gelu": nn.GELU,
     "silu": nn.SiLU,
 }
+# configs check names against rlblocks.validators.ACTIVATIONS (no torch there); a test pins
+# that the two agree
 
 
 def activation_class(name: str) -> type[nn.Module]:
@@ -24,8 +29,10 @@ def activation_class(name: str) -> type[nn.Module]:
     try:
         return _ACTIVATIONS[name]
     except KeyError:
+        close = difflib.get_close_matches(str(name), ACTIVATIONS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
         raise ValueError(
-            f"unknown activation {name!r}; choose one of {sorted(_ACTIVATIONS)}"
+            f"unknown activation {name!r}{hint} choose one of: {', '.join(ACTIVATIONS)}"
         ) from None
 
 

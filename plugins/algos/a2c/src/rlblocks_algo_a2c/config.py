@@ -1,9 +1,11 @@
-"""A2C's hyperparameters, each with its default and meaning. Imports only attrs."""
+"""A2C's hyperparameters, each with its default and meaning. Imports only attrs
+(and core's attrs-only validators)."""
 
 from __future__ import annotations
 
 from attrs import define, field, validators
 
+from rlblocks import validators as check
 from rlblocks.onpolicy_config import OnPolicyConfig
 
 
@@ -11,7 +13,7 @@ from rlblocks.onpolicy_config import OnPolicyConfig
 class A2CConfig(OnPolicyConfig):
     """A2C (Mnih et al., 2016, synchronous variant) on top of the shared on-policy settings."""
 
-    lr: float = field(default=7e-4, validator=validators.gt(0))
+    lr: float = field(default=7e-4, validator=check.positive)
     """Learning rate."""
     optimizer: str = field(default="adam", validator=validators.in_(["adam", "rmsprop"]))
     """adam, or rmsprop (alpha 0.99, eps 1e-5) as in the A3C paper."""

@@ -1,9 +1,11 @@
-"""REINFORCE's hyperparameters, each with its default and meaning. Imports only attrs."""
+"""REINFORCE's hyperparameters, each with its default and meaning. Imports only attrs
+(and core's attrs-only validators)."""
 
 from __future__ import annotations
 
-from attrs import define, field, validators
+from attrs import define, field
 
+from rlblocks import validators as check
 from rlblocks.onpolicy_config import OnPolicyConfig
 
 
@@ -12,9 +14,11 @@ class ReinforceConfig(OnPolicyConfig):
     """REINFORCE (Williams, 1992): Monte-Carlo returns, no critic. Of the shared settings the
     critic's (gae_lambda, vf_coef, value_scaling, recompute_advantage) have no effect."""
 
-    lr: float = field(default=1e-3, validator=validators.gt(0))
+    lr: float = field(default=1e-3, validator=check.positive)
     """Adam learning rate."""
-    max_grad_norm: float | None = None
+    max_grad_norm: float | None = field(
+        default=None, validator=check.optional(check.positive, "no clipping")
+    )
     """Clip the global gradient norm to this (None: no clipping)."""
     norm_adv: bool = True
     """Standardise the returns over each minibatch: a constant baseline that cuts variance."""

@@ -1,10 +1,19 @@
-"""SAC's hyperparameters, each with its default and meaning. Imports only attrs."""
+"""SAC's hyperparameters, each with its default and meaning. Imports only attrs
+(and core's attrs-only validators)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import define, field, validators
 
+from rlblocks import validators as check
 from rlblocks.offpolicy_config import ActorCriticConfig
+
+
+def _above_log_std_min(inst: Any, _attribute: object, value: float) -> None:
+    if not value > inst.log_std_min:
+        raise ValueError(f"must be > log_std_min={inst.log_std_min}, got {value!r}")
 
 
 @define(kw_only=True)
@@ -14,17 +23,19 @@ class SACConfig(ActorCriticConfig):
 
     n_critics: int = field(default=2, validator=validators.ge(1))
     """Critics in the ensemble; targets and the actor use their minimum (clipped double Q)."""
-    alpha: float = field(default=0.2, validator=validators.gt(0))
+    alpha: float = field(default=0.2, validator=check.positive)
     """Entropy temperature; the starting value when ``auto_alpha`` tunes it."""
     auto_alpha: bool = True
     """Tune the temperature so the policy's entropy tracks ``target_entropy``."""
-    target_entropy: float | None = None
+    target_entropy: float | None = field(
+        default=None, validator=check.optional(check.finite, "minus the action dimension")
+    )
     """Entropy target of the automatic tuning; None means ``-act_dim`` (the paper's heuristic)."""
-    alpha_lr: float = field(default=3e-4, validator=validators.gt(0))
+    alpha_lr: float = field(default=3e-4, validator=check.positive)
     """Adam learning rate of ``log(alpha)``."""
-    log_std_min: float = -20.0
+    log_std_min: float = field(default=-20.0, validator=check.finite)
     """Lower clamp of the actor's log standard deviation."""
-    log_std_max: float = 2.0
+    log_std_max: float = field(default=2.0, validator=[check.finite, _above_log_std_min])
     """Upper clamp of the actor's log standard deviation."""
     deterministic_eval: bool = True
     """Test with the mean action (``tanh(mean)``) instead of a sample."""

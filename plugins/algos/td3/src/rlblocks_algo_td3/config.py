@@ -1,9 +1,11 @@
-"""TD3's hyperparameters, each with its default and meaning. Imports only attrs."""
+"""TD3's hyperparameters, each with its default and meaning. Imports only attrs
+(and core's attrs-only validators)."""
 
 from __future__ import annotations
 
 from attrs import define, field, validators
 
+from rlblocks import validators as check
 from rlblocks.offpolicy_config import DeterministicActorCriticConfig
 
 
@@ -12,9 +14,9 @@ class TD3Config(DeterministicActorCriticConfig):
     """Twin Delayed DDPG (Fujimoto et al., 2018): the deterministic actor-critic fields plus
     target policy smoothing and delayed actor updates."""
 
-    policy_noise: float = field(default=0.2, validator=validators.ge(0.0))
+    policy_noise: float = field(default=0.2, validator=check.non_negative)
     """Standard deviation of the smoothing noise added to target actions ([-1, 1] units)."""
-    noise_clip: float = field(default=0.5, validator=validators.ge(0.0))
+    noise_clip: float = field(default=0.5, validator=check.non_negative)
     """The smoothing noise is clipped to ``[-noise_clip, noise_clip]``."""
     policy_delay: int = field(default=2, validator=validators.ge(1))
     """Critic steps per actor step; the target networks move on actor steps only."""
