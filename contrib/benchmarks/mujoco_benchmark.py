@@ -545,9 +545,10 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 f"{seeds['rlblocks']}/{seeds['tianshou']} | {_mean_std(final['rlblocks'])} | "
                 f"{_mean_std(final['tianshou'])} | {_mean_std(best['rlblocks'])} | "
                 f"{_mean_std(best['tianshou'])} | "
-                f"{med['rlblocks'] or 0:.0f} | {med['tianshou'] or 0:.0f} | {ratio} | {paper} |"
+                f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {paper} |"
             )
-    errors = [r for r in results if "error" in r]
+    done = {_key(r) for r in ok}
+    errors = [r for r in results if "error" in r and _key(r) not in done]  # not since re-run
     if errors:
         lines += ["", "Failed trials:", ""]
         lines += [
@@ -560,6 +561,10 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         if png:
             lines += ["", f"![{env}]({os.path.basename(png)})"]
     return "\n".join(lines) + "\n"
+
+
+def _secs(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0f}"
 
 
 def _plot(results: list[dict[str, Any]], env: str, algos: list[str], out_dir: str) -> str | None:
