@@ -320,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path, metavar="DIR", help="the run directory")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="change one field of the saved config, e.g. trainer.max_env_steps=2e5")
-    p.add_argument("--trust-imports", action="store_true",
+    p.add_argument("--trust-imports", "--allow-import", action="store_true",
                    help="import the module named by a module:EnvId env id (runs its code)")
     p.set_defaults(func=cmd_resume)
 
@@ -339,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="dummy", metavar="NAME", help="vector-env backend")
     p.add_argument("--device", metavar="DEV", help="torch device (default cpu; auto picks CUDA)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the returns as JSON")
-    p.add_argument("--trust-imports", action="store_true",
+    p.add_argument("--trust-imports", "--allow-import", action="store_true",
                    help="import the module named by a module:EnvId env id (runs its code)")
     p.set_defaults(func=cmd_eval)
 
