@@ -1,7 +1,9 @@
-"""Entry-point spec of the prioritized buffer: imports nothing heavier than attrs."""
+"""Entry-point spec of the prioritized buffer: imports nothing heavier than attrs (and core's
+attrs-only validators)."""
 
 from attrs import define, field, validators
 
+from rlblocks import validators as check
 from rlblocks.plugins.spec import BufferSpec
 
 
@@ -9,15 +11,15 @@ from rlblocks.plugins.spec import BufferSpec
 class PrioritizedConfig:
     """Options of proportional prioritized replay (``size`` and ``num_envs`` are set by the run)."""
 
-    alpha: float = field(default=0.6, validator=validators.ge(0.0))
+    alpha: float = field(default=0.6, validator=check.non_negative)
     """Prioritisation exponent: P(i) is proportional to priority**alpha (0 = uniform)."""
-    beta: float = field(default=0.4, validator=validators.ge(0.0))
+    beta: float = field(default=0.4, validator=check.unit_interval)
     """Importance-sampling exponent at the start of training (1 = full bias correction)."""
-    beta_final: float = field(default=1.0, validator=validators.ge(0.0))
+    beta_final: float = field(default=1.0, validator=check.unit_interval)
     """Value beta is annealed to."""
     beta_anneal_steps: int = field(default=0, validator=validators.ge(0))
     """Env steps over which beta goes linearly from beta to beta_final (0 = keep beta)."""
-    eps: float = field(default=1e-6, validator=validators.gt(0.0))
+    eps: float = field(default=1e-6, validator=check.positive)
     """Added to |td_error| so that no transition has priority 0."""
     stack_num: int = field(default=1, validator=validators.ge(1))
     """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
