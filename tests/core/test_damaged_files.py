@@ -43,6 +43,17 @@ def _same(a, b) -> bool:
     ) and np.array_equal(a.sample_index(0), b.sample_index(0))
 
 
+def _damage(path: Path, data: st.DataObject, max_flips: int) -> None:
+    """Truncate ``path`` or flip a few of its bytes, as hypothesis draws."""
+    raw = bytearray(path.read_bytes())
+    if data.draw(st.booleans(), label="truncate"):
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1), label="length")]
+    else:
+        for i in data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=max_flips)):
+            raw[i] ^= data.draw(st.integers(1, 255))
+    path.write_bytes(bytes(raw))
+
+
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 
@@ -54,13 +65,7 @@ def test_hdf5_buffer_with_flipped_bytes_or_truncated(tmp_path_factory, data) -> 
     buf = _filled()
     path = d / "buffer.h5"
     buf.save_hdf5(path)
-    raw = bytearray(path.read_bytes())
-    if data.draw(st.booleans(), label="truncate"):
-        raw = raw[: data.draw(st.integers(0, len(raw) - 1), label="length")]
-    else:
-        for i in data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=8)):
-            raw[i] ^= data.draw(st.integers(1, 255))
-    path.write_bytes(bytes(raw))
+    _damage(path, data, max_flips=8)
     try:
         again = type(buf).load_hdf5(path)
     except BufferFileError:
@@ -77,13 +82,7 @@ def test_memmap_state_with_flipped_bytes_or_truncated(tmp_path_factory, data) ->
     buf = _filled(storage="memmap", path=str(d))
     buf.flush()
     target = d / data.draw(st.sampled_from(sorted(p.name for p in d.iterdir())), label="file")
-    raw = bytearray(target.read_bytes())
-    if data.draw(st.booleans(), label="truncate"):
-        raw = raw[: data.draw(st.integers(0, len(raw) - 1), label="length")]
-    else:
-        for i in data.draw(st.lists(st.integers(0, len(raw) - 1), min_size=1, max_size=4)):
-            raw[i] ^= data.draw(st.integers(1, 255))
-    target.write_bytes(bytes(raw))
+    _damage(target, data, max_flips=4)
     try:
         again = rlblocks.make_buffer("vector", size=16, num_envs=2, storage="memmap", path=str(d))
     except RlblocksError:

@@ -322,19 +322,13 @@ def test_env_factory_wrappers_and_json_make_kwargs(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_resume_truncates_the_test_record_to_the_checkpoint(tmp_path: Path) -> None:
-    from rlblocks.plugins.hookspecs import hookimpl
-
-    class CrashAt:
-        @hookimpl
-        def rlblocks_rollout_end(self, stats, env_step):
-            if env_step >= 500:
-                raise RuntimeError("simulated crash")
+    from rlblocks.testing import CrashAt
 
     run = tmp_path / "run"
     sets = [*SMALL, "trainer.checkpoint_interval=200", "trainer.max_env_steps=800"]
     with pytest.raises(RuntimeError):
         rlblocks.train("dqn", seed=0, overrides=sets, run_dir=run, progress=False, loggers=[],
-                       hooks=[CrashAt()])  # fmt: skip
+                       hooks=[CrashAt(500)])  # fmt: skip
     before = [r["env_step"] for r in read_tests(run) if not r["screen"]]
     assert before == [200, 400]
     rlblocks.resume(run)

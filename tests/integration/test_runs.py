@@ -14,6 +14,7 @@ import rlblocks
 from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
 from rlblocks.errors import ConfigError, UnknownComponentError
 from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.testing import CrashAt
 
 SMALL = [
     "trainer.max_env_steps=600",
@@ -38,18 +39,6 @@ class StepRecorder:
     @hookimpl
     def rlblocks_rollout_end(self, stats, env_step):
         self.rollout_steps.append(env_step)
-
-
-class CrashAt:
-    """Raises once the run passes ``step`` env steps (a stand-in for a killed job)."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    @hookimpl
-    def rlblocks_rollout_end(self, stats, env_step):
-        if env_step >= self.step:
-            raise RuntimeError("simulated crash")
 
 
 def test_run_directory_holds_config_versions_logs_checkpoints_and_result(tmp_path: Path) -> None:

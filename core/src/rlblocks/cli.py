@@ -123,6 +123,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train ``args.algo``; 0 when the run finished, solved or not."""
     experiment = importlib.import_module("rlblocks.experiment")
+    # the run's settings, the same for one run and for each of several seeds
+    common = {
+        "env": args.env,
+        "stop_reward": args.stop_reward,
+        "backend": args.backend,
+        "buffer": args.buffer,
+        "num_envs": args.num_envs,
+        "loggers": args.logger,
+        "config": args.config,
+        "overrides": list(args.set or ()),
+        "device": args.device,
+    }
     if args.seeds is not None:
         seeds = importlib.import_module("rlblocks.seeds")
         if args.seed is not None:
@@ -134,15 +146,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             run_dir=run_dir,
             workers=args.workers,
             ray_address=args.ray,
-            env=args.env,
-            stop_reward=args.stop_reward,
-            backend=args.backend,
-            buffer=args.buffer,
-            num_envs=args.num_envs,
-            loggers=args.logger,
-            config=args.config,
-            overrides=list(args.set or ()),
-            device=args.device,
+            **common,
         )
         return 0
     if args.workers is not None or args.ray is not None:
@@ -152,23 +156,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise RlblocksError("--resume needs --run-dir (the run to continue)")
         if not (Path(args.run_dir) / "config.json").is_file():
             raise RlblocksError(f"--resume: {args.run_dir} holds no run yet (no config.json)")
-        result = experiment.resume(args.run_dir, overrides=list(args.set or ()))
+        result = experiment.resume(args.run_dir, overrides=common["overrides"])
         return _exit_code(result)
     result = experiment.train(
         args.algo,
-        env=args.env,
         seed=args.seed,
-        stop_reward=args.stop_reward,
-        backend=args.backend,
-        buffer=args.buffer,
-        num_envs=args.num_envs,
-        loggers=args.logger,
-        config=args.config,
-        overrides=list(args.set or ()),
         run_dir=args.run_dir,
-        device=args.device,
         progress=False if args.no_progress else None,
         overwrite=args.overwrite,
+        **common,
     )
     return _exit_code(result)
 

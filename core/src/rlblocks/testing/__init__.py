@@ -13,14 +13,16 @@ _LAZY = {
     "check_vector_env": "rlblocks.testing.env_checks",
     "check_buffer": "rlblocks.testing.buffer_checks",
     "check_algorithm": "rlblocks.testing.algo_checks",
+    "CrashAt": "rlblocks.testing.hooks",
 }
 
-__all__ = ["check_algorithm", "check_buffer", "check_vector_env"]
+__all__ = ["CrashAt", "check_algorithm", "check_buffer", "check_vector_env"]
 
 if TYPE_CHECKING:
     from rlblocks.testing.algo_checks import check_algorithm
     from rlblocks.testing.buffer_checks import check_buffer
     from rlblocks.testing.env_checks import check_vector_env
+    from rlblocks.testing.hooks import CrashAt
 
 
 def __getattr__(name: str) -> Any:

@@ -12,8 +12,8 @@ from mlflow.tracking import MlflowClient
 
 import rlblocks
 from rlblocks.errors import PluginLoadError
-from rlblocks.plugins.hookspecs import hookimpl
 from rlblocks.plugins.registry import get_registry
+from rlblocks.testing import CrashAt
 from rlblocks_logger_mlflow._spec import MlflowConfig
 from rlblocks_logger_mlflow.logger import MlflowLogger, flatten_params, metric_key
 
@@ -77,18 +77,6 @@ def test_a_short_run_logs_metrics_with_env_steps_and_params(tmp_path: Path) -> N
     assert params["trainer.max_env_steps"] == "600"
     assert params["env.id"] == "CartPole-v1"
     assert float(params["algo.lr"]) == pytest.approx(lr[0].value)
-
-
-class CrashAt:
-    """Raises once the run passes ``step`` env steps."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    @hookimpl
-    def rlblocks_rollout_end(self, stats, env_step):
-        if env_step >= self.step:
-            raise RuntimeError("simulated crash")
 
 
 def test_a_run_that_raises_ends_failed_and_resume_continues_it(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from wandb.proto import wandb_internal_pb2
 
 import rlblocks
 from rlblocks.errors import PluginLoadError
-from rlblocks.plugins.hookspecs import hookimpl
 from rlblocks.plugins.registry import get_registry
+from rlblocks.testing import CrashAt
 from rlblocks_logger_wandb._spec import WandbConfig
 from rlblocks_logger_wandb.logger import WandbLogger, resolve_mode
 
@@ -149,18 +149,6 @@ def test_a_short_run_logs_test_returns_config_and_finishes(tmp_path: Path) -> No
     assert config["trainer"]["max_env_steps"] == 600
     assert logged["summary"]["result/env_steps"] == result.env_steps
     assert logged["exit_code"] == 0
-
-
-class CrashAt:
-    """Raises once the run passes ``step`` env steps."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    @hookimpl
-    def rlblocks_rollout_end(self, stats, env_step):
-        if env_step >= self.step:
-            raise RuntimeError("simulated crash")
 
 
 def test_a_run_that_raises_is_finished_as_failed(tmp_path: Path) -> None:
