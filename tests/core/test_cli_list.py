@@ -42,7 +42,7 @@ def test_python_m_rlblocks_cli_runs_the_command():
     )
     assert proc.returncode == 0, proc.stderr
     assert "replay" in proc.stdout
-    assert "config: rlblocks._spec:ReplayConfig" in proc.stdout
+    assert "part: layout" in proc.stdout and "config: rlblocks._spec:SequenceConfig" in proc.stdout
 
 
 def test_list_of_one_kind_shows_only_that_kind(capsys):

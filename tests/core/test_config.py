@@ -11,7 +11,7 @@ from attrs import define, field, validators
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlblocks._spec import REPLAY, ReplayConfig
+from rlblocks._spec import REPLAY, UNIFORM
 from rlblocks.config import (
     BufferConfig,
     EnvConfig,
@@ -81,11 +81,13 @@ SPECS: dict[tuple[str, str], PluginSpec] = {
         defaults={"buffer": {"name": "prioritized", "alpha": 0.7}},
     ),
     ("buffer", "replay"): REPLAY,
+    ("buffer", "uniform"): UNIFORM,
     ("buffer", "prioritized"): BufferSpec(
-        name="prioritized", summary="", impl="fake:Prio", config=FakePrioritizedConfig
+        name="prioritized", summary="", impl="fake:Prio", config=FakePrioritizedConfig,
+        part="sampler",
     ),
     ("buffer", "clashing"): BufferSpec(
-        name="clashing", summary="", impl="fake:Clash", config=ClashingConfig
+        name="clashing", summary="", impl="fake:Clash", config=ClashingConfig, part="sampler"
     ),
     ("env", "dummy"): EnvBackendSpec(name="dummy", summary="", impl="fake:Dummy"),
     ("env", "shmem"): EnvBackendSpec(
@@ -163,7 +165,7 @@ def test_section_defaults_apply_when_nothing_is_given() -> None:
     assert config.trainer == TrainerConfig()
     assert config.run == RunConfig()
     assert config.env == EnvConfig()
-    assert config.buffer == BufferConfig(options=ReplayConfig())
+    assert config.buffer == BufferConfig(options=None)
     assert config.algo is None
 
 
@@ -279,7 +281,7 @@ def test_a_wrong_type_names_the_field_path(override: str, line: str) -> None:
         ('run.device=""', "$.run.device: must be a non-empty string, got ''"),
         ("algo.lr=-1", "$.algo.lr: 'lr' must be > 0: -1.0"),
         ("algo.gamma=2", "$.algo.gamma: 'gamma' must be <= 1: 2.0"),
-        ("buffer.stack_num=0", "$.buffer.stack_num: 'stack_num' must be >= 1: 0"),
+        ("buffer.stack_num=0", "$.buffer.stack_num: must be an int >= 1, got 0"),
     ],
 )
 def test_a_validator_failure_names_the_field_path(override: str, line: str) -> None:
@@ -302,7 +304,7 @@ def test_every_error_is_reported_at_once_one_per_line() -> None:
         "sections: algo, env, buffer, trainer, run",
         "$.algo.lrr: unknown field; did you mean 'lr'? fields of algo (dqn): lr, gamma, hidden",
         "$.env.num_envs: must be an int >= 1, got 0",
-        "$.buffer.stack_num: 'stack_num' must be >= 1: 0",
+        "$.buffer.stack_num: must be an int >= 1, got 0",
         "$.trainer.batch_size: expected int, got 'abc'",
     ]
 
@@ -399,7 +401,8 @@ def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
 def test_an_unknown_key_that_is_no_identifier_still_names_its_section() -> None:
     assert config_error(file_data={"buffer": {"stack-num": 2}}) == (
         "$.buffer['stack-num']: unknown field; did you mean 'stack_num'? "
-        "fields of buffer (replay): name, size, stack_num, ignore_obs_next, storage, path"
+        "fields of buffer (replay): name, size, sampler, relabel, writer, stack_num, "
+        "ignore_obs_next, storage, path"
     )
 
 
@@ -433,8 +436,8 @@ def test_algo_name_in_the_file_must_match_the_run() -> None:
 # --- plugin options ----------------------------------------------------------------------------
 
 
-def test_buffer_options_default_to_the_default_plugins_config() -> None:
-    assert build().buffer.options == ReplayConfig()
+def test_buffer_parts_without_options_leave_none() -> None:
+    assert build().buffer.options is None  # the shared ring and the uniform sampler
 
 
 def test_switching_the_buffer_structures_its_options_into_the_plugins_class() -> None:
@@ -443,25 +446,33 @@ def test_switching_the_buffer_structures_its_options_into_the_plugins_class() ->
         overrides=["buffer.name=prioritized", "buffer.alpha=0.5"],
     )
     assert config.buffer == BufferConfig(
-        name="prioritized", size=1000, options=FakePrioritizedConfig(alpha=0.5)
+        name="prioritized", size=1000, options={"sampler": FakePrioritizedConfig(alpha=0.5)}
     )
+    # the same sampler chosen by its own field, on the default layout
+    by_field = build(overrides=["buffer.sampler=prioritized", "buffer.alpha=0.5"])
+    assert by_field.buffer.options == {"sampler": FakePrioritizedConfig(alpha=0.5)}
 
 
-def test_options_of_the_previous_plugin_are_rejected_after_switching() -> None:
-    message = config_error(
+def test_the_buffers_own_options_stay_valid_with_any_part() -> None:
+    config = build(
         file_data={"buffer": {"stack_num": 4}}, flags={"buffer": {"name": "prioritized"}}
     )
-    assert message == (
-        "$.buffer.stack_num: unknown field; fields of buffer (prioritized): name, size, alpha, beta"
-    )
+    assert config.buffer.stack_num == 4
+    message = config_error(file_data={"buffer": {"alpah": 0.5, "sampler": "prioritized"}})
+    assert message.startswith("$.buffer.alpah: unknown field; did you mean 'alpha'?")
+
+
+def test_a_part_named_in_the_wrong_slot_is_one_clear_error() -> None:
+    with pytest.raises(ConfigError, match="'replay' is a layout, not a sampler"):
+        build(overrides=["buffer.sampler=replay"])
 
 
 def test_options_brought_by_the_algo_defaults_are_rejected_when_the_user_switches_back() -> None:
-    assert build("prio-dqn").buffer.options == FakePrioritizedConfig(alpha=0.7)
+    assert build("prio-dqn").buffer.options == {"sampler": FakePrioritizedConfig(alpha=0.7)}
     message = config_error("buffer.name=replay", algo="prio-dqn")
     assert message == (
         "$.buffer.alpha: unknown field; fields of buffer (replay): "
-        "name, size, stack_num, ignore_obs_next, storage, path"
+        "name, size, sampler, relabel, writer, stack_num, ignore_obs_next, storage, path"
     )
 
 
@@ -485,7 +496,10 @@ def test_an_unknown_plugin_name_raises_the_lookups_own_error() -> None:
 
 def test_a_plugin_config_field_clashing_with_the_section_is_reported() -> None:
     message = config_error("buffer.name=clashing")
-    assert message.startswith("$.buffer: buffer plugin 'clashing' has config fields ['size']")
+    assert message.startswith(
+        "$.buffer: buffer part 'clashing' has a config field 'size' that clashes with the buffer "
+        "section"
+    )
 
 
 def test_structure_options_checks_keyword_options_like_files() -> None:
@@ -511,7 +525,7 @@ def test_a_toml_file_feeds_build_config(tmp_path: Path) -> None:
     config = build(file_data=load_config_file(path))
     assert config.algo.lr == 3e-4
     assert config.env.id == "Pendulum-v1"
-    assert config.buffer.options == FakePrioritizedConfig(alpha=0.9)
+    assert config.buffer.options == {"sampler": FakePrioritizedConfig(alpha=0.9)}
     assert config.trainer.max_env_steps == 100_000
 
 
@@ -566,7 +580,11 @@ def test_to_dict_is_the_flat_json_safe_form() -> None:
     data = to_dict(config)
     assert data["algo_name"] == "dqn"
     assert data["algo"] == {"lr": 1e-3, "gamma": 0.99, "hidden": [64, 64]}
-    assert data["buffer"] == {"name": "prioritized", "size": 5000, "alpha": 0.5, "beta": 0.4}
+    assert data["buffer"] == {
+        "name": "prioritized", "size": 5000, "sampler": None, "relabel": None, "writer": None,
+        "stack_num": 1, "ignore_obs_next": False, "storage": "memory", "path": None,
+        "alpha": 0.5, "beta": 0.4,
+    }
     assert "options" not in data["env"]
     assert json.loads(json.dumps(data)) == data
 
@@ -659,7 +677,7 @@ def test_user_values_beat_env_defaults() -> None:
 
 
 def test_multi_env_runs_default_to_the_vector_buffer_when_it_is_installed() -> None:
-    vector = BufferSpec(name="vector", summary="", impl="fake:Vector", config=ReplayConfig)
+    vector = BufferSpec(name="vector", summary="", impl="fake:Vector")
 
     def with_vector(kind: str, name: str) -> PluginSpec:
         return vector if (kind, name) == ("buffer", "vector") else lookup(kind, name)

@@ -198,9 +198,18 @@ def test_update_needs_samples_from_the_buffer() -> None:
 
 
 def test_buffer_with_set_env_step_hears_progress_before_each_collect() -> None:
-    trainer = build(Recorder(), max_env_steps=200)
+    from rlblocks.replay import UniformSampler
+
     heard: list[int] = []
-    trainer.buffer.set_env_step = heard.append  # type: ignore[attr-defined]
+
+    class Annealed(UniformSampler):  # a sampler that follows training progress
+        def set_env_step(self, env_step: int) -> None:
+            heard.append(env_step)
+
+    trainer = build(Recorder(), max_env_steps=200)
+    sampler = Annealed()
+    sampler.bind(trainer.buffer)
+    trainer.buffer.sampler = sampler
     trainer.buffer = trainer.buffer  # abilities are found when the buffer is set, not per collect
     trainer.run()
     assert heard[0] == 64  # after the warm-up

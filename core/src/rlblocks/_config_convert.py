@@ -249,6 +249,77 @@ def _plugin_section_hook(cls: type) -> Callable[[Any, Any], Any]:
     return structure
 
 
+def _buffer_section(value: Any, _type: Any) -> BufferConfig:
+    """Structure the buffer section: its own fields, then the options of every part it names
+    (layout, sampler, relabeller, writer), all read from the same flat table."""
+    cls = BufferConfig
+    base = _attrs_hook(cls)
+    own = tuple(a.name for a in attrs.fields(cls) if a.name != "options")
+    if not isinstance(value, Mapping):
+        raise _WrongType("a table", value)
+    names = {k: value.get(k, attrs.fields_dict(cls)[k].default)
+             for k in ("name", "sampler", "relabel", "writer")}
+    if not all(v is None or isinstance(v, str) for v in names.values()):
+        # the section's own hook reports the bad name; the rest cannot be checked without it
+        return base({k: v for k, v in value.items() if k in own}, cls)
+    lookup = _spec_lookup.get()
+    if lookup is None:
+        raise ConfigError(
+            "plugin options need a spec lookup; build configs with build_config or read_config"
+        )
+    from rlblocks.replay import resolve_part_names
+
+    parts = resolve_part_names(names["name"], names["sampler"], names["relabel"],
+                               names["writer"], lookup)
+    option_cls = {kind: lookup("buffer", name).config for kind, name in parts.items()}
+    owner: dict[str, str] = {}
+    for kind, ocls in option_cls.items():
+        for a in attrs.fields(ocls) if ocls else ():
+            if not a.init:
+                continue
+            if a.name in own or a.name in owner:
+                other = owner.get(a.name, "the buffer section")
+                raise ConfigError(
+                    f"buffer part {parts[kind]!r} has a config field {a.name!r} that clashes with "
+                    f"{other}; the part must rename it"
+                )
+            owner[a.name] = f"buffer part {parts[kind]!r}"
+    errors: list[Exception] = [
+        _noted(_UnknownKey(k, (*own, *owner)), k, None)
+        for k in value
+        if k not in own and k not in owner
+    ]
+    options: dict[str, Any] = {}
+    for kind, ocls in option_cls.items():
+        if ocls is None:
+            continue
+        fields = {a.name for a in attrs.fields(ocls) if a.init}
+        try:
+            options[kind] = converter.structure(
+                {k: v for k, v in value.items() if k in fields}, ocls
+            )
+        except ClassValidationError as exc:
+            errors.extend(exc.exceptions)
+    try:
+        inst = base({k: v for k, v in value.items() if k in own}, cls)
+    except ClassValidationError as exc:
+        errors.extend(exc.exceptions)
+    if errors:
+        raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
+    inst.options = options or None
+    return inst
+
+
+def _unstructure_buffer(inst: BufferConfig) -> dict[str, Any]:
+    """The flat table: the section's own fields, then every part's options."""
+    out = {a.name: converter.unstructure(getattr(inst, a.name))
+           for a in attrs.fields(BufferConfig) if a.name != "options"}
+    for part in (inst.options or {}).values():
+        if part is not None:
+            out.update(converter.unstructure(part))
+    return out
+
+
 def _structure_experiment(value: Any, _type: Any) -> ExperimentConfig:
     if not isinstance(value, Mapping):
         raise _WrongType("a table", value)
@@ -282,7 +353,7 @@ converter.register_structure_hook_factory(is_sequence, _sequence_hook)
 converter.register_structure_hook_factory(is_mapping, _mapping_hook)
 converter.register_structure_hook_factory(attrs.has, _attrs_hook)
 converter.register_structure_hook(EnvConfig, _plugin_section_hook(EnvConfig))
-converter.register_structure_hook(BufferConfig, _plugin_section_hook(BufferConfig))
+converter.register_structure_hook(BufferConfig, _buffer_section)
 converter.register_structure_hook(ExperimentConfig, _structure_experiment)
 
 
@@ -310,7 +381,7 @@ def _unstructure_experiment(config: ExperimentConfig) -> dict[str, Any]:
 
 
 converter.register_unstructure_hook(EnvConfig, _flattening_unstructure(EnvConfig))
-converter.register_unstructure_hook(BufferConfig, _flattening_unstructure(BufferConfig))
+converter.register_unstructure_hook(BufferConfig, _unstructure_buffer)
 converter.register_unstructure_hook(ExperimentConfig, _unstructure_experiment)
 
 

@@ -104,18 +104,42 @@ def _check_wrappers(value: Any) -> None:
             )
 
 
+def _optional_name(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None:
+        _non_empty_str(_inst, _attribute, value)
+
+
 @define(kw_only=True)
 class BufferConfig:
-    """The replay buffer: which plugin, its capacity, and the plugin's own options."""
+    """The replay buffer: its layout and other parts by name, its capacity and storage, and the
+    parts' own options (one flat table: ``alpha``, ``k``... sit beside ``name``)."""
 
     name: str = field(default="replay", validator=_non_empty_str)
-    """Registry name of the buffer (``rlblocks list buffer``). A run that names none gets
-    "vector" (one sub-buffer per env) when it has several training envs and
-    rlblocks-buffer-vector is installed, else "replay"."""
+    """Registry name of the buffer's layout (``rlblocks list buffer``), or of another part,
+    which then goes on that part's default layout ("prioritized" = the per-env layout with the
+    prioritized sampler). A run that names none gets "vector" (one sub-buffer per env) when it
+    has several training envs and rlblocks-buffer-vector is installed, else "replay"."""
     size: int = field(default=100_000, validator=_int_at_least(1))
     """Capacity in transitions, over all envs."""
+    sampler: str | None = field(default=None, validator=_optional_name)
+    """Registry name of the sampler ("uniform", "prioritized", "sequence"...); None: uniform,
+    or the one ``name`` names."""
+    relabel: str | None = field(default=None, validator=_optional_name)
+    """Registry name of a relabeller ("her"), or None."""
+    writer: str | None = field(default=None, validator=_optional_name)
+    """Registry name of a writer ("cached": only whole episodes enter), or None."""
+    stack_num: int = field(default=1, validator=_int_at_least(1))
+    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
+    ignore_obs_next: bool = False
+    """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
+    storage: str = field(default="memory", validator=attrs.validators.in_(("memory", "memmap")))
+    """Where the arrays live: "memory" (RAM) or "memmap" (.npy files under path, may exceed RAM;
+    flush() makes them durable and the same path reopens them)."""
+    path: str | None = None
+    """Directory of the memory-mapped files (storage="memmap" only)."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("buffer", "name")})
-    """The buffer plugin's config instance (e.g. ``ReplayConfig``); None when it has none."""
+    """The parts' own config instances, ``{"layout": ..., "sampler": ...}`` (None where a part
+    has no options)."""
 
 
 @define(kw_only=True)

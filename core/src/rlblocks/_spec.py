@@ -5,27 +5,38 @@ from attrs import define, field, validators
 
 from rlblocks.plugins.spec import BufferSpec, EnvBackendSpec
 
-
-@define(kw_only=True)
-class ReplayConfig:
-    """Options of the base replay buffer (``size`` and ``num_envs`` are set by the run)."""
-
-    stack_num: int = field(default=1, validator=validators.ge(1))
-    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
-    ignore_obs_next: bool = False
-    """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
-    storage: str = field(default="memory", validator=validators.in_(("memory", "memmap")))
-    """Where the arrays live: "memory" (RAM) or "memmap" (.npy files under path, may exceed RAM;
-    flush() makes them durable and the same path reopens them)."""
-    path: str | None = None
-    """Directory of the memory-mapped files (storage="memmap" only)."""
-
-
 REPLAY = BufferSpec(
     name="replay",
-    summary="Circular replay buffer with episode links, frame stacking and hdf5 files.",
-    impl="rlblocks.buffer:ReplayBuffer",
-    config=ReplayConfig,
+    summary="Layout: one circular storage shared by all envs, with stored episode links.",
+    impl="rlblocks.layouts:SharedRing",
+    part="layout",
+)
+
+
+UNIFORM = BufferSpec(
+    name="uniform",
+    summary="Sampler: every valid transition equally likely (the default).",
+    impl="rlblocks.replay:UniformSampler",
+    part="sampler",
+)
+
+
+@define(kw_only=True)
+class SequenceConfig:
+    """Options of the sequence sampler."""
+
+    length: int = field(default=16, validator=validators.ge(1))
+    """Steps per window; windows stop at episode ends (the rest is masked)."""
+    start: str = field(default="any", validator=validators.in_(("any", "episode")))
+    """Where windows start: "any" valid step, or only an "episode"'s first stored step."""
+
+
+SEQUENCE = BufferSpec(
+    name="sequence",
+    summary="Sampler: fixed-length windows inside episodes with a mask (recurrent learners).",
+    impl="rlblocks.replay:SequenceSampler",
+    part="sampler",
+    config=SequenceConfig,
 )
 
 

@@ -1,23 +1,24 @@
-"""``ReplayBuffer``: the base circular buffer with explicit episode links.
+"""``ReplayBuffer``: a replay buffer composed of storage x layout x sampler (+ relabeller, writer).
 
-One circular storage of ``maxsize`` slots holds the transitions of one or several envs, in the
-order they were added. Each key is stored as one preallocated numpy array of shape
-``[maxsize, *item_shape]`` (nested dicts, e.g. ``Dict`` observations, become nested storage), made
-on the first :meth:`ReplayBuffer.add` from that batch's shapes and dtypes.
+Each stored key is one preallocated array of shape ``[maxsize, *item_shape]`` (nested dicts, e.g.
+``Dict`` or ``Tuple`` observations, become nested storage), made on the first :meth:`add` from that
+batch's shapes and dtypes, in RAM (``storage="memory"``) or as memory-mapped ``.npy`` files
+(``storage="memmap"``). The other parts are objects (see :mod:`rlblocks.replay`):
 
-Because several envs' steps interleave in one storage, the episode structure is not "the slot
-before/after" but kept in link arrays: every slot knows the previous and next slot of the same
-env's episode (:meth:`ReplayBuffer.prev` / :meth:`ReplayBuffer.next`). A link ends at a slot itself:
-``prev(i) == i`` at the first step of an episode or when the previous step has been overwritten,
-``next(i) == i`` at a done step or at the newest step of an episode that has not ended. Frame
-stacking, obs_next rebuilding, GAE and n-step returns all follow these links, so they never cross
-an episode boundary or mix envs.
+* the **layout** decides which slot each env's step goes to and keeps the episode structure:
+  every slot knows the previous and next slot of the same env's episode (:meth:`prev` /
+  :meth:`next`); ``prev(i) == i`` at the first stored step of an episode, ``next(i) == i`` at a
+  done step or at the newest step of an episode that has not ended. Frame stacking, obs_next
+  rebuilding, GAE and n-step returns follow these links, so they never cross an episode boundary
+  or mix envs. Default: :class:`~rlblocks.layouts.SharedRing` (envs interleave in one ring);
+* the **sampler** draws what :meth:`sample` returns (default uniform);
+* an optional **relabeller** rewrites sampled rows (hindsight goals);
+* an optional **writer** decides what an :meth:`add` admits (whole episodes only, ...).
 
 Reserved keys: ``obs, act, rew, terminated, truncated, obs_next, info, policy``; ``done`` is
-derived (``terminated | truncated``). Any other key is stored too.
-
-Hot paths (``add``, ``sample``, ``__getitem__``) work on the raw arrays; a :class:`Batch` is built
-only for what is returned.
+derived (``terminated | truncated``). Any other key is stored too. Hot paths (``add``,
+``sample``, ``__getitem__``) work on the raw arrays; a :class:`Batch` is built only for what is
+returned.
 """
 
 from __future__ import annotations
@@ -44,32 +45,49 @@ from rlblocks._buffer_tree import (
     _tree_map,
 )
 from rlblocks.batch import Batch
+from rlblocks.layouts import SharedRing
+from rlblocks.protocols import BufferAbilities
+from rlblocks.replay import (
+    AnnealedSampler,
+    EnvAttachedPart,
+    Layout,
+    PrioritySampler,
+    Relabeller,
+    Sampler,
+    SequenceSampler,
+    UniformSampler,
+    Writer,
+)
 
-__all__ = ["RESERVED_KEYS", "STACKED_KEYS", "ReplayBuffer"]
+__all__ = ["RESERVED_KEYS", "STACKED_KEYS", "ReplayBuffer", "add_in_runs"]
+
 
 class ReplayBuffer(BufferFiles):
-    """Circular replay buffer for one or several envs, with episode links.
+    """Replay buffer for one or several envs, with episode links, made of parts.
 
     Args:
-        size: number of slots (``maxsize``); the oldest transitions are overwritten first.
+        size: number of slots (``maxsize``; a layout may round it, the per-env one to whole
+            sub-buffers); the oldest transitions are overwritten first.
         num_envs: how many envs may add to it (env ids ``0 .. num_envs - 1``).
         stack_num: frames to stack along axis 1 when reading obs/obs_next/info/policy (1 = none).
         ignore_obs_next: do not store ``obs_next``; it is rebuilt as ``obs[next(i)]`` when read.
-        seed: seed of the buffer's own random generator (used by :meth:`sample_index`).
+        seed: seed of the buffer's random generator (:attr:`rng`, shared by its parts).
         storage: ``"memory"`` (numpy arrays in RAM) or ``"memmap"``: every stored key is a
             ``.npy`` file under ``path`` mapped into memory, so the buffer may exceed RAM (the OS
             pages it in and out); :meth:`flush` makes it durable, and a buffer built again with
             the same arguments and ``path`` continues from the last flush.
         path: directory of the memory-mapped files (``storage="memmap"`` only).
+        layout: a :class:`~rlblocks.replay.Layout` instance or class (built as
+            ``cls(size, num_envs)``); default :class:`~rlblocks.layouts.SharedRing`.
+        sampler: a :class:`~rlblocks.replay.Sampler`; default uniform.
+        relabel: a :class:`~rlblocks.replay.Relabeller`, or None.
+        writer: a :class:`~rlblocks.replay.Writer`, or None (every step written as it comes).
 
     ``len(buf)`` is the number of valid transitions. ``buf.obs``, ``buf.act``... expose the raw
     storage arrays (length ``maxsize``; nested keys as a Batch of them), ``buf.done`` the derived
-    flag and ``buf.env_id`` the env of every slot.
+    flag and ``buf.env_id`` the env of every slot. Build one by name with
+    :func:`rlblocks.make_buffer`.
     """
-
-    #: Bookkeeping arrays (attribute ``_<name>``) that hdf5 files hold beside the data; a
-    #: subclass with more state appends its own names.
-    _META_ARRAYS: tuple[str, ...] = ("prev", "next", "env", "last", "ep_rew", "ep_len", "ep_start")
 
     def __init__(
         self,
@@ -80,6 +98,11 @@ class ReplayBuffer(BufferFiles):
         seed: int | None = None,
         storage: str = "memory",
         path: str | os.PathLike[str] | None = None,
+        *,
+        layout: Layout | type | None = None,
+        sampler: Sampler | None = None,
+        relabel: Relabeller | None = None,
+        writer: Writer | None = None,
     ) -> None:
         if storage not in ("memory", "memmap"):
             raise ValueError(f"storage must be 'memory' or 'memmap', got {storage!r}")
@@ -93,44 +116,114 @@ class ReplayBuffer(BufferFiles):
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         if int(stack_num) < 1:
             raise ValueError(f"stack_num must be >= 1, got {stack_num}")
-        self.maxsize = int(size)
+        if layout is None:
+            layout = SharedRing(int(size), int(num_envs))
+        elif isinstance(layout, type):
+            layout = layout(int(size), int(num_envs))
+        if not isinstance(layout, Layout):
+            raise TypeError(f"layout must be a rlblocks.replay.Layout, got {type(layout).__name__}")
+        if layout.num_envs != int(num_envs):
+            raise ValueError(f"the layout was made for {layout.num_envs} envs, not {num_envs}")
+        self.layout: Layout = layout
+        self.size_requested = int(size)
+        self.maxsize = int(layout.maxsize)
         self.num_envs = int(num_envs)
         self.stack_num = int(stack_num)
         self.ignore_obs_next = bool(ignore_obs_next)
-        self._rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed)
         self._data: Tree | None = None
         # (path, storage array, item shape) of every stored key, in storage order
         self._leaves: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
-        self._env_range = np.arange(self.num_envs, dtype=np.int64)
-        self._index = 0  # next slot to write
-        self._size = 0
-        self._init_links()
-        # per env running episode statistics
-        self._ep_rew = np.zeros(self.num_envs, dtype=np.float64)  # [num_envs, *rew_item_shape]
-        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
-        self._ep_start = np.zeros(self.num_envs, dtype=np.int64)
-        self._fast: list[tuple[str, np.ndarray, tuple[int, ...]]] | None = None
+        self._env_range = layout.env_range
         self._env_bytes = self._env_range.tobytes()
-        self._env_varies = True  # False where a layout fixes each slot's env (vector buffer)
-        if type(self).__init__ is ReplayBuffer.__init__:
-            self._reopen_if_saved()
+        self._fast: list[tuple[str, np.ndarray, tuple[int, ...]]] | None = None
+        self._rew_item: tuple[int, ...] = ()
+        self.sampler: Sampler = UniformSampler() if sampler is None else sampler
+        self.relabeller: Relabeller | None = relabel
+        self.writer: Writer | None = writer
+        for kind, part, proto in (("sampler", self.sampler, Sampler),
+                                  ("relabel", relabel, Relabeller), ("writer", writer, Writer)):
+            if part is not None and not isinstance(part, proto):
+                raise TypeError(
+                    f"{kind} must be a rlblocks.replay.{proto.__name__}, got {type(part).__name__}"
+                )
+        # a uniform sampler needs no notice of writes and adds no columns to reads
+        self._watch = not isinstance(self.sampler, UniformSampler)
+        if self.relabeller is not None and self.stack_num != 1:
+            raise ValueError(
+                f"the {self.relabeller.name!r} relabeller reads single observations (stack_num=1), "
+                f"got stack_num={stack_num}; stack frames inside the observation instead"
+            )
+        self.sampler.bind(self)
+        if self.relabeller is not None:
+            self.relabeller.bind(self)
+        if self.writer is not None:
+            self.writer.bind(self)
+        self._reopen_if_saved()
 
-    def _init_links(self) -> None:
-        """Allocate the episode bookkeeping (a layout that derives links overrides this)."""
-        # per-slot bookkeeping in the narrowest integer type that fits (memory: 4 + 4 + 2 bytes
-        # per slot instead of 24); prev()/next()/env_id return these dtypes
-        link = np.int32 if self.maxsize < 2**31 - 1 else np.int64
-        self._prev = np.arange(self.maxsize, dtype=link)  # [maxsize] slot links
-        self._next = np.arange(self.maxsize + 1, dtype=link)  # last entry: spare sink
-        env = np.int16 if self.num_envs <= 2**15 else np.int64
-        self._env = np.zeros(self.maxsize, dtype=env)  # [maxsize] env id of each slot
-        # per env: newest slot of the episode in progress (maxsize: no chain to continue)
-        self._last = np.full(self.num_envs, self.maxsize, dtype=np.int64)
+    # --- parts and abilities ------------------------------------------------------------------
+
+    def parts(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """``{kind: (registry name, options)}`` of the layout, sampler, relabeller and writer
+        (what buffer files record to rebuild the buffer by name)."""
+        out: dict[str, tuple[str, dict[str, Any]]] = {
+            "layout": (self.layout.name, self.layout.options()),
+            "sampler": (self.sampler.name, self.sampler.options()),
+        }
+        if self.relabeller is not None:
+            out["relabel"] = (self.relabeller.name, self.relabeller.options())
+        if self.writer is not None:
+            out["writer"] = (self.writer.name, self.writer.options())
+        return out
+
+    def abilities(self) -> BufferAbilities:
+        """Which optional abilities this buffer's parts give it (checked once per run)."""
+        parts = [p for p in (self.sampler, self.relabeller, self.writer) if p is not None]
+        return BufferAbilities(
+            prioritized=isinstance(self.sampler, PrioritySampler),
+            annealed=isinstance(self.sampler, AnnealedSampler),
+            relabelling=self.relabeller is not None,
+            seedable=True,
+            env_attached=any(isinstance(p, EnvAttachedPart) for p in parts),
+            episode_cut=True,
+            persistent=True,
+            sequences=isinstance(self.sampler, SequenceSampler),
+        )
+
+    def update_priority(self, index: Any, td_error: Any) -> None:
+        """Give sampled slots new priorities (``|td_error|``-based); needs a priority sampler."""
+        sampler = self.sampler
+        if not isinstance(sampler, PrioritySampler):
+            raise TypeError(
+                f"this buffer samples with {sampler.name!r}, which keeps no priorities; build it "
+                "with sampler='prioritized' to use update_priority"
+            )
+        sampler.update_priority(index, td_error)
+
+    def set_env_step(self, env_step: int) -> None:
+        """Tell the sampler the training progress (anneals prioritized replay's beta)."""
+        if isinstance(self.sampler, AnnealedSampler):
+            self.sampler.set_env_step(env_step)
+
+    def attach_env(self, env: Any) -> ReplayBuffer:
+        """Give the parts that need them the env's own functions (a goal env's
+        ``compute_reward`` for hindsight relabelling); returns the buffer."""
+        for part in (self.sampler, self.relabeller, self.writer):
+            if isinstance(part, EnvAttachedPart):
+                part.attach_env(env)
+        return self
+
+    def batch_view(self, batch: Batch, indices: np.ndarray) -> Any:
+        """The buffer as the rows of a sampled batch see it: the relabeller's view (reads along
+        each row's episode see its rewritten goal), or the buffer itself."""
+        if self.relabeller is None:
+            return self
+        return self.relabeller.view(batch, indices)
 
     # --- basic access -------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self._size
+        return self.layout.size
 
     def __getattr__(self, name: str) -> Any:
         # only called when normal lookup fails: stored keys and the derived ``done``
@@ -149,14 +242,15 @@ class ReplayBuffer(BufferFiles):
         )
 
     @property
-    def _slots(self) -> np.ndarray:
-        """``0 .. maxsize - 1`` (made when needed: keeping it would cost 8 bytes a slot)."""
-        return np.arange(self.maxsize, dtype=np.int64)
+    def env_id(self) -> np.ndarray:
+        """``[maxsize]`` the env that wrote each slot."""
+        return self.layout.env_id
 
     @property
-    def env_id(self) -> np.ndarray:
-        """``[maxsize]`` int64: the env that wrote each slot."""
-        return self._env
+    def storage_arrays(self) -> dict[str, Any]:
+        """The storage as a nested dict of ``[maxsize, ...]`` arrays (empty before the first
+        add); parts read and, in their own bookkeeping, write it directly."""
+        return {} if self._data is None else self._data
 
     def keys(self) -> list[str]:
         """Stored top-level keys in storage order (``done`` is derived and not listed)."""
@@ -167,14 +261,13 @@ class ReplayBuffer(BufferFiles):
         return self._data is not None and key in self._data
 
     def seed(self, seed: int | None = None) -> None:
-        """Reseed the generator that :meth:`sample_index` draws from."""
-        self._rng = np.random.default_rng(seed)
+        """Reseed the generator that sampling and relabelling draw from."""
+        self.rng = np.random.default_rng(seed)
 
     def _init_kwargs(self) -> dict[str, Any]:
-        """Constructor arguments that rebuild an empty buffer like this one (saved in hdf5
-        files; subclasses with more arguments extend it)."""
+        """Arguments that rebuild an empty buffer like this one (with :meth:`parts`)."""
         return {
-            "size": self.maxsize,
+            "size": self.size_requested,
             "num_envs": self.num_envs,
             "stack_num": self.stack_num,
             "ignore_obs_next": self.ignore_obs_next,
@@ -182,9 +275,9 @@ class ReplayBuffer(BufferFiles):
 
     def __repr__(self) -> str:
         name = type(self).__name__
-        if self._data is None or self._size == 0:
+        if self._data is None or len(self) == 0:
             return f"{name}()"
-        valid = self._valid_slots()
+        valid = self.layout.valid_slots()
         text = repr(self._batch_of(valid, stack_num=1, storage_order=True))
         return name + text[len("Batch") :]
 
@@ -215,9 +308,6 @@ class ReplayBuffer(BufferFiles):
             node[path[-1]] = arr
             flat.append((path, arr, tuple(item)))
         self._set_storage(tree)
-        rew_item = tree["rew"].shape[1:]
-        if rew_item != self._ep_rew.shape[1:]:
-            self._ep_rew = np.zeros((self.num_envs, *rew_item), dtype=np.float64)
 
     def _set_storage(self, tree: Tree) -> None:
         self._data = tree
@@ -234,8 +324,8 @@ class ReplayBuffer(BufferFiles):
             self._fast_arrays = [a for _, a, _ in self._fast]
             self._fast_shapes = [shape for _, _, shape in self._fast]
         # where terminated / truncated sit in the writes of an add (they are top-level keys)
-        paths = [p for p, _, _ in self._leaves]
-        self._flag_at = (paths.index(("terminated",)), paths.index(("truncated",)))
+        self._rew_item = tuple(tree["rew"].shape[1:])
+        self.layout.bind(tree["terminated"], tree["truncated"], tree["rew"])
 
     def _key_error(self, given: set[Path], what: str) -> ValueError:
         stored = {p for p, _, _ in self._leaves}
@@ -287,7 +377,17 @@ class ReplayBuffer(BufferFiles):
     def add(
         self, batch: Batch | Mapping[str, Any], env_ids: Any = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Add one step of one env (``rew`` is 0-d) or of ``N`` envs (``rew`` has shape ``[N]``).
+        """Add one step of one env or of ``N`` envs through the buffer's writer (see
+        :meth:`write`; a writer such as ``"cached"`` may hold steps back until their episode
+        ends). Returns ``(index, ep_rew, ep_len, ep_start)`` as :meth:`write` does."""
+        if self.writer is not None:
+            return self.writer.add(batch, env_ids)
+        return self.write(batch, env_ids)
+
+    def write(
+        self, batch: Batch | Mapping[str, Any], env_ids: Any = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Write one step of one env (``rew`` is 0-d) or of ``N`` envs (``rew`` has shape ``[N]``).
 
         ``batch`` holds ``obs, act, rew, terminated, truncated`` (or ``done`` in place of the two
         flags; truncated is then False), usually ``obs_next``, and optionally ``info``, ``policy``
@@ -329,7 +429,7 @@ class ReplayBuffer(BufferFiles):
         envs = self._check_env_ids(env_ids, n)
         if n == 0:
             empty = np.zeros(0, dtype=np.int64)
-            return empty, np.zeros((0, *self._ep_rew.shape[1:])), empty.copy(), empty.copy()
+            return empty, np.zeros((0, *self._rew_item)), empty.copy(), empty.copy()
 
         if self._data is None:
             self._allocate(leaves, single, n)
@@ -381,158 +481,65 @@ class ReplayBuffer(BufferFiles):
     def _write_step(
         self, envs: np.ndarray, n: int, writes: list[tuple[np.ndarray, Any]], rew: Any
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Write one validated step of ``n`` envs and advance links and episode statistics."""
-        maxsize = self.maxsize
-        where, pos, overwritten = self._claim_slots(envs, n)
-        for arr, value in writes:
-            arr[where] = value
+        out = self.layout.write(envs, n, writes, rew)
+        if self._watch:
+            self.sampler.on_write(out[0])
+        return out
 
-        if overwritten is not None:
-            self._unlink_overwritten(overwritten)
-
-        # episode links; envs without a chain have _last == maxsize, a spare slot of _next
-        every = envs is self._env_range  # all envs in id order: whole-array ops, no gathers
-        last = self._last.copy() if every else self._last[envs]
-        self._next[last] = pos
-        np.copyto(last, pos, where=last == maxsize)
-        self._prev[where] = last
-        self._next[where] = pos
-        if self._env_varies:
-            self._env[where] = envs
-        if every:
-            self._last[:] = pos
-        else:
-            self._last[envs] = pos
-        # read the flags back from storage: bool arrays whatever the caller passed
-        done_mask = self._term[where] | self._trunc[where]
-        any_done = np.count_nonzero(done_mask)
-        if any_done:
-            self._last[envs[done_mask]] = maxsize
-
-        self._commit_slots(envs, n)
-        return (pos.copy(), *self._episode_stats(envs, pos, done_mask, any_done, rew, every))
-
-    def _episode_stats(
-        self, envs: np.ndarray, pos: np.ndarray, done_mask: np.ndarray, any_done: int,
-        rew: Any, every: bool,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Advance the running episode statistics of ``envs`` by one step written at ``pos``;
-        return add()'s ``(ep_rew, ep_len, ep_start)`` (``every``: envs is all envs in order)."""
-        n = len(pos)
-        if every and not any_done:  # running statistics in place; nothing to report
-            ep_len = self._ep_len
-            start = self._ep_start
-            np.copyto(start, pos, where=ep_len == 0)
-            ep_len += 1
-            self._ep_rew += rew
-            zeros = np.zeros(n, dtype=np.int64)
-            return np.zeros(self._ep_rew.shape), zeros, start.copy()
-
-        ep_len = self._ep_len[envs]
-        start = self._ep_start[envs]
-        np.copyto(start, pos, where=ep_len == 0)
-        self._ep_start[envs] = start
-        ep_len += 1
-        self._ep_len[envs] = ep_len
-        ep_rew = self._ep_rew[envs]
-        ep_rew += rew
-        self._ep_rew[envs] = ep_rew
-        if any_done:
-            ended = envs[done_mask]
-            self._ep_rew[ended] = 0.0
-            self._ep_len[ended] = 0
-            ep_len *= done_mask
-            ep_rew[~done_mask] = 0.0
-        else:
-            ep_len = np.zeros(n, dtype=np.int64)
-            ep_rew = np.zeros(ep_rew.shape)
-        return ep_rew, ep_len, start
-
-    # --- slot allocation (what a vector or cached layout overrides) -----------------------------
-
-    def _claim_slots(self, envs: np.ndarray, n: int) -> tuple[Any, np.ndarray, np.ndarray | None]:
-        """Where the ``n`` rows of one add go, without changing any state yet.
-
-        Returns ``(where, pos, overwritten)``: an index usable for storage writes (a slice when
-        possible, it is faster), the ``[n]`` slots, and the slots among them that held valid
-        transitions (None when nothing valid is overwritten). :meth:`_commit_slots` then moves
-        the write position once the add has succeeded."""
-        ptr, size, maxsize = self._index, self._size, self.maxsize
-        if ptr + n <= maxsize:
-            where: Any = slice(ptr, ptr + n)
-            pos = np.arange(ptr, ptr + n, dtype=np.int64)
-        else:
-            pos = (ptr + self._env_range[:n]) % maxsize  # n <= num_envs: env ids are distinct
-            where = pos
-        if size + n <= maxsize:
-            return where, pos, None
-        return where, pos, (pos if size == maxsize else pos[pos < size])
-
-    def _commit_slots(self, envs: np.ndarray, n: int) -> None:
-        """Advance the write position after ``n`` rows were written at :meth:`_claim_slots`."""
-        self._index = (self._index + n) % self.maxsize
-        self._size = min(self._size + n, self.maxsize)
-
-    def _valid_slots(self) -> Any:
-        """The valid slots in storage order (a slice when they are contiguous)."""
-        return slice(0, self._size)
-
-    def _unlink_overwritten(self, old: np.ndarray) -> None:
-        """Slots ``old`` (the oldest valid ones) are about to be rewritten: their successors
-        become first steps, and an env whose newest step is overwritten starts a fresh chain."""
-        succ = self._next[old]
-        moved = succ[succ != old]
-        self._prev[moved] = moved
-        old_env = self._env[old]
-        hit = self._last[old_env] == old
-        self._last[old_env[hit]] = self.maxsize
-
-    # --- reading ------------------------------------------------------------------------------
-
-    def _time_order(self) -> np.ndarray:
-        if self._size < self.maxsize:
-            return np.arange(self._size, dtype=np.int64)
-        return np.roll(self._slots, -self._index)
-
-    def sample_indices(self, batch_size: int) -> np.ndarray:
-        """The same as :meth:`sample_index` (the name ARCHITECTURE.md uses); subclasses override
-        ``sample_index`` only."""
-        return self.sample_index(batch_size)
-
-    def sample_index(self, batch_size: int) -> np.ndarray:
-        """``batch_size > 0``: that many uniformly random valid slots (with replacement);
-        ``0``: every valid slot in time (insertion) order; ``< 0``: an empty array."""
-        if batch_size > 0:
-            if self._size == 0:
-                raise ValueError("cannot sample from an empty buffer; add transitions first")
-            return self._rng.integers(self._size, size=batch_size, dtype=np.int64)
-        if batch_size == 0:
-            return self._time_order()
-        return np.zeros(0, dtype=np.int64)
-
-    def sample(self, batch_size: int) -> tuple[Batch, np.ndarray]:
-        """``(self[indices], indices)`` with ``indices = self.sample_index(batch_size)``."""
-        indices = self.sample_index(batch_size)
-        return self[indices], indices
+    # --- episode structure (the layout's) -----------------------------------------------------
 
     def prev(self, index: Any) -> np.ndarray:
         """Slot of the previous step of the same episode; the slot itself at an episode's first
         (stored) step."""
-        return self._prev[index]
+        return self.layout.prev(index)
 
     def next(self, index: Any) -> np.ndarray:
         """Slot of the next step of the same episode; the slot itself at a done step or at the
         newest step of an episode that has not ended."""
-        return self._next[index]
+        return self.layout.next(index)
 
     def unfinished_index(self) -> np.ndarray:
         """The newest slot of every env's episode that has not ended (in env id order)."""
-        last = self._last
-        return last[last != self.maxsize]
+        return self.layout.unfinished_index()
+
+    def steps_after(self, index: np.ndarray) -> np.ndarray:
+        """``[B]`` how many later steps of the same episode are stored after each slot."""
+        return self.layout.steps_after(np.asarray(index, dtype=np.int64))
+
+    def advance(self, index: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """The slot ``steps`` later along ``next`` (``steps <= steps_after(index)``)."""
+        return self.layout.advance(np.asarray(index, dtype=np.int64), np.asarray(steps))
+
+    # --- sampling -----------------------------------------------------------------------------
+
+    def sample_indices(self, batch_size: int) -> np.ndarray:
+        """The same as :meth:`sample_index` (the name ARCHITECTURE.md uses)."""
+        return self.sample_index(batch_size)
+
+    def sample_index(self, batch_size: int) -> np.ndarray:
+        """``batch_size > 0``: that many slots drawn by the sampler (uniformly random valid
+        slots, with replacement, by default; ``[B, L]`` windows for a sequence sampler);
+        ``0``: every valid slot in time (insertion) order; ``< 0``: an empty array."""
+        if batch_size > 0:
+            if len(self) == 0:
+                raise ValueError("cannot sample from an empty buffer; add transitions first")
+            return self.sampler.sample_index(batch_size)
+        if batch_size == 0:
+            return self.layout.time_order()
+        return np.zeros(0, dtype=np.int64)
+
+    def sample(self, batch_size: int) -> tuple[Batch, np.ndarray]:
+        """``(self[indices], indices)`` with ``indices = self.sample_index(batch_size)``, rows
+        rewritten by the relabeller when there is one."""
+        indices = self.sample_index(batch_size)
+        batch = self[indices]
+        if self.relabeller is not None and batch_size > 0:
+            self.relabeller.relabel(batch, indices)
+        return batch, indices
 
     def _resolve(self, index: Any) -> Any:
         if isinstance(index, slice):
-            return self._time_order()[index]
+            return self.layout.time_order()[index]
         if isinstance(index, int | np.integer):
             return int(index)
         return np.asarray(index)
@@ -585,7 +592,12 @@ class ReplayBuffer(BufferFiles):
         rebuilt as ``obs[next(i)]`` when it is not stored."""
         if self._data is None:
             raise IndexError(f"{type(self).__name__} is empty: nothing has been added yet")
-        return self._batch_of(self._resolve(index), self.stack_num)
+        idx = self._resolve(index)
+        batch = self._batch_of(idx, self.stack_num)
+        if self._watch:
+            for key, value in self.sampler.columns(idx).items():
+                batch[key] = value
+        return batch
 
     def get(
         self, index: Any, key: str, default: Any = None, stack_num: int | None = None
@@ -615,6 +627,51 @@ class ReplayBuffer(BufferFiles):
 
     # --- bulk operations ------------------------------------------------------------------------
 
+    def update(self, other: ReplayBuffer) -> np.ndarray:
+        """Append ``other``'s valid transitions in its ``sample_index(0)`` order (time order;
+        env by env when ``other`` has the per-env layout); return the slots written.
+
+        Links are rebuilt from env ids and done flags as if the transitions had been added one
+        by one: a transition continues the newest step of the same env unless that step was done
+        (so an unfinished episode in ``self`` continues into ``other``'s first steps of that env).
+        Running episode statistics advance the same way. Keys must match; ``obs_next`` is rebuilt
+        from ``other`` when ``self`` stores it and ``other`` does not. When more transitions
+        come than the layout holds, the newest stay. With a writer, the rows go through
+        :meth:`add` step by step (each env's in order), so the writer sees them as it sees adds.
+        """
+        if self.writer is not None:
+            return add_in_runs(self, other)
+        rows = self._rows_of(other)
+        if rows is None:
+            return np.zeros(0, dtype=np.int64)
+        cols, envs = rows
+        return self._append(cols, envs, "the other buffer")
+
+    def extend(self, rows: Batch | Mapping[str, Any], env_ids: Any) -> np.ndarray:
+        """Write rows ``[T, ...]`` of envs ``env_ids [T]`` in time order, as if added one by one
+        (bypassing the writer); return the slots that hold them. What a writer uses to admit a
+        held-back episode in one call."""
+        leaves: dict[Path, Any] = {}
+        _flatten(rows, (), leaves)
+        done = leaves.pop(("done",), None)
+        if ("terminated",) not in leaves and done is not None:
+            leaves[("terminated",)] = done
+        envs = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        if ("truncated",) not in leaves:
+            leaves[("truncated",)] = np.zeros(len(envs), dtype=bool)
+        if self.ignore_obs_next:
+            leaves = {p: v for p, v in leaves.items() if p[0] != "obs_next"}
+        cols = {p: np.asarray(v) for p, v in leaves.items()}
+        for p, col in cols.items():
+            if col.shape[:1] != envs.shape:
+                raise ValueError(f"extend: key {_name(p)!r} has {col.shape[:1]} rows for "
+                                 f"{len(envs)} env ids")
+        if len(envs) and (envs.min() < 0 or envs.max() >= self.num_envs):
+            raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {envs.tolist()}")
+        if len(envs) == 0:
+            return np.zeros(0, dtype=np.int64)
+        return self._append(cols, envs, "the extended rows")
+
     def _raw_columns(self, index: np.ndarray, with_obs_next: bool) -> dict[Path, np.ndarray]:
         """Unstacked values of every stored key at ``index``; obs_next rebuilt from ``next``
         when asked for and not stored."""
@@ -627,23 +684,6 @@ class ReplayBuffer(BufferFiles):
         if not with_obs_next:
             cols = {p: v for p, v in cols.items() if p[0] != "obs_next"}
         return cols
-
-    def update(self, other: ReplayBuffer) -> np.ndarray:
-        """Append ``other``'s valid transitions in its ``sample_index(0)`` order (time order;
-        env by env when ``other`` is a vector buffer); return the slots written.
-
-        Links are rebuilt from env ids and done flags as if the transitions had been added one
-        by one: a transition continues the newest step of the same env unless that step was done
-        (so an unfinished episode in ``self`` continues into ``other``'s first steps of that env).
-        Running episode statistics advance the same way. Keys must match; ``obs_next`` is rebuilt
-        from ``other`` when ``self`` stores it and ``other`` does not. When ``other`` holds more
-        than ``maxsize`` transitions, only the last ``maxsize`` of that order remain.
-        """
-        rows = self._rows_of(other)
-        if rows is None:
-            return np.zeros(0, dtype=np.int64)
-        cols, envs = rows
-        return self._append(cols, envs, "the other buffer")
 
     def _rows_of(self, other: ReplayBuffer) -> tuple[dict[Path, np.ndarray], np.ndarray] | None:
         """``other``'s valid transitions for :meth:`update`: ``(columns, env ids)`` in its
@@ -667,81 +707,18 @@ class ReplayBuffer(BufferFiles):
 
     def _append(self, cols: dict[Path, np.ndarray], envs: np.ndarray, what: str) -> np.ndarray:
         """Append rows ``cols`` (``{path: [T, ...] column}``, every stored key) of envs ``envs``
-        in time order, as if added one by one; return the slots written (see :meth:`update`)."""
-        total = len(envs)
+        in time order through the layout; return the slots written."""
         if self._data is None:
-            self._allocate(cols, single=False, n=total)
+            self._allocate(cols, single=False, n=len(envs))
         if set(cols) != {p for p, _, _ in self._leaves}:
             raise self._key_error(set(cols), what)
-        rew = cols[("rew",)]
-        done = cols[("terminated",)] | cols[("truncated",)]
-        maxsize, ptr, size = self.maxsize, self._index, self._size
-        pos_all = (ptr + np.arange(total, dtype=np.int64)) % maxsize  # as if added one by one
-
-        self._advance_episode_stats(envs, rew, done, pos_all)
-
-        keep = min(total, maxsize)
-        if total > maxsize:  # everything already here is overwritten
-            self._last[:] = maxsize
-        pos = pos_all[total - keep :]
-        envs, done = envs[total - keep :], done[total - keep :]
-        for p, arr, _ in self._leaves:
-            arr[pos] = cols[p][total - keep :]
-        if size + keep > maxsize and total <= maxsize:
-            self._unlink_overwritten(pos if size == maxsize else pos[pos < size])
-
-        # links: sort by env (stable keeps time order), then chain consecutive same-env steps
-        order = np.argsort(envs, kind="stable")
-        se, sp, sd = envs[order], pos[order], done[order]
-        same = se[1:] == se[:-1]
-        link = same & ~sd[:-1]
-        prev_s, next_s = sp.copy(), sp.copy()
-        prev_s[1:][link] = sp[:-1][link]
-        next_s[:-1][link] = sp[1:][link]
-        first = np.ones(keep, dtype=bool)
-        first[1:] = ~same
-        firsts = np.flatnonzero(first)
-        before = self._last[se[firsts]]
-        cont = before != maxsize
-        prev_s[firsts[cont]] = before[cont]
-        self._next[before] = sp[firsts]  # envs without a chain write into the spare slot
-        self._prev[sp] = prev_s
-        self._next[sp] = next_s
-        self._env[pos] = envs
-        lasts = np.flatnonzero(np.append(~same, True))
-        self._last[se[lasts]] = np.where(sd[lasts], maxsize, sp[lasts])
-
-        self._index = int((ptr + total) % maxsize)
-        self._size = min(size + total, maxsize)
+        columns = [(arr, np.asarray(cols[p])) for p, arr, _ in self._leaves]
+        done = np.asarray(cols[("terminated",)], bool) | np.asarray(cols[("truncated",)], bool)
+        rew = np.asarray(cols[("rew",)])
+        pos = self.layout.extend(columns, envs, rew, done)
+        if self._watch and len(pos):
+            self.sampler.on_write(pos)
         return pos
-
-    def _advance_episode_stats(
-        self, envs: np.ndarray, rew: np.ndarray, done: np.ndarray, pos: np.ndarray
-    ) -> None:
-        """Running return/length/start per env after appending steps ``(envs, rew, done)`` at
-        slots ``pos`` in time order, exactly as one-by-one adds would leave them."""
-        n = len(envs)
-        j = np.arange(n)
-        last_done = np.full(self.num_envs, -1, dtype=np.int64)
-        np.maximum.at(last_done, envs[done], j[done])
-        tail = j > last_done[envs]  # steps of the episode still running at the end
-        tail_env = envs[tail]
-        tail_rew = np.zeros_like(self._ep_rew)
-        np.add.at(tail_rew, tail_env, rew[tail])
-        tail_len = np.bincount(tail_env, minlength=self.num_envs)
-        first_tail = np.full(self.num_envs, n, dtype=np.int64)
-        np.minimum.at(first_tail, tail_env, j[tail])
-        tail_start = pos[np.minimum(first_tail, n - 1)]
-
-        present = np.zeros(self.num_envs, dtype=bool)
-        present[envs] = True
-        restart = present & (last_done >= 0)  # an episode ended here: the tail is a new one
-        fresh = present & ((self._ep_len == 0) | restart) & (tail_len > 0)
-        self._ep_start = np.where(fresh, tail_start, self._ep_start)
-        self._ep_rew[restart] = 0.0
-        self._ep_len[restart] = 0
-        self._ep_rew += tail_rew
-        self._ep_len += tail_len
 
     def reset(self, keep_statistics: bool = False) -> None:
         """Forget all transitions (the storage arrays and their keys stay allocated).
@@ -749,29 +726,44 @@ class ReplayBuffer(BufferFiles):
         With ``keep_statistics`` the running return/length of episodes in progress survive, so
         an on-policy loop that clears the buffer between updates still reports whole episodes;
         their next step starts a fresh link chain either way."""
-        self._index = 0
-        self._size = 0
-        self._reset_links()
-        if not keep_statistics:
-            self._ep_rew[:] = 0.0
-            self._ep_len[:] = 0
-            self._ep_start[:] = 0
-
-    def _reset_links(self) -> None:
-        """Forget every episode link (all slots invalid)."""
-        self._prev[:] = self._slots
-        self._next[: self.maxsize] = self._slots
-        self._env[:] = 0
-        self._last[:] = self.maxsize
+        self.layout.reset(keep_statistics)
+        self.sampler.on_reset()
+        if self.writer is not None:
+            self.writer.reset(keep_statistics)
 
     def truncate_unfinished(self) -> np.ndarray:
         """Mark the newest step of every unfinished episode as truncated and end it there (e.g.
-        after loading a buffer whose envs restart); return those slots."""
-        idx = self.unfinished_index()
-        if len(idx) and self._data is not None:
-            self._data["truncated"][idx] = True
-            envs = self._env[idx]
-            self._last[envs] = self.maxsize
-            self._ep_rew[envs] = 0.0
-            self._ep_len[envs] = 0
-        return idx
+        after loading a buffer whose envs restart); return those slots. A writer that holds
+        episodes back admits them, truncated."""
+        if self.writer is not None:
+            return self.writer.truncate_unfinished()
+        return self.layout.truncate_unfinished()
+
+
+def _nest(cols: dict[Path, Any], rows: Any) -> dict[str, Any]:
+    """``{path: column}`` -> nested dict of ``column[rows]`` (the form ``add`` takes)."""
+    out: dict[str, Any] = {}
+    for path, col in cols.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = col[rows]
+    return out
+
+
+def add_in_runs(buf: ReplayBuffer, other: ReplayBuffer) -> np.ndarray:
+    """Add ``other``'s valid transitions to ``buf`` through ``buf.add``, keeping each env's
+    order: round ``k`` adds the ``k``-th transition of every env that has one (one ``add`` per
+    round). Returns the slots ``add`` reported, in the order the rows were added."""
+    rows = buf._rows_of(other)
+    if rows is None:
+        return np.zeros(0, dtype=np.int64)
+    cols, envs = rows
+    counts = np.bincount(envs)
+    order = np.argsort(envs, kind="stable")
+    rank = np.empty(len(envs), dtype=np.int64)
+    rank[order] = np.arange(len(envs)) - np.repeat(np.cumsum(counts) - counts, counts)
+    order = np.lexsort((envs, rank))  # round by round, env ids ascending inside a round
+    bounds = np.flatnonzero(np.diff(rank[order])) + 1
+    out = [buf.add(_nest(cols, r), env_ids=envs[r])[0] for r in np.split(order, bounds)]
+    return np.concatenate(out)

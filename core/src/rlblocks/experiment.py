@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import difflib
 import importlib
 import math
 import os
@@ -44,7 +45,7 @@ from rlblocks.checkpoint import (
 )
 from rlblocks.collector import Collector
 from rlblocks.console import ConsoleReporter
-from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.errors import BufferFileError, CheckpointError, ConfigError
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.plugins.spec import AlgoSpec, PluginSpec
@@ -185,12 +186,75 @@ def make_vector_env(
     return venv
 
 
-def make_buffer(name: str, size: int, num_envs: int = 1, **options: Any) -> Any:
-    """Build a replay buffer by name, e.g. ``make_buffer("replay", size=100_000, num_envs=8)``."""
+#: ``make_buffer`` options that belong to the buffer itself rather than to one of its parts
+_BUFFER_OWN = ("stack_num", "ignore_obs_next", "seed", "storage", "path")
+
+
+def make_buffer(
+    name: str,
+    size: int,
+    num_envs: int = 1,
+    *,
+    sampler: str | None = None,
+    relabel: str | None = None,
+    writer: str | None = None,
+    **options: Any,
+) -> Any:
+    """Build a replay buffer from parts by name, e.g.
+    ``make_buffer("vector", size=100_000, num_envs=8, sampler="prioritized", relabel="her",
+    storage="memmap", path="buf/", stack_num=4, alpha=0.6)``.
+
+    ``name`` names the layout (``"replay"``, ``"vector"``), or another part, which then goes on
+    that part's default layout (``make_buffer("prioritized", ...)``). ``options`` are the
+    buffer's own (``stack_num, ignore_obs_next, seed, storage, path``) and every chosen part's
+    (``rlblocks list buffer --details`` lists them); an unknown one is an error naming the
+    options there are."""
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
         raise ConfigError(f"buffer size must be an int >= 1, got {size!r}")
-    cls = get_registry("buffer").load(name)
-    return cls(size=size, num_envs=num_envs, **_config_options("buffer", name, options))
+    from rlblocks.buffer import ReplayBuffer
+    from rlblocks.replay import build_part, resolve_part_names
+
+    parts = resolve_part_names(name, sampler, relabel, writer)
+    own = {k: options.pop(k) for k in _BUFFER_OWN if k in options}
+    per_part: dict[str, dict[str, Any]] = {}
+    claimed: set[str] = set()
+    for kw, part_name in parts.items():
+        spec = spec_lookup("buffer", part_name)
+        fields = {a.name for a in attrs.fields(spec.config) if a.init} if spec.config else set()
+        mine = {k: v for k, v in options.items() if k in fields}
+        claimed |= mine.keys()
+        per_part[kw] = _config_options("buffer", part_name, mine)
+    unknown = sorted(set(options) - claimed)
+    if unknown:
+        known = sorted({*_BUFFER_OWN, *(k for d in per_part.values() for k in d)})
+        hints = {k: difflib.get_close_matches(k, known, n=1) for k in unknown}
+        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                         for k, h in hints.items())
+        raise ConfigError(
+            f"buffer option(s) {said} belong to none of its parts {dict(parts)}; the options "
+            f"are {known}"
+        )
+    size, num_envs = int(size), int(num_envs)
+    built = {kw: build_part(kw, n, per_part[kw], size, num_envs) for kw, n in parts.items()}
+    try:
+        return ReplayBuffer(size, num_envs, **own, **built)
+    except BufferFileError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"buffer {name!r}: {exc}") from exc
+
+
+def buffer_options(section: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`make_buffer` a config's buffer section gives (its own
+    fields and every part's options), without name, size and num_envs."""
+    out: dict[str, Any] = {
+        "sampler": section.sampler, "relabel": section.relabel, "writer": section.writer,
+        "stack_num": section.stack_num, "ignore_obs_next": section.ignore_obs_next,
+        "storage": section.storage, "path": section.path,
+    }
+    for part in (section.options or {}).values():
+        out.update(_options_dict(part))
+    return out
 
 
 def make_policy(
@@ -446,9 +510,15 @@ class Experiment:
                 f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
                 "does not ship yet"
             )
-        self.buffer = make_buffer(
-            c.buffer.name, c.buffer.size, c.env.num_envs, **_options_dict(c.buffer.options)
-        )
+        buffer_kwargs = buffer_options(c.buffer)
+        if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
+            if self.run_dir is None:
+                raise ConfigError(
+                    "$.buffer.path: storage='memmap' needs a directory for the array files; set "
+                    "buffer.path or give the run a directory"
+                )
+            buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
+        self.buffer = make_buffer(c.buffer.name, c.buffer.size, c.env.num_envs, **buffer_kwargs)
         abilities = BufferAbilities.of(self.buffer)
         if abilities.seedable:
             self.buffer.seed(seed)
@@ -622,13 +692,11 @@ class Experiment:
             _set_numpy_rng_state(payload["numpy_rng"])
         self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
         if buffer_file.is_file() and trainer.buffer_abilities.persistent:
-            loaded = type(self.buffer).load_hdf5(buffer_file)
+            # into the run's own buffer, so it keeps its storage kind (memmap stays memmap)
+            self.buffer.read_hdf5(buffer_file)
             # the envs restart their episodes, so episodes left open in the file end here
-            if isinstance(loaded, EpisodeCutBuffer):
-                loaded.truncate_unfinished()
-            self.buffer = loaded
-            trainer.buffer = loaded
-            self.train_collector.buffer = loaded
+            if isinstance(self.buffer, EpisodeCutBuffer):
+                self.buffer.truncate_unfinished()
 
     def run(self, resumed: bool = False) -> TrainResult:
         """Build (and on resume restore) the run, train it, write its result. The run directory

@@ -139,9 +139,12 @@ class EpisodeCutBuffer(Protocol):
 
 @runtime_checkable
 class PersistentBuffer(Protocol):
-    """Saves itself to an hdf5 file; ``type(buffer).load_hdf5(path)`` reads it back."""
+    """Saves itself to an hdf5 file; ``buffer.read_hdf5(path)`` reads one back into it (keeping
+    its storage), ``type(buffer).load_hdf5(path)`` into a new buffer."""
 
     def save_hdf5(self, path: Any, compression: str | None = None) -> None: ...
+
+    def read_hdf5(self, path: Any) -> None: ...
 
     @classmethod
     def load_hdf5(cls, path: Any) -> Any: ...
@@ -164,6 +167,14 @@ class ViewingPolicy(Protocol):
     view_requirements: Mapping[str, Any]
 
 
+@runtime_checkable
+class ComposedBuffer(Protocol):
+    """A buffer made of parts (:class:`rlblocks.ReplayBuffer`) that reports which optional
+    abilities its parts give it."""
+
+    def abilities(self) -> BufferAbilities: ...
+
+
 @dataclass(frozen=True)
 class BufferAbilities:
     """Which optional abilities a buffer has, found once with :meth:`of`."""
@@ -175,11 +186,16 @@ class BufferAbilities:
     env_attached: bool = False
     episode_cut: bool = False
     persistent: bool = False
+    sequences: bool = False
 
     @classmethod
     def of(cls, buffer: Any) -> BufferAbilities:
+        """A composed buffer reports its parts' abilities itself; other buffers are checked
+        against the small protocols above."""
         if buffer is None:
             return cls()
+        if isinstance(buffer, ComposedBuffer):
+            return buffer.abilities()
         return cls(
             prioritized=isinstance(buffer, PrioritizedBuffer),
             annealed=isinstance(buffer, AnnealedBuffer),

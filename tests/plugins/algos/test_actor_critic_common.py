@@ -92,10 +92,11 @@ def test_prioritized_sampling_composes_and_receives_td_errors(algo: str) -> None
     buf = rlblocks.make_buffer("prioritized", size=1_000, num_envs=2, alpha=0.6)
     rlblocks.Collector(policy, envs, buf, seed=0).collect(n_step=200)
     idx = buf.sample_indices(0)
-    before = np.array(buf.weight(idx), copy=True)  # all priorities equal before the update
+    before = np.array(buf.sampler.weight(idx), copy=True)  # all priorities equal before the update
     stats = policy.update(64, buf)
     assert np.isfinite(float(stats["loss/critic"]))
-    assert not np.allclose(buf.weight(idx), before)  # the update's td errors became priorities
+    # the update's td errors became priorities
+    assert not np.allclose(buf.sampler.weight(idx), before)
     envs.close()
 
 

@@ -107,12 +107,29 @@ class AlgoSpec(PluginSpec):
             )
 
 
+BUFFER_PARTS = ("layout", "sampler", "relabeller", "writer")
+
+
 @frozen(kw_only=True)
 class BufferSpec(PluginSpec):
-    """A replay buffer type. ``impl`` names a class built as
-    ``Cls(size=..., num_envs=..., **config_fields)``."""
+    """One part of a replay buffer (see :mod:`rlblocks.replay`). ``part`` says which:
+
+    * ``"layout"``: ``impl`` is built as ``Cls(size, num_envs, **config_fields)``;
+    * ``"sampler"``, ``"relabeller"``, ``"writer"``: built as ``Cls(**config_fields)``.
+
+    ``config`` holds only the part's own options (``stack_num``, ``storage``... belong to the
+    buffer). A part named as the buffer itself (``make_buffer("prioritized", ...)``) goes on
+    ``default_layout`` (core's ``"replay"`` when None)."""
 
     kind: ClassVar[str] = "buffer"
+
+    part: str = field(default="layout")
+    default_layout: str | None = None
+
+    @part.validator
+    def _check_part(self, _attr: Any, value: str) -> None:
+        if value not in BUFFER_PARTS:
+            raise ValueError(f"part={value!r}; use one of {list(BUFFER_PARTS)}")
 
 
 @frozen(kw_only=True)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import rlblocks
 from rlblocks.returns import nstep_return
-from rlblocks_buffer_cached import CachedReplayBuffer
+from rlblocks_buffer_cached import CachedReplayBuffer, CachedWriter
 
 
 def step(uids, term, trunc=None, dict_obs=False):
@@ -138,4 +138,4 @@ def test_hdf5_round_trip_keeps_main_buffer_and_caches(tmp_path_factory, steps) -
 
 def test_cached_buffer_is_selected_by_name_with_options() -> None:
     buf = rlblocks.make_buffer("cached", size=100, num_envs=2, cache_size=10)
-    assert isinstance(buf, CachedReplayBuffer) and buf.cache_size == 10
+    assert isinstance(buf.writer, CachedWriter) and buf.writer.cache_size == 10

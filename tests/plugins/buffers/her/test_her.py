@@ -1,6 +1,6 @@
-"""HER buffer: future goals from the same episode, recomputed rewards, n-step targets through
-the relabelled view, conformance, hdf5 files, selection by name, and DQN + HER solving
-bit-flipping where plain replay does not."""
+"""HER relabeller: future goals from the same episode, recomputed rewards, n-step targets through
+the relabelled view, conformance, hdf5 files, selection by name (as a part of a composed buffer),
+and DQN + HER solving bit-flipping where plain replay does not."""
 
 from __future__ import annotations
 
@@ -12,14 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
+from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
 from rlblocks.errors import ConfigError
 from rlblocks.experiment import seed_everything
+from rlblocks.layouts import SharedRing
 from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.replay import EnvAttachedPart, Relabeller
 from rlblocks.returns import nstep_return
 from rlblocks.testing.buffer_checks import History, check_buffer
-from rlblocks_buffer_her import HERReplayBuffer, HERVectorReplayBuffer
+from rlblocks_buffer_her import HERReplayBuffer, HERVectorReplayBuffer, HindsightRelabeller
 from rlblocks_buffer_her.buffer import RelabelledView
+from rlblocks_buffer_vector import PerEnvLayout
 
 BUFFERS = [HERReplayBuffer, HERVectorReplayBuffer]
 
@@ -134,11 +138,36 @@ def test_her_buffers_pass_the_buffer_conformance_checks(cls) -> None:
     check_buffer(lambda size, num_envs: cls(size, num_envs=num_envs, k=0))
 
 
+def test_the_relabeller_is_a_relabeller_part_that_needs_the_env() -> None:
+    her = HindsightRelabeller(k=2)
+    assert isinstance(her, Relabeller) and isinstance(her, EnvAttachedPart)
+    assert her.name == "her"
+
+
+def test_options_keep_import_paths_and_drop_callables() -> None:
+    path = "operator:eq"  # any importable callable will do
+    her = HindsightRelabeller(k=2, compute_reward=path, terminate_on_success=True,
+                              compute_terminated=goal_reached)
+    assert her.options() == {"k": 2, "strategy": "future", "compute_reward": path,
+                             "terminate_on_success": True, "compute_terminated": None}
+    buf = ReplayBuffer(10, relabel=her)
+    assert buf.parts()["relabel"] == ("her", her.options())
+    assert her.buffer is buf
+
+
 def test_make_buffer_selects_her_by_name_with_its_options() -> None:
     buf = rlblocks.make_buffer("her", size=100, num_envs=4, k=1, terminate_on_success=True)
-    assert isinstance(buf, HERVectorReplayBuffer)
-    assert buf.future_p == pytest.approx(0.5) and buf.terminate_on_success
-    assert buf.sub_size == 25
+    assert type(buf) is ReplayBuffer
+    assert isinstance(buf.relabeller, HindsightRelabeller)
+    assert isinstance(buf.layout, PerEnvLayout)  # her goes on the per-env layout by default
+    her = buf.relabeller
+    assert her.future_p == pytest.approx(0.5) and her.terminate_on_success
+    assert buf.layout.sub_size == 25
+    # on another layout, and with a buffer-level option beside the relabeller's
+    ring = rlblocks.make_buffer("replay", size=100, num_envs=4, relabel="her", k=2,
+                                ignore_obs_next=True)
+    assert isinstance(ring.layout, SharedRing) and isinstance(ring.relabeller, HindsightRelabeller)
+    assert ring.relabeller.k == 2 and ring.ignore_obs_next
     with pytest.raises(ConfigError, match="strategy"):
         rlblocks.make_buffer("her", size=100, strategy="episode")
     with pytest.raises(ConfigError, match="kk"):
@@ -146,8 +175,10 @@ def test_make_buffer_selects_her_by_name_with_its_options() -> None:
 
 
 def test_stacked_frames_and_unknown_strategies_are_refused_with_a_hint() -> None:
+    with pytest.raises(ValueError, match="stack_num"):
+        ReplayBuffer(10, stack_num=4, relabel=HindsightRelabeller())
     with pytest.raises(ConfigError, match="stack_num"):
-        HERReplayBuffer(10, stack_num=4)
+        rlblocks.make_buffer("her", size=10, stack_num=4)
     with pytest.raises(ConfigError, match="future"):
         HERReplayBuffer(10, strategy="final")
     with pytest.raises(ConfigError, match=r"package\.module:function"):
@@ -171,13 +202,21 @@ def test_array_observations_are_refused_with_a_hint() -> None:
         buf.sample(4)
 
 
+def test_window_samplers_are_refused_with_a_hint_when_the_buffer_is_built() -> None:
+    with pytest.raises(ConfigError, match=r"single transitions.*'sequence' draws windows"):
+        rlblocks.make_buffer("her", size=10, sampler="sequence", length=3)
+
+
 def test_attach_env_takes_the_goal_functions_of_the_unwrapped_env() -> None:
     gym.register("rlblocks-test/BitFlip-v0", entry_point=BitFlipEnv, max_episode_steps=8)
     try:
         env = gym.make("rlblocks-test/BitFlip-v0", n=4)
         buf = HERVectorReplayBuffer(10, terminate_on_success=True).attach_env(env)
-        assert buf.compute_reward.__func__ is BitFlipEnv.compute_reward
-        assert buf.compute_terminated.__func__ is BitFlipEnv.compute_terminated
+        assert buf.relabeller.compute_reward.__func__ is BitFlipEnv.compute_reward
+        assert buf.relabeller.compute_terminated.__func__ is BitFlipEnv.compute_terminated
+        # functions given to the relabeller win over the env's
+        own = HERReplayBuffer(10, compute_reward=goal_reward).attach_env(env)
+        assert own.relabeller.compute_reward is goal_reward
     finally:
         gym.registry.pop("rlblocks-test/BitFlip-v0", None)
     with pytest.raises(ConfigError, match="compute_reward"):
@@ -217,13 +256,15 @@ def test_relabelled_goals_always_come_from_the_same_episodes_future(cls) -> None
     np.testing.assert_array_equal(goal[~relabelled], stored[~relabelled])
 
 
+@pytest.mark.parametrize("ignore_obs_next", [False, True])
 @pytest.mark.parametrize("terminate_on_success", [False, True])
 def test_rewards_and_terminations_are_recomputed_for_relabelled_goals(
-    terminate_on_success: bool,
+    terminate_on_success: bool, ignore_obs_next: bool
 ) -> None:
+    # without stored obs_next, achieved goals come from the next step's obs
     buf = HERVectorReplayBuffer(
         60, num_envs=2, k=1, compute_reward=goal_reward, compute_terminated=goal_reached,
-        terminate_on_success=terminate_on_success, seed=3,
+        terminate_on_success=terminate_on_success, ignore_obs_next=ignore_obs_next, seed=3,
     )
     GoalScript(buf, seed=2).add(30)
     batch, idx = buf.sample(2000)
@@ -337,7 +378,10 @@ def test_random_add_sequences_survive_hdf5_with_goal_observations(
     buf.save_hdf5(path)
     loaded = cls.load_hdf5(path)
     history.verify(loaded, uid_of(loaded), "after hdf5 load")
-    assert (loaded.k, loaded.terminate_on_success, loaded.ignore_obs_next) == (
+    assert isinstance(loaded, cls) and isinstance(loaded.relabeller, HindsightRelabeller)
+    assert type(loaded.layout) is type(buf.layout)
+    her = loaded.relabeller
+    assert (her.k, her.terminate_on_success, loaded.ignore_obs_next) == (
         3, True, ignore_obs_next
     )
     loaded.attach_env(BitFlipEnv(1))  # callables are not saved: attach them again
@@ -366,8 +410,7 @@ def train_bitflip(buffer: str, n: int, episodes: int, seed: int = 0, **options) 
     policy.seed(seed)
     budget = episodes * n
     buf = rlblocks.make_buffer(buffer, size=budget, num_envs=4, **options)
-    if hasattr(buf, "attach_env"):
-        buf.attach_env(env)
+    buf.attach_env(env)
     buf.seed(seed)
     collector = Collector(policy, envs, buf, seed=seed)
     steps = 0

@@ -9,8 +9,13 @@ import pytest
 
 import rlblocks
 from rlblocks.testing.buffer_checks import check_buffer
-from rlblocks_buffer_prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
+from rlblocks_buffer_prioritized import (
+    PrioritizedReplayBuffer,
+    PrioritizedSampler,
+    PrioritizedVectorReplayBuffer,
+)
 from rlblocks_buffer_prioritized.segment_tree import SumMinTree
+from rlblocks_buffer_vector import PerEnvLayout
 
 FORMS = [PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer]
 
@@ -110,14 +115,15 @@ def test_hdf5_round_trip_keeps_priorities_and_beta(cls, tmp_path) -> None:
     buf.set_env_step(50)
     buf.save_hdf5(tmp_path / "per.h5")
     loaded = cls.load_hdf5(tmp_path / "per.h5")
-    assert loaded.alpha == 0.7 and loaded.beta == pytest.approx(buf.beta)
+    assert loaded.sampler.alpha == 0.7 and loaded.beta == pytest.approx(buf.beta)
     np.testing.assert_allclose(loaded.weight(np.arange(8)), buf.weight(np.arange(8)))
     assert np.array_equal(loaded.sample_index(32), buf.sample_index(32))
 
 
 def test_make_buffer_by_name_takes_per_options_and_rejects_bad_ones() -> None:
     buf = rlblocks.make_buffer("prioritized", size=64, num_envs=4, alpha=0.6, beta=0.5)
-    assert isinstance(buf, PrioritizedVectorReplayBuffer) and buf.alpha == 0.6
+    assert isinstance(buf.sampler, PrioritizedSampler) and buf.sampler.alpha == 0.6
+    assert isinstance(buf.layout, PerEnvLayout)  # what "prioritized" always built
     with pytest.raises(Exception, match="alpha"):
         rlblocks.make_buffer("prioritized", size=64, num_envs=4, alpha=-1.0)
 
@@ -134,10 +140,11 @@ def test_dqn_nstep_update_uses_weights_and_writes_back_priorities() -> None:
                  "rew": np.array([1.0, -1.0]), "terminated": np.array([t == 9, False]),
                  "truncated": np.array([False, False]),
                  "obs_next": np.full((2, 1), t + 1, np.float32)})
-    before = buf._tree.leaves.copy()
+    before = buf.sampler.tree.leaves.copy()
     policy.update(8, buf)
-    assert not np.allclose(buf._tree.leaves, before)  # td errors replaced the initial priority
-    assert buf._max_prio >= 1.0
+    # td errors replaced the initial priority
+    assert not np.allclose(buf.sampler.tree.leaves, before)
+    assert buf.sampler.state()[0]["max_priority"] >= 1.0
 
 
 @pytest.mark.slow

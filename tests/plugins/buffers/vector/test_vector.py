@@ -12,7 +12,7 @@ import rlblocks
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.returns import episodic_returns, nstep_return
 from rlblocks.testing.buffer_checks import History, check_buffer
-from rlblocks_buffer_vector import VectorReplayBuffer
+from rlblocks_buffer_vector import PerEnvLayout, VectorReplayBuffer
 
 
 def step(uids, term=None, n=None):
@@ -127,7 +127,8 @@ def test_update_appends_another_buffer_per_env_in_time_order() -> None:
 
 def test_make_buffer_builds_it_by_name_with_replay_options() -> None:
     buf = rlblocks.make_buffer("vector", size=100, num_envs=4, stack_num=2)
-    assert isinstance(buf, VectorReplayBuffer) and buf.sub_size == 25 and buf.stack_num == 2
+    assert isinstance(buf.layout, PerEnvLayout) and buf.layout.sub_size == 25
+    assert buf.stack_num == 2 and buf.parts()["layout"] == ("vector", {})
 
 
 @settings(max_examples=25, deadline=None)
@@ -245,8 +246,8 @@ def test_derived_links_match_one_base_buffer_per_env(tmp_path_factory, sub_size,
         assert np.array_equal(buf.next(every), ref.links("next")), kind
         assert np.array_equal(buf.unfinished_index(), ref.unfinished()), kind
         assert len(buf) == sum(len(b) for b in ref.bufs)
-        assert np.array_equal(buf._ep_len, [b._ep_len[0] for b in ref.bufs])
-        np.testing.assert_allclose(buf._ep_rew, [b._ep_rew[0] for b in ref.bufs])
+        assert np.array_equal(buf.layout.stats.len, [b.layout.stats.len[0] for b in ref.bufs])
+        np.testing.assert_allclose(buf.layout.stats.rew, [b.layout.stats.rew[0] for b in ref.bufs])
         if len(buf):
             assert np.array_equal(buf[:].obs, np.concatenate(
                 [b[:].obs for b in ref.bufs if len(b)]))
@@ -257,9 +258,9 @@ def test_derived_links_match_one_base_buffer_per_env(tmp_path_factory, sub_size,
                 step_ = ref.links("next")[cur]
                 walked += step_ != cur
                 cur = step_
-            assert np.array_equal(buf._steps_after(valid, chunk=2), walked)
+            assert np.array_equal(buf.layout.steps_after(valid, chunk=2), walked)
             assert set(buf.sample_index(64).tolist()) <= set(valid.tolist())  # never empty slots
-            assert np.array_equal(buf._advance(valid, walked), cur)
+            assert np.array_equal(buf.advance(valid, walked), cur)
 
 
 def test_memory_is_the_stored_data_alone() -> None:
@@ -290,12 +291,12 @@ def test_running_statistics_left_behind_by_lockstep_adds_catch_up_exactly(sub_si
     bulk; whatever happens in between (more adds past a full sub-buffer, an episode end, a
     partial step, a reset that keeps statistics), the statistics must equal step-by-step ones."""
     fast, slow = VectorReplayBuffer(3 * sub_size, 3), VectorReplayBuffer(3 * sub_size, 3)
-    slow._stat_cap = 0  # never leaves anything behind
+    slow.layout._stat_cap = 0  # never leaves anything behind
     rng = np.random.default_rng(sub_size)
     for kind, salt in ops:
         if kind == "read":
-            assert np.array_equal(fast._ep_len, slow._ep_len)
-            np.testing.assert_allclose(fast._ep_rew, slow._ep_rew)
+            assert np.array_equal(fast.layout.stats.len, slow.layout.stats.len)
+            np.testing.assert_allclose(fast.layout.stats.rew, slow.layout.stats.rew)
             continue
         if kind == "reset":
             fast.reset(keep_statistics=True)
@@ -312,6 +313,7 @@ def test_running_statistics_left_behind_by_lockstep_adds_catch_up_exactly(sub_si
         want = slow.add(dict(data), env_ids=envs if kind == "some" else None)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b)
-    assert np.array_equal(fast._ep_len, slow._ep_len)
-    np.testing.assert_allclose(fast._ep_rew, slow._ep_rew)
-    assert np.array_equal(fast._ep_start[fast._ep_len > 0], slow._ep_start[slow._ep_len > 0])
+    assert np.array_equal(fast.layout.stats.len, slow.layout.stats.len)
+    np.testing.assert_allclose(fast.layout.stats.rew, slow.layout.stats.rew)
+    fs, ss = fast.layout.stats, slow.layout.stats
+    assert np.array_equal(fs.start[fs.len > 0], ss.start[ss.len > 0])

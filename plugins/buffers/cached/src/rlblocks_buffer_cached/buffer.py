@@ -1,25 +1,28 @@
-"""``CachedReplayBuffer``: per-env caches; a whole episode moves into the main buffer when it ends.
+"""The cached writer: per-env caches; a whole episode enters the buffer when it ends.
 
 Some algorithms (episodic returns computed once, hindsight relabelling, sequence models) want to
-sample only complete episodes. Here every step goes first into its env's cache (a
-:class:`~rlblocks_buffer_vector.VectorReplayBuffer` with ``cache_size`` slots per env); when a step
-is done, that env's episode is copied, in order, into the main buffer (this object, a plain
-:class:`~rlblocks.buffer.ReplayBuffer`), which is what ``sample``, ``buf[...]``, ``prev`` /
-``next``, returns and hdf5 files see.
+sample only complete episodes. With this :class:`~rlblocks.replay.Writer` every step goes first
+into its env's cache (a small buffer with the per-env layout, ``cache_size`` slots per env);
+when a step is done, that env's episode is written, in order, into the buffer with
+:meth:`~rlblocks.buffer.ReplayBuffer.extend`, so ``sample``, ``buf[...]``, ``prev`` / ``next``,
+returns and files see only whole episodes. It goes on any layout, with any sampler and
+relabeller: ``make_buffer("replay", ..., writer="cached", cache_size=500)``.
 
-How it differs from the buffer contract of :func:`rlblocks.testing.check_buffer`, by design:
+How a buffer with it differs from the buffer contract of
+:func:`rlblocks.testing.check_buffer`, by design:
 
-* steps of unfinished episodes live in ``buf.cache`` and are not in ``len(buf)``,
-  ``sample_index(0)`` or ``buf[:]``; ``unfinished_index()`` of the main buffer is always empty
-  (``buf.cache.unfinished_index()`` lists the cached ones);
+* steps of unfinished episodes live in ``writer.cache`` and are not in ``len(buf)``,
+  ``sample_index(0)`` or ``buf[:]``; ``unfinished_index()`` of the buffer is always empty
+  (``writer.cache.unfinished_index()`` lists the cached ones);
 * ``add`` returns the *cache* slots (``index``, ``ep_start``); the episode return and length it
   reports at done steps are those of the whole episode, as for every buffer;
-* ``sample_index(0)`` lists transitions in the order they entered the main buffer (episode by
+* ``sample_index(0)`` lists transitions in the order they entered the buffer (episode by
   episode, in the order episodes ended), not in the order they were added.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -28,21 +31,156 @@ import numpy as np
 
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
-from rlblocks_buffer_vector.buffer import VectorReplayBuffer, add_in_runs
+from rlblocks.replay import Relabeller, Sampler
+from rlblocks_buffer_vector.buffer import PerEnvLayout
 
-__all__ = ["CachedReplayBuffer"]
+__all__ = ["CachedReplayBuffer", "CachedWriter"]
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, np.ndarray]:
+    """Nested Batch/dict -> ``{"obs.pos": array}`` (dots: hdf5 would make groups of slashes)."""
+    out: dict[str, np.ndarray] = {}
+    for key, value in tree.items():
+        if isinstance(value, Batch | Mapping):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = np.asarray(value)
+    return out
+
+
+def _nested(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``{"obs.pos": array}`` -> nested dict."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = out
+        *parents, leaf = name.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return out
+
+
+class CachedWriter:
+    """Holds each env's steps back until its episode ends, then admits the episode whole.
+
+    Args:
+        cache_size: slots of each env's cache; make it at least the longest episode (a longer
+            episode keeps only its newest ``cache_size`` steps, with a warning).
+    """
+
+    name = "cached"
+
+    def __init__(self, cache_size: int = 1000) -> None:
+        if int(cache_size) < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self.cache_size = int(cache_size)
+        self.buffer: ReplayBuffer | None = None
+        self.cache: ReplayBuffer | None = None
+        self._warned = False
+
+    def options(self) -> dict[str, Any]:
+        return {"cache_size": self.cache_size}
+
+    def bind(self, buffer: ReplayBuffer) -> None:
+        self.buffer = buffer
+        n = buffer.num_envs
+        self.cache = ReplayBuffer(
+            self.cache_size * n, n, ignore_obs_next=buffer.ignore_obs_next,
+            layout=PerEnvLayout(self.cache_size * n, n),
+        )
+
+    def add(
+        self, batch: Batch | Mapping[str, Any], env_ids: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Add one step to the caches; every episode that ends at it enters the buffer.
+        Returns ``(index, ep_rew, ep_len, ep_start)`` with cache slots."""
+        assert self.cache is not None
+        out = self.cache.add(batch, env_ids)
+        index, _, ep_len, ep_start = out
+        ended = np.flatnonzero(ep_len)
+        if len(ended):
+            envs = np.asarray(self.cache.env_id)[index[ended]].astype(np.int64)
+            self._admit(ep_start[ended], index[ended], envs, ep_len[ended])
+        return out
+
+    def _admit(self, first: np.ndarray, last: np.ndarray, envs: np.ndarray,
+               ep_len: np.ndarray) -> None:
+        """Write the cached episodes ``first .. last`` (cache slots) into the buffer, in order."""
+        cache, buf = self.cache, self.buffer
+        assert cache is not None and buf is not None
+        sub = self.cache_size
+        if (ep_len > sub).any():
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"an episode of {int(ep_len.max())} steps outgrew cache_size={sub}: only its "
+                    f"newest {sub} steps reach the buffer; make cache_size at least the longest "
+                    "episode",
+                    stacklevel=4,
+                )
+            # the episode's first steps were overwritten: start at its oldest cached step
+            first = first.copy()
+            for row in np.flatnonzero(ep_len > sub):
+                slot = int(last[row])
+                while int(cache.prev(slot)) != slot:
+                    slot = int(cache.prev(slot))
+                first[row] = slot
+        length = np.minimum(ep_len, sub)
+        offsets = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+        slots = cache.advance(np.repeat(first, length), offsets)
+        rows = cache[slots]
+        rows.pop("done", None)
+        buf.extend(rows, np.repeat(envs, length))
+
+    def reset(self, keep_statistics: bool = False) -> None:
+        """Forget the caches too."""
+        if self.cache is not None:
+            self.cache.reset(keep_statistics)
+
+    def truncate_unfinished(self) -> np.ndarray:
+        """End every cached episode as truncated at its newest step and admit it; return the
+        cache slots that were marked."""
+        cache = self.cache
+        assert cache is not None
+        idx = cache.unfinished_index()
+        if len(idx):
+            envs = np.asarray(cache.env_id)[idx].astype(np.int64)
+            stats = cache.layout.stats  # type: ignore[attr-defined]
+            ep_len = stats.len[envs].copy()
+            first = stats.start[envs].copy()
+            cache.truncate_unfinished()
+            self._admit(first, idx, envs, ep_len)
+        return idx
+
+    # --- files: the caches' raw storage and layout state ------------------------------------
+
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        cache = self.cache
+        assert cache is not None
+        arrays = {f"layout.{k}": v for k, v in cache.layout.arrays().items()}
+        arrays.update({f"row.{k}": v for k, v in _flat(cache.storage_arrays).items()})
+        return {"warned": self._warned, "layout": cache.layout.state()}, arrays
+
+    def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """Put the saved storage back slot for slot (an extend of every slot, env by env, into
+        the emptied caches lands each row where it was), then the layout's pointers."""
+        cache = self.cache
+        assert cache is not None
+        cache.reset()
+        self._warned = bool(state.get("warned", False))
+        rows = _nested({k[len("row."):]: v for k, v in arrays.items() if k.startswith("row.")})
+        if rows:
+            envs = np.repeat(np.arange(cache.num_envs), self.cache_size)
+            cache.extend(rows, envs)
+        cache.layout.load(
+            state["layout"], {k[len("layout."):]: v for k, v in arrays.items()
+                              if k.startswith("layout.")}
+        )
 
 
 class CachedReplayBuffer(ReplayBuffer):
-    """Replay buffer that holds only complete episodes; unfinished ones wait in per-env caches.
-
-    Args:
-        size: slots of the main buffer (complete episodes; the oldest are overwritten first).
-        num_envs: how many envs may add to it.
-        cache_size: slots of each env's cache; make it at least the longest episode (a longer
-            episode keeps only its newest ``cache_size`` steps, with a warning).
-        stack_num, ignore_obs_next, seed: as for :class:`~rlblocks.buffer.ReplayBuffer`.
-    """
+    """A :class:`~rlblocks.buffer.ReplayBuffer` (shared-ring layout by default) that holds only
+    complete episodes: the cached writer with ``cache_size`` slots per env."""
 
     def __init__(
         self,
@@ -52,80 +190,19 @@ class CachedReplayBuffer(ReplayBuffer):
         stack_num: int = 1,
         ignore_obs_next: bool = False,
         seed: int | None = None,
+        storage: str = "memory",
+        path: str | os.PathLike[str] | None = None,
+        *,
+        layout: Any = None,
+        sampler: Sampler | None = None,
+        relabel: Relabeller | None = None,
     ) -> None:
-        if int(cache_size) < 1:
-            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
-        super().__init__(size, num_envs, stack_num, ignore_obs_next, seed)
-        self.cache_size = int(cache_size)
-        self.cache = VectorReplayBuffer(
-            self.cache_size * self.num_envs, self.num_envs, ignore_obs_next=self.ignore_obs_next
+        super().__init__(
+            size, num_envs, stack_num, ignore_obs_next, seed, storage, path, layout=layout,
+            sampler=sampler, relabel=relabel, writer=CachedWriter(cache_size),
         )
-        self._warned = False
 
-    def _init_kwargs(self) -> dict[str, Any]:
-        return {**super()._init_kwargs(), "cache_size": self.cache_size}
-
-    def add(
-        self, batch: Batch | Mapping[str, Any], env_ids: Any = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Add one step of one or ``N`` envs to their caches (arguments as for
-        :meth:`ReplayBuffer.add`); every episode that ends at this step moves to the main buffer.
-
-        Returns ``(index, ep_rew, ep_len, ep_start)`` with ``index`` and ``ep_start`` slots of
-        ``self.cache``."""
-        out = self.cache.add(batch, env_ids)
-        index, _, ep_len, _ = out
-        ended = np.flatnonzero(ep_len)
-        if len(ended):
-            n = len(index)
-            envs = np.arange(n) if env_ids is None else np.asarray(env_ids, np.int64).reshape(-1)
-            self._move(index[ended], envs[ended], ep_len[ended])
-        return out
-
-    def _move(self, last: np.ndarray, envs: np.ndarray, ep_len: np.ndarray) -> None:
-        """Copy the episodes ending at cache slots ``last`` into the main buffer, in order."""
-        sub, offset = self.cache.sub_size, self.cache._offset
-        if not self._warned and (ep_len > sub).any():
-            self._warned = True
-            warnings.warn(
-                f"an episode of {int(ep_len.max())} steps outgrew cache_size={sub}: only its "
-                f"newest {sub} steps reach the buffer; make cache_size at least the longest "
-                "episode",
-                stacklevel=3,
-            )
-        length = np.minimum(ep_len, sub)
-        rows = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
-        end_local = np.repeat(last - offset[envs], length)
-        first = end_local - np.repeat(length, length) + 1
-        slots = np.repeat(offset[envs], length) + (first + rows) % sub
-        cols = self.cache._raw_columns(slots, with_obs_next=not self.ignore_obs_next)
-        self._append(cols, np.repeat(envs, length), "the cached episode")
-
-    def update(self, other: ReplayBuffer) -> np.ndarray:
-        """Add ``other``'s valid transitions step by step, each env's in its order (through the
-        caches, so its unfinished episodes wait there); return the cache slots written."""
-        return add_in_runs(self, other)
-
-    def reset(self, keep_statistics: bool = False) -> None:
-        """Forget the main buffer and the caches."""
-        super().reset(keep_statistics)
-        self.cache.reset(keep_statistics)
-
-    def truncate_unfinished(self) -> np.ndarray:
-        """End every cached episode as truncated at its newest step and move it into the main
-        buffer; return the cache slots that were marked."""
-        idx = self.cache.unfinished_index()
-        if len(idx):
-            envs = self.cache.env_id[idx]
-            ep_len = self.cache._ep_len[envs].copy()
-            self.cache.truncate_unfinished()
-            self._move(idx, envs, ep_len)
-        return idx
-
-    def _write_hdf5(self, f: Any, compression: str | None) -> None:
-        super()._write_hdf5(f, compression)
-        self.cache._write_hdf5(f.create_group("cache", track_order=True), compression)
-
-    def _read_hdf5(self, f: Any) -> None:
-        super()._read_hdf5(f)
-        self.cache._read_hdf5(f["cache"])
+    @property
+    def cache(self) -> ReplayBuffer:
+        """The per-env caches of steps whose episode has not ended."""
+        return self.writer.cache  # type: ignore[union-attr, return-value]

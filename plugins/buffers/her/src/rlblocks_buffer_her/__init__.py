@@ -1,4 +1,5 @@
-"""Hindsight experience replay for rlblocks (``buffer="her"``): goal relabelling on sample.
+"""Hindsight experience replay for rlblocks (``relabel="her"``): a relabeller part that gives
+sampled transitions goals from their episode's future.
 
 The classes live in :mod:`rlblocks_buffer_her.buffer`; this module stays light so that listing
 plugins never imports numpy.
@@ -6,7 +7,7 @@ plugins never imports numpy.
 
 from typing import Any
 
-__all__ = ["HERReplayBuffer", "HERSampling", "HERVectorReplayBuffer", "RelabelledView"]
+__all__ = ["HERReplayBuffer", "HERVectorReplayBuffer", "HindsightRelabeller", "RelabelledView"]
 
 
 def __getattr__(name: str) -> Any:

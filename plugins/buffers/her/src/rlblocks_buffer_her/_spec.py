@@ -1,4 +1,4 @@
-"""Entry-point spec of the HER buffer: imports nothing heavier than attrs."""
+"""Entry-point spec of the HER relabeller: imports nothing heavier than attrs."""
 
 from attrs import define, field, validators
 
@@ -7,7 +7,8 @@ from rlblocks.plugins.spec import BufferSpec
 
 @define(kw_only=True)
 class HERConfig:
-    """Options of hindsight experience replay (``size`` and ``num_envs`` are set by the run)."""
+    """Options of the hindsight relabeller (the buffer's own options, ``size``, ``num_envs``,
+    ``ignore_obs_next``..., are in the run config's buffer section)."""
 
     k: int = field(default=4, validator=validators.ge(0))
     """Relabelled transitions per original one: a fraction k / (k + 1) of every sampled batch
@@ -17,7 +18,7 @@ class HERConfig:
     of the same episode at or after the sampled one."""
     compute_reward: str | None = None
     """Import path ("package.module:function") of compute_reward(achieved_goal, desired_goal,
-    info) -> rew, vectorised over a batch. None: pass a callable to the class, or call
+    info) -> rew, vectorised over a batch. None: pass a callable to HindsightRelabeller, or call
     buffer.attach_env(env) to use env.unwrapped.compute_reward."""
     terminate_on_success: bool = False
     """Recompute terminated for relabelled transitions with compute_terminated (for envs whose
@@ -26,13 +27,13 @@ class HERConfig:
     """Import path of compute_terminated(achieved_goal, desired_goal, info) -> bool array, used
     when terminate_on_success; None: a callable, or env.unwrapped.compute_terminated via
     attach_env."""
-    ignore_obs_next: bool = False
-    """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
 
 
 SPEC = BufferSpec(
     name="her",
-    summary="Hindsight experience replay ('future' goal relabelling) over per-env sub-buffers.",
-    impl="rlblocks_buffer_her.buffer:HERVectorReplayBuffer",
+    summary="Relabeller: hindsight experience replay ('future' goals); per-env layout by default.",
+    impl="rlblocks_buffer_her.buffer:HindsightRelabeller",
     config=HERConfig,
+    part="relabeller",
+    default_layout="vector",
 )

@@ -1,4 +1,5 @@
-"""Prioritized replay for rlblocks (``buffer="prioritized"``).
+"""Prioritized replay for rlblocks: a sampler (``sampler="prioritized"``; ``buffer="prioritized"``
+is it on the per-env layout).
 
 The classes live in :mod:`rlblocks_buffer_prioritized.buffer`; this module stays light so that
 listing plugins never imports numpy.
@@ -6,7 +7,7 @@ listing plugins never imports numpy.
 
 from typing import Any
 
-__all__ = ["PrioritizedReplayBuffer", "PrioritizedSampling", "PrioritizedVectorReplayBuffer"]
+__all__ = ["PrioritizedReplayBuffer", "PrioritizedSampler", "PrioritizedVectorReplayBuffer"]
 
 
 def __getattr__(name: str) -> Any:

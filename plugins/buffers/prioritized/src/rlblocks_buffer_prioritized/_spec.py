@@ -9,7 +9,7 @@ from rlblocks.plugins.spec import BufferSpec
 
 @define(kw_only=True)
 class PrioritizedConfig:
-    """Options of proportional prioritized replay (``size`` and ``num_envs`` are set by the run)."""
+    """Options of the prioritized sampler (the buffer section holds size, storage, stack_num...)."""
 
     alpha: float = field(default=0.6, validator=check.non_negative)
     """Prioritisation exponent: P(i) is proportional to priority**alpha (0 = uniform)."""
@@ -21,15 +21,13 @@ class PrioritizedConfig:
     """Env steps over which beta goes linearly from beta to beta_final (0 = keep beta)."""
     eps: float = field(default=1e-6, validator=check.positive)
     """Added to |td_error| so that no transition has priority 0."""
-    stack_num: int = field(default=1, validator=validators.ge(1))
-    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
-    ignore_obs_next: bool = False
-    """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
 
 
 SPEC = BufferSpec(
     name="prioritized",
-    summary="Proportional prioritized replay (alpha, annealed beta, importance weights) per env.",
-    impl="rlblocks_buffer_prioritized.buffer:PrioritizedVectorReplayBuffer",
+    summary="Sampler: proportional prioritized replay (alpha, annealed beta, importance weights).",
+    impl="rlblocks_buffer_prioritized.buffer:PrioritizedSampler",
     config=PrioritizedConfig,
+    part="sampler",
+    default_layout="vector",
 )

@@ -1,4 +1,4 @@
-"""Proportional prioritized experience replay (Schaul et al., 2016) for rlblocks buffers.
+"""Proportional prioritized experience replay (Schaul et al., 2016): a sampler for rlblocks buffers.
 
 Transition ``i`` is sampled with probability ``P(i) = p_i**alpha / sum_k p_k**alpha`` where
 ``p_i = |td_error_i| + eps`` from its last learning step (new transitions get the largest
@@ -6,57 +6,56 @@ priority seen so far, so each is replayed at least about once). The bias this in
 corrected by importance weights ``w_i = (N * P(i))**-beta / max_k (N * P(k))**-beta =
 (p_i**alpha / min_k p_k**alpha)**-beta``, which a learner multiplies into its per-sample loss
 (``batch.weight``); ``beta`` is annealed from its start value to ``beta_final`` over
-``beta_anneal_steps`` env steps (:meth:`PrioritizedSampling.set_env_step`).
+``beta_anneal_steps`` env steps (:meth:`PrioritizedSampler.set_env_step`).
 
-Prioritisation is a sampling strategy, not a storage layout, so it is one mixin
-(:class:`PrioritizedSampling`) over any rlblocks buffer: :class:`PrioritizedReplayBuffer` over the
-base buffer, :class:`PrioritizedVectorReplayBuffer` over the per-env vector buffer. Episode links,
-n-step and GAE returns, frame stacking and hdf5 files are the underlying buffer's.
+Prioritisation is a sampling strategy, not a storage layout, so it is one
+:class:`~rlblocks.replay.Sampler` (:class:`PrioritizedSampler`, registered as
+``"prioritized"``) that goes on any layout, with any relabeller, writer and storage:
+``make_buffer("vector", ..., sampler="prioritized", alpha=0.6)``. Episode links, n-step and GAE
+returns, frame stacking and files are the buffer's; the priorities travel in its files.
+:class:`PrioritizedReplayBuffer` and :class:`PrioritizedVectorReplayBuffer` are presets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
 from typing import Any
 
 import numpy as np
 
-from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
+from rlblocks.layouts import SharedRing
+from rlblocks.replay import Relabeller, Writer
 from rlblocks_buffer_prioritized.segment_tree import SumMinTree
-from rlblocks_buffer_vector.buffer import VectorReplayBuffer
 
-__all__ = ["PrioritizedReplayBuffer", "PrioritizedSampling", "PrioritizedVectorReplayBuffer"]
+__all__ = ["PrioritizedReplayBuffer", "PrioritizedSampler", "PrioritizedVectorReplayBuffer"]
 
 
-class PrioritizedSampling:
-    """Mixin that makes a :class:`~rlblocks.buffer.ReplayBuffer` (or subclass) sample by priority.
+class PrioritizedSampler:
+    """Samples slots with probability proportional to ``priority**alpha``.
 
-    Args (beside the buffer's own ``size, num_envs, stack_num, ignore_obs_next, seed``):
+    Args:
         alpha: how much prioritisation is used (0 = uniform).
         beta: importance-sampling exponent at the start (0 = no correction, 1 = full).
         beta_final: value ``beta`` reaches after ``beta_anneal_steps`` env steps.
         beta_anneal_steps: env steps of the linear annealing (0 keeps ``beta`` fixed).
         eps: added to ``|td_error|`` so that no transition gets priority 0.
 
-    Every batch read from the buffer (``sample``, ``buf[index]``) carries ``weight`` (float32),
+    Every batch read from its buffer (``sample``, ``buf[index]``) carries ``weight`` (float32),
     the normalised importance weight of each transition. Learners report new priorities with
-    :meth:`update_priority` (``BasePolicy.post_process_fn`` does it when the batch has
+    ``buffer.update_priority`` (``BasePolicy.post_process_fn`` does it when the batch has
     ``td_error``).
     """
 
+    name = "prioritized"
+
     def __init__(
         self,
-        size: int,
-        num_envs: int = 1,
         alpha: float = 0.6,
         beta: float = 0.4,
         beta_final: float = 1.0,
         beta_anneal_steps: int = 0,
         eps: float = 1e-6,
-        stack_num: int = 1,
-        ignore_obs_next: bool = False,
-        seed: int | None = None,
     ) -> None:
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
@@ -66,7 +65,6 @@ class PrioritizedSampling:
             raise ValueError(f"beta_anneal_steps must be >= 0, got {beta_anneal_steps}")
         if eps <= 0:
             raise ValueError(f"eps must be > 0 so that every transition can be sampled, got {eps}")
-        super().__init__(size, num_envs, stack_num, ignore_obs_next, seed)  # type: ignore[call-arg]
         self.alpha = float(alpha)
         self.beta_start = float(beta)
         self.beta_final = float(beta_final)
@@ -74,16 +72,23 @@ class PrioritizedSampling:
         self.eps = float(eps)
         self.beta = self.beta_start
         self.env_step = 0
-        self._tree = SumMinTree(self.maxsize)  # type: ignore[attr-defined]
+        self.buffer: ReplayBuffer | None = None
+        self._tree: SumMinTree | None = None
         self._max_prio = 1.0  # largest |td_error| + eps seen: given to new transitions
 
-    def _init_kwargs(self) -> dict[str, Any]:
-        kwargs = super()._init_kwargs()  # type: ignore[misc]
-        kwargs.update(
-            alpha=self.alpha, beta=self.beta_start, beta_final=self.beta_final,
-            beta_anneal_steps=self.beta_anneal_steps, eps=self.eps,
-        )
-        return kwargs
+    def bind(self, buffer: ReplayBuffer) -> None:
+        self.buffer = buffer
+        self._tree = SumMinTree(buffer.maxsize)
+
+    def options(self) -> dict[str, Any]:
+        return {"alpha": self.alpha, "beta": self.beta_start, "beta_final": self.beta_final,
+                "beta_anneal_steps": self.beta_anneal_steps, "eps": self.eps}
+
+    @property
+    def tree(self) -> SumMinTree:
+        """The sum/min tree of ``priority**alpha`` per slot."""
+        assert self._tree is not None, "the sampler is not bound to a buffer yet"
+        return self._tree
 
     # --- progress -------------------------------------------------------------------------------
 
@@ -96,35 +101,28 @@ class PrioritizedSampling:
         frac = min(1.0, self.env_step / self.beta_anneal_steps)
         self.beta = self.beta_start + frac * (self.beta_final - self.beta_start)
 
-    # --- writing ------------------------------------------------------------------------------
+    # --- the buffer's notices -------------------------------------------------------------------
 
-    def add(
-        self, batch: Batch | Mapping[str, Any], env_ids: Any = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Add like the underlying buffer; the new transitions get the largest priority so far."""
-        out = super().add(batch, env_ids)  # type: ignore[misc]
-        if len(out[0]):
-            # the slots add() returns are fresh int64 arrays in range
-            self._tree._set_owned(out[0], np.array([self._max_prio**self.alpha]))
-        return out
+    def on_write(self, slots: np.ndarray) -> None:
+        """New transitions get the largest priority so far."""
+        if len(slots):
+            self.tree._set_owned(slots, np.array([self._max_prio**self.alpha]))
 
-    def update(self, other: ReplayBuffer) -> np.ndarray:
-        """Append ``other`` like the underlying buffer, at the largest priority so far."""
-        pos = super().update(other)  # type: ignore[misc]
-        if len(pos):
-            self._tree.set(pos, self._max_prio**self.alpha)
-        return pos
+    def on_reset(self) -> None:
+        self.tree.clear()
+        self._max_prio = 1.0
 
     def update_priority(self, index: Any, td_error: Any) -> None:
         """Set the priority of slots ``index`` to ``|td_error| + eps`` (``td_error``: ``[B]``, or
         ``[B, ...]`` averaged over the trailing axes; a tensor is moved to the CPU)."""
+        tree = self.tree
         if (type(td_error) is np.ndarray and type(index) is np.ndarray and td_error.ndim == 1
                 and index.dtype == np.int64 and index.shape == td_error.shape):
             # the common case (a learner's [B] errors for the sampled [B] slots), checked cheaply
             prio = np.abs(td_error, dtype=np.float64)
             prio += self.eps
             self._max_prio = max(self._max_prio, float(prio.max(initial=0.0)))
-            self._tree._set_owned(index, prio**self.alpha)
+            tree._set_owned(index, prio**self.alpha)
             return
         if hasattr(td_error, "detach"):
             td_error = td_error.detach().cpu().numpy()
@@ -139,67 +137,102 @@ class PrioritizedSampling:
             )
         prio = err + self.eps
         self._max_prio = max(self._max_prio, float(prio.max(initial=0.0)))
-        self._tree.set(index, prio**self.alpha)
+        tree.set(index, prio**self.alpha)
 
-    def reset(self, keep_statistics: bool = False) -> None:
-        super().reset(keep_statistics)  # type: ignore[misc]
-        self._tree.clear()
-        self._max_prio = 1.0
-
-    # --- reading ------------------------------------------------------------------------------
+    # --- sampling -------------------------------------------------------------------------------
 
     def sample_index(self, batch_size: int) -> np.ndarray:
-        """``batch_size > 0``: slots drawn with probability proportional to ``priority**alpha``
-        (stratified: one draw from each of ``batch_size`` equal slices of the total, so a batch
-        covers the distribution evenly); ``0``: every valid slot in time order; ``< 0``: empty."""
-        if batch_size <= 0:
-            return super().sample_index(batch_size)  # type: ignore[misc]
-        if len(self) == 0:  # type: ignore[arg-type]
-            raise ValueError("cannot sample from an empty buffer; add transitions first")
-        total = self._tree.total()
-        u = self._rng.random(batch_size)  # type: ignore[attr-defined]
+        """Slots drawn with probability proportional to ``priority**alpha``, stratified: one
+        draw from each of ``batch_size`` equal slices of the total, so a batch covers the
+        distribution evenly."""
+        assert self.buffer is not None
+        total = self.tree.total()
+        u = self.buffer.rng.random(batch_size)
         u += np.arange(batch_size)
         u *= total / batch_size
-        return self._tree._find_owned(u)
+        return self.tree._find_owned(u)
 
     def weight(self, index: Any) -> np.ndarray:
         """Normalised importance weights ``(p_i**alpha / min_k p_k**alpha)**-beta`` of slots
         ``index`` (float32, at most 1)."""
-        p = self._tree.leaves[index]
-        w = np.minimum((p / self._tree.min()) ** -self.beta, 1.0)  # the float32 min may round up
+        tree = self.tree
+        p = tree.leaves[index]
+        w = np.minimum((p / tree.min()) ** -self.beta, 1.0)  # the float32 min may round up
         return w.astype(np.float32)
 
-    def __getitem__(self, index: Any) -> Batch:
-        """Transitions as for the underlying buffer, plus their importance ``weight``."""
-        batch = super().__getitem__(index)  # type: ignore[misc]
-        batch.weight = self.weight(self._resolve(index))  # type: ignore[attr-defined]
-        return batch
+    def columns(self, index: Any) -> dict[str, np.ndarray]:
+        """``weight`` for every batch read from the buffer."""
+        return {"weight": self.weight(index)}
 
     # --- files ----------------------------------------------------------------------------------
 
-    def _write_hdf5(self, f: Any, compression: str | None) -> None:
-        super()._write_hdf5(f, compression)  # type: ignore[misc]
-        f["meta"].create_dataset("priority", data=self._tree.leaves)
-        f.attrs["max_priority"] = self._max_prio
-        f.attrs["env_step"] = self.env_step
+    def state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        return ({"max_priority": self._max_prio, "env_step": self.env_step},
+                {"priority": self.tree.leaves})
 
-    def _read_hdf5(self, f: Any) -> None:
-        super()._read_hdf5(f)  # type: ignore[misc]
-        prio = np.asarray(f["meta"]["priority"][()], dtype=np.float64)
-        if prio.shape != (self._tree.capacity,):
-            raise ValueError(f"hdf5 priorities have shape {prio.shape}, expected "
-                             f"({self._tree.capacity},)")
-        self._tree.clear()
+    def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        tree = self.tree
+        prio = np.asarray(arrays["priority"], dtype=np.float64)
+        if prio.shape != (tree.capacity,):
+            raise ValueError(f"saved priorities have shape {prio.shape}, expected "
+                             f"({tree.capacity},)")
+        tree.clear()
         set_ = np.flatnonzero(prio > 0)
-        self._tree.set(set_, prio[set_])
-        self._max_prio = float(f.attrs["max_priority"])
-        self.set_env_step(int(f.attrs["env_step"]))
+        tree.set(set_, prio[set_])
+        self._max_prio = float(state["max_priority"])
+        self.set_env_step(int(state["env_step"]))
 
 
-class PrioritizedReplayBuffer(PrioritizedSampling, ReplayBuffer):
-    """Prioritized replay over the base buffer (one circular storage shared by all envs)."""
+def _preset(layout: Any, size: int, num_envs: int) -> Any:
+    return SharedRing(size, num_envs) if layout is None else layout(size, num_envs)
 
 
-class PrioritizedVectorReplayBuffer(PrioritizedSampling, VectorReplayBuffer):
-    """Prioritized replay over the vector buffer (one circular sub-buffer per env); the buffer
-    that ``buffer="prioritized"`` builds."""
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """A :class:`~rlblocks.buffer.ReplayBuffer` with the shared-ring layout and the prioritized
+    sampler (arguments: the sampler's, then the buffer's)."""
+
+    _layout: Any = None
+
+    def __init__(
+        self,
+        size: int,
+        num_envs: int = 1,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_final: float = 1.0,
+        beta_anneal_steps: int = 0,
+        eps: float = 1e-6,
+        stack_num: int = 1,
+        ignore_obs_next: bool = False,
+        seed: int | None = None,
+        storage: str = "memory",
+        path: str | os.PathLike[str] | None = None,
+        *,
+        relabel: Relabeller | None = None,
+        writer: Writer | None = None,
+    ) -> None:
+        sampler = PrioritizedSampler(alpha, beta, beta_final, beta_anneal_steps, eps)
+        super().__init__(
+            size, num_envs, stack_num, ignore_obs_next, seed, storage, path,
+            layout=_preset(self._layout, size, num_envs), sampler=sampler, relabel=relabel,
+            writer=writer,
+        )
+
+    def weight(self, index: Any) -> np.ndarray:
+        """Importance weights of slots ``index`` (see :meth:`PrioritizedSampler.weight`)."""
+        return self.sampler.weight(index)  # type: ignore[attr-defined]
+
+    @property
+    def beta(self) -> float:
+        """The sampler's current importance-sampling exponent."""
+        return self.sampler.beta  # type: ignore[attr-defined]
+
+
+class PrioritizedVectorReplayBuffer(PrioritizedReplayBuffer):
+    """The same over the per-env layout (one circular sub-buffer per env)."""
+
+    @staticmethod
+    def _layout(size: int, num_envs: int) -> Any:
+        from rlblocks_buffer_vector.buffer import PerEnvLayout
+
+        return PerEnvLayout(size, num_envs)

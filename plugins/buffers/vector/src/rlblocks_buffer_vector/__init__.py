@@ -1,17 +1,17 @@
-"""Vector replay buffer for rlblocks (``buffer="vector"``): one circular sub-buffer per env.
+"""The per-env replay layout for rlblocks (``buffer="vector"``): one circular sub-buffer per env.
 
-The class lives in :mod:`rlblocks_buffer_vector.buffer`; this module stays light so that listing
+The classes live in :mod:`rlblocks_buffer_vector.buffer`; this module stays light so that listing
 plugins never imports numpy.
 """
 
 from typing import Any
 
-__all__ = ["VectorReplayBuffer"]
+__all__ = ["PerEnvLayout", "VectorReplayBuffer"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "VectorReplayBuffer":
-        from rlblocks_buffer_vector.buffer import VectorReplayBuffer
+    if name in __all__:
+        from rlblocks_buffer_vector import buffer
 
-        return VectorReplayBuffer
+        return getattr(buffer, name)
     raise AttributeError(name)
