@@ -242,3 +242,27 @@ def test_an_observation_of_the_wrong_shape_is_one_line_naming_the_env(
                            run_dir=tmp_path / "api", progress=False, loggers=[])  # fmt: skip
     finally:
         sys.modules.pop(name, None)
+
+
+def test_a_recurrent_algorithm_on_a_buffer_without_sequences_is_refused_by_field(
+    tmp_path: Path,
+) -> None:
+    import attrs
+
+    from rlblocks.plugins.registry import get_registry
+
+    dqn = get_registry("algo").spec("dqn")
+    recurrent = attrs.evolve(dqn, name="dqn-recurrent-test", recurrent=True)
+    with get_registry("algo").scoped() as registry:
+        registry.add(recurrent)
+        with pytest.raises(ConfigError, match=r"\$\.buffer\.sampler: .*buffer\.sampler=sequence"):
+            rlblocks.train("dqn-recurrent-test", overrides=[*SHORT, "run.loggers=[]"],
+                           run_dir=tmp_path / "a")
+        # with a sequence sampler the run is built and collects (no updates: DQN itself
+        # learns from transitions, it only stands in for a recurrent algorithm here)
+        result = rlblocks.train(
+            "dqn-recurrent-test", seed=0, run_dir=tmp_path / "b",
+            overrides=[*SHORT, "run.loggers=[]", "buffer.sampler=sequence", "buffer.length=4",
+                       "trainer.max_env_steps=64", "trainer.update_per_step=0"],
+        )
+        assert result.env_steps >= 64 and result.gradient_steps == 0

@@ -396,7 +396,9 @@ def test_random_add_sequences_survive_hdf5_with_goal_observations(
 # --- learning ---------------------------------------------------------------------------------
 
 
-def train_bitflip(buffer: str, n: int, episodes: int, seed: int = 0, **options) -> float:
+def train_bitflip(
+    buffer: str, n: int, episodes: int, seed: int = 0, n_step: int = 1, **options
+) -> float:
     """DQN on ``n``-bit flipping for ``episodes * n`` env steps; greedy success rate over 100
     test episodes."""
     seed_everything(seed)
@@ -405,7 +407,7 @@ def train_bitflip(buffer: str, n: int, episodes: int, seed: int = 0, **options) 
     test_envs = rlblocks.make_vector_env("dummy", [lambda: BitFlipEnv(n)] * 10, seed=seed + 1)
     policy = rlblocks.make_policy(
         "dqn", env.observation_space, env.action_space, hidden_sizes=[128], lr=1e-3, gamma=0.9,
-        n_step=1, tau=0.05, eps_start=0.5, eps_end=0.1, eps_decay_steps=episodes * n // 2,
+        n_step=n_step, tau=0.05, eps_start=0.5, eps_end=0.1, eps_decay_steps=episodes * n // 2,
     )
     policy.seed(seed)
     budget = episodes * n
@@ -434,6 +436,20 @@ def test_dqn_with_her_solves_bit_flipping_where_plain_replay_does_not() -> None:
     plain = train_bitflip("vector", n, episodes)
     assert her >= 0.9, f"DQN + HER solved {her:.0%} of {n}-bit test episodes"
     assert plain < 0.2, f"plain replay solved {plain:.0%}: the task is too easy to show HER"
+
+
+@pytest.mark.slow
+def test_dqn_prioritized_her_nstep_on_memmap_solves_bit_flipping(tmp_path) -> None:
+    """Every part at once: the per-env layout, prioritized sampling, hindsight relabelling with
+    3-step targets over the relabelled view, memory-mapped storage."""
+    n, episodes = 10, 500
+    solved = train_bitflip(
+        "vector", n, episodes, n_step=3, sampler="prioritized", relabel="her", alpha=0.6,
+        beta=0.4, beta_anneal_steps=n * episodes, terminate_on_success=True, storage="memmap",
+        path=str(tmp_path / "buffer"),
+    )
+    assert solved >= 0.9, f"DQN + PER + HER + 3-step on memmap solved {solved:.0%}"
+    assert any(p.name.startswith("data.") for p in (tmp_path / "buffer").iterdir())
 
 
 def test_train_by_names_takes_compute_reward_from_the_goal_env(tmp_path) -> None:
