@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
@@ -303,24 +303,17 @@ class BufferFiles:
         (a memory-mapped buffer stays memory-mapped: what a resumed run needs)."""
         import h5py
 
-        try:
-            with h5py.File(os.fspath(path), "r") as f:
-                init_kwargs, parts = _file_description(f, path)
-                mine = json.loads(json.dumps(self._description()))
-                theirs = {"init_kwargs": init_kwargs, "parts": parts}
-                if theirs != mine:
-                    raise BufferFileError(
-                        f"{os.fspath(path)!r} holds another kind of buffer: "
-                        f"{_differences(theirs, mine)}; read it into a buffer of the same "
-                        "make-up, or load it with load_hdf5"
-                    )
-                self._read_hdf5(f)
-        except BufferFileError:
-            raise
-        except Exception as exc:  # h5py raises OSError, KeyError, ValueError, RuntimeError...
-            raise BufferFileError(
-                f"cannot read the buffer file {os.fspath(path)!r}: {type(exc).__name__}: {exc}"
-            ) from exc
+        with _reading(path), h5py.File(os.fspath(path), "r") as f:
+            init_kwargs, parts = _file_description(f, path)
+            mine = json.loads(json.dumps(self._description()))
+            theirs = {"init_kwargs": init_kwargs, "parts": parts}
+            if theirs != mine:
+                raise BufferFileError(
+                    f"{os.fspath(path)!r} holds another kind of buffer: "
+                    f"{_differences(theirs, mine)}; read it into a buffer of the same "
+                    "make-up, or load it with load_hdf5"
+                )
+            self._read_hdf5(f)
 
     def _read_hdf5(self, f: Any) -> None:
         import h5py
@@ -453,14 +446,18 @@ def load_hdf5(
 
     from rlblocks.replay import build_buffer
 
+    with _reading(path), h5py.File(os.fspath(path), "r") as f:
+        init_kwargs, parts = _file_description(f, path)
+        buf = build_buffer(init_kwargs, parts, storage=storage, path=storage_path, cls=cls)
+        buf._read_hdf5(f)
+    return buf
+
+
+@contextmanager
+def _reading(path: Any) -> Iterator[None]:
+    """Turn any error while reading a buffer file into a BufferFileError naming the file."""
     try:
-        with h5py.File(os.fspath(path), "r") as f:
-            init_kwargs, parts = _file_description(f, path)
-            buf = build_buffer(
-                init_kwargs, parts, storage=storage, path=storage_path, cls=cls
-            )
-            buf._read_hdf5(f)
-        return buf
+        yield
     except BufferFileError:
         raise
     except Exception as exc:  # h5py raises OSError, KeyError, ValueError, RuntimeError...

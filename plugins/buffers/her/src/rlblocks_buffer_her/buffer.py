@@ -36,7 +36,7 @@ from rlblocks.buffer import ReplayBuffer
 from rlblocks.errors import ConfigError
 from rlblocks.plugins.spec import import_object
 from rlblocks.replay import Sampler, Writer
-from rlblocks_buffer_vector.buffer import VectorReplayBuffer
+from rlblocks_buffer_vector.buffer import PerEnvLayout
 
 if TYPE_CHECKING:
     from rlblocks_buffer_vector.buffer import PerEnvLayout
@@ -381,6 +381,8 @@ class HERReplayBuffer(ReplayBuffer):
     ``compute_terminated``; the rest as for ``ReplayBuffer``)."""
 
     relabeller: HindsightRelabeller
+    #: the layout class the preset builds (None: core's shared ring)
+    layout_class: type | None = None
 
     def __init__(
         self,
@@ -403,39 +405,14 @@ class HERReplayBuffer(ReplayBuffer):
             k, strategy, compute_reward, terminate_on_success, compute_terminated
         )
         super().__init__(
-            size, num_envs, 1, ignore_obs_next, seed, storage, path,
+            size, num_envs, 1, ignore_obs_next, seed, storage, path, layout=self.layout_class,
             sampler=sampler, relabel=relabeller, writer=writer,
         )
 
 
-class HERVectorReplayBuffer(VectorReplayBuffer):
+class HERVectorReplayBuffer(HERReplayBuffer):
     """The same on the per-env layout (one circular sub-buffer per env, so a fast env never
     pushes out another env's episodes): the make-up ``make_buffer("her", ...)`` builds."""
 
-    relabeller: HindsightRelabeller
     layout: PerEnvLayout
-
-    def __init__(
-        self,
-        size: int,
-        num_envs: int = 1,
-        k: int = 4,
-        strategy: str = "future",
-        compute_reward: GoalFn | str | None = None,
-        terminate_on_success: bool = False,
-        compute_terminated: GoalFn | str | None = None,
-        ignore_obs_next: bool = False,
-        seed: int | None = None,
-        storage: str = "memory",
-        path: str | os.PathLike[str] | None = None,
-        *,
-        sampler: Sampler | None = None,
-        writer: Writer | None = None,
-    ) -> None:
-        relabeller = HindsightRelabeller(
-            k, strategy, compute_reward, terminate_on_success, compute_terminated
-        )
-        super().__init__(
-            size, num_envs, 1, ignore_obs_next, seed, storage, path,
-            sampler=sampler, relabel=relabeller, writer=writer,
-        )
+    layout_class = PerEnvLayout
