@@ -289,13 +289,16 @@ class BufferFiles:
     @classmethod
     def load_hdf5(
         cls, path: str | os.PathLike[str], storage: str = "memory",
-        storage_path: str | os.PathLike[str] | None = None,
+        storage_path: str | os.PathLike[str] | None = None, trust_imports: bool = False,
     ) -> Any:
         """Read a buffer written by :meth:`save_hdf5`, rebuilt from the parts the file names
-        (registry names of installed parts; nothing is unpickled or imported from the file).
-        ``storage="memmap"`` with ``storage_path`` puts the loaded arrays in memory-mapped
-        files. A damaged or foreign file raises :class:`~rlblocks.errors.BufferFileError`."""
-        return load_hdf5(path, storage=storage, storage_path=storage_path, cls=cls)
+        (registry names of installed parts; nothing is unpickled). A file whose parts name
+        code to import (HER's ``compute_reward="pkg.mod:fn"``) is refused unless
+        ``trust_imports``. ``storage="memmap"`` with ``storage_path`` puts the loaded arrays in
+        memory-mapped files. A damaged or foreign file raises
+        :class:`~rlblocks.errors.BufferFileError`."""
+        return load_hdf5(path, storage=storage, storage_path=storage_path, cls=cls,
+                         trust_imports=trust_imports)
 
     def read_hdf5(self, path: str | os.PathLike[str]) -> None:
         """Replace this buffer's contents with a file written by :meth:`save_hdf5` from a
@@ -438,17 +441,19 @@ def save_hdf5(buffer: Any, path: str | os.PathLike[str], compression: str | None
 def load_hdf5(
     path: str | os.PathLike[str], storage: str = "memory",
     storage_path: str | os.PathLike[str] | None = None, cls: type | None = None,
+    trust_imports: bool = False,
 ) -> Any:
     """Read a buffer file back, rebuilt by part names from the installed parts, in memory or
-    (``storage="memmap"``, ``storage_path``) in memory-mapped files; never unpickles or imports
-    anything the file names beyond the registered parts."""
+    (``storage="memmap"``, ``storage_path``) in memory-mapped files; never unpickles, and
+    imports code a file names (a part's import-path options) only with ``trust_imports``."""
     import h5py
 
     from rlblocks.replay import build_buffer
 
     with _reading(path), h5py.File(os.fspath(path), "r") as f:
         init_kwargs, parts = _file_description(f, path)
-        buf = build_buffer(init_kwargs, parts, storage=storage, path=storage_path, cls=cls)
+        buf = build_buffer(init_kwargs, parts, storage=storage, path=storage_path, cls=cls,
+                           trust_imports=trust_imports)
         buf._read_hdf5(f)
     return buf
 

@@ -405,10 +405,27 @@ def build_part(
 def build_buffer(
     init_kwargs: dict[str, Any], parts: dict[str, Any], storage: str = "memory",
     path: Any = None, seed: int | None = None, cls: type | None = None,
+    trust_imports: bool = True,
 ) -> ReplayBuffer:
     """A buffer from its arguments and ``{keyword: [name, options]}`` parts (what buffer files
-    record); ``cls`` a :class:`ReplayBuffer` subclass to make it an instance of."""
+    record); ``cls`` a :class:`ReplayBuffer` subclass to make it an instance of. Without
+    ``trust_imports``, options that name code to import (a spec's ``import_fields``) are
+    refused with :class:`~rlblocks.errors.BufferFileError`."""
     from rlblocks.buffer import ReplayBuffer
+
+    if not trust_imports:
+        from rlblocks.errors import BufferFileError
+        from rlblocks.plugins.registry import get_registry
+
+        for _kw, (name, options) in parts.items():
+            fields = get_registry("buffer").spec(str(name)).import_fields
+            named = {k: v for k, v in (options or {}).items() if k in fields and v is not None}
+            if named:
+                raise BufferFileError(
+                    f"the buffer file names code to import for its part {name!r} ({named}); "
+                    "load it with trust_imports=True only if you trust the file, or read it into "
+                    "a buffer you built yourself with read_hdf5"
+                )
 
     kwargs = dict(init_kwargs)
     size, num_envs = int(kwargs.pop("size")), int(kwargs.pop("num_envs"))

@@ -125,6 +125,10 @@ class BufferSpec(PluginSpec):
 
     part: str = field(default="layout")
     default_layout: str | None = None
+    import_fields: tuple[str, ...] = ()
+    """Config fields that name code to import (``"package.module:function"``); a buffer file
+    that sets them is loaded only with ``trust_imports=True`` (loading never runs code a file
+    names without consent)."""
 
     @part.validator
     def _check_part(self, _attr: Any, value: str) -> None:

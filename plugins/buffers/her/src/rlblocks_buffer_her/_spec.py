@@ -36,4 +36,5 @@ SPEC = BufferSpec(
     config=HERConfig,
     part="relabeller",
     default_layout="vector",
+    import_fields=("compute_reward", "compute_terminated"),
 )
