@@ -1,16 +1,35 @@
-"""Trajectory views: shifts parsed, training views from episode links, acting views per env."""
+"""Trajectory views: shifts parsed, training views from episode links, acting views per env, and
+the views a policy trains on equal to those it acted on (sync and async collectors, on-policy
+buffer clears, ring overwrites, declared spaces)."""
 
 from __future__ import annotations
+
+import functools
+import time
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlblocks.async_collector import AsyncCollector
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
 from rlblocks.errors import ConfigError
-from rlblocks.views import ActingViews, ViewRequirement, parse_shift, training_views
+from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks.onpolicy_config import OnPolicyConfig
+from rlblocks.policy import BasePolicy
+from rlblocks.testing.env_checks import ProbeEnv, probe_env_fns
+from rlblocks.trainer import OnPolicyTrainer
+from rlblocks.views import (
+    STORED_PREFIX,
+    ActingViews,
+    ViewRequirement,
+    parse_shift,
+    stored_key,
+    training_views,
+)
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 
 
@@ -188,3 +207,244 @@ def test_a_requirements_space_shapes_its_acting_history() -> None:
             },
             2, obs_space, gym.spaces.Discrete(2),
         )  # fmt: skip
+
+
+# -- training views equal acting views, wherever the transitions were collected ---------------
+# ProbeEnv i: obs [i, t, resets, last_action, noise] (float64), episodes of 2 + i steps, reward
+# 10 * i + t; (i, resets, t) names one step of one env, so acting and training rows can be paired.
+ACTING_AND_TRAINING = {
+    "prev_act": ViewRequirement("act", shift=-1),
+    "prev_rew": ViewRequirement("rew", shift=-1),
+    "obs_stack": ViewRequirement("obs", shift="-2:0"),
+    "act_pair": ViewRequirement("act", shift=[-2, -1]),
+    "next_act": ViewRequirement("act", shift=1, used_for_acting=False),
+}
+
+
+def _step_key(obs: np.ndarray) -> tuple[int, int, int]:
+    return int(obs[0]), int(obs[2]), int(obs[1])
+
+
+def record_acting(policy: Any, batch: Batch) -> None:
+    """Remember the acting views of every row of ``batch`` under its step."""
+    names = [n for n, r in policy.view_requirements.items() if r.used_for_acting]
+    for row, o in enumerate(np.asarray(batch.obs)):
+        key = _step_key(o)
+        assert key not in policy.acting, f"step {key} acted on twice"
+        policy.acting[key] = {n: np.asarray(batch[n][row]).copy() for n in names}
+
+
+class ViewRecorder(BasePolicy):
+    """Acts ``(i + t + resets) % 7`` on probe observations and remembers, per step, the acting
+    views it was given and, for every row of every update, the training views."""
+
+    def __init__(self, requirements: dict[str, ViewRequirement] | None = None) -> None:
+        probe = ProbeEnv(0)
+        super().__init__(probe.observation_space, probe.action_space)
+        self.view_requirements = dict(requirements or ACTING_AND_TRAINING)
+        self.acting: dict[tuple[int, int, int], dict[str, np.ndarray]] = {}
+        self.trained: list[tuple[tuple[int, int, int], dict[str, np.ndarray]]] = []
+        self.learn_keys: set[str] = set()
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        record_acting(self, batch)
+        obs = np.asarray(batch.obs)
+        act = (obs[:, 0] + obs[:, 1] + obs[:, 2]).astype(np.int64) % 7
+        return Batch(act=act, state=state)
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        self.learn_keys |= set(batch.keys())
+        names = [n for n, r in self.view_requirements.items() if r.used_for_training]
+        for row, o in enumerate(np.asarray(batch.obs)):
+            self.trained.append((_step_key(o), {n: np.asarray(batch[n][row]) for n in names}))
+        return {}
+
+
+def assert_training_saw_acting(policy: Any) -> int:
+    """Every trained row's views equal, in values and dtype, those the policy acted on; returns
+    the number of trained rows."""
+    assert policy.trained, "nothing was trained on"
+    for key, views in policy.trained:
+        for name, acted in policy.acting[key].items():
+            if name not in views:
+                continue
+            got = views[name]
+            assert got.dtype == acted.dtype, f"{name} at {key}: {acted.dtype} vs {got.dtype}"
+            assert np.array_equal(got, acted), f"{name} at step {key}: acted {acted}, trained {got}"
+    return len(policy.trained)
+
+
+def check_probe_views(by_step: dict[tuple[int, int, int], dict[str, np.ndarray]]) -> None:
+    """Views (by step) are the probe env's own history: right, not just consistent."""
+    assert by_step
+    for (i, resets, t), views in by_step.items():
+        stack = views["obs_stack"]
+        for k, shift in enumerate((-2, -1, 0)):
+            if t + shift < 0:
+                assert not stack[k].any(), f"env {i} t={t}: a step before the episode is not zero"
+            else:
+                assert stack[k, :3].tolist() == [i, t + shift, resets]
+        prev = stack[2, 3] if t >= 1 else 0  # a probe obs holds the last action taken
+        assert views["prev_act"] == prev
+        assert views["act_pair"].tolist() == [stack[1, 3] if t >= 2 else 0, prev]
+        assert views["prev_rew"] == (10 * i + t if t >= 1 else 0)
+
+
+def test_training_views_equal_acting_views_after_on_policy_buffer_clears() -> None:
+    # four probe envs, one step each per collect: after the first clear every episode in the
+    # buffer began before it, so the buffer's links hold none of the history acting saw
+    policy = ViewRecorder()
+    buf = ReplayBuffer(16, num_envs=4)
+    collector = Collector(policy, DummyVectorEnv(probe_env_fns(4)), buf, seed=0)
+    for _ in range(8):
+        collector.collect(n_step=4)
+        policy.update(0, buf)
+        buf.reset(keep_statistics=True)
+    assert assert_training_saw_acting(policy) == 32
+    check_probe_views(policy.acting)
+    assert sum(t >= 2 for (_, _, t), _ in policy.trained) >= 8  # histories crossed clears
+    # the stored copies come back under the views' own names only
+    assert not any(k.startswith(STORED_PREFIX) for k in policy.learn_keys)
+    assert {"prev_act", "obs_stack", "next_act"} <= policy.learn_keys
+
+
+def test_training_views_equal_acting_views_after_the_ring_overwrote_episode_starts() -> None:
+    # 6- and 7-step episodes in an 8-slot buffer: the oldest stored steps lost their past
+    policy = ViewRecorder()
+    buf = ReplayBuffer(8, num_envs=2)
+    envs = DummyVectorEnv([functools.partial(ProbeEnv, i) for i in (4, 5)])
+    Collector(policy, envs, buf, seed=0).collect(n_step=22)
+    policy.update(0, buf)
+    assert assert_training_saw_acting(policy) == 8
+    stored = {key for key, _ in policy.trained}
+    cut = [(i, ep, t) for i, ep, t in stored if t >= 1 and (i, ep, t - 1) not in stored]
+    assert cut, "the test needs rows whose previous step was overwritten"
+
+
+def test_random_warm_up_steps_store_the_views_the_policy_would_have_seen() -> None:
+    policy = ViewRecorder()
+    buf = ReplayBuffer(64, num_envs=3)
+    collector = Collector(policy, DummyVectorEnv(probe_env_fns(3)), buf, seed=0)
+    collector.collect(n_step=9, random=True)
+    assert not policy.acting  # the policy never ran ...
+    collector.collect(n_step=9)
+    policy.update(0, buf)
+    # ... yet every row has views: the right ones for warm-up rows, the acted-on ones after
+    assert buf.get(buf.sample_index(0), stored_key("prev_act")).shape == (18,)
+    warm_up = {key: views for key, views in policy.trained if key not in policy.acting}
+    assert len(warm_up) == 9
+    check_probe_views(warm_up)
+    policy.trained = [(key, views) for key, views in policy.trained if key in policy.acting]
+    assert assert_training_saw_acting(policy) == 9
+
+
+class OnPolicyViewRecorder(OnPolicyPolicy):
+    """A small actor-critic that records acting views and the views its rollout carries."""
+
+    def __init__(self) -> None:
+        probe = ProbeEnv(0)
+        config = OnPolicyConfig(hidden_sizes=[8])
+        super().__init__(probe.observation_space, probe.action_space, config)
+        self.view_requirements = dict(ACTING_AND_TRAINING)
+        self.acting: dict[tuple[int, int, int], dict[str, np.ndarray]] = {}
+        self.trained: list[tuple[tuple[int, int, int], dict[str, np.ndarray]]] = []
+        self._keys: list[tuple[int, int, int]] = []
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        record_acting(self, batch)
+        return super().forward(batch, state)
+
+    def process_fn(self, batch: Batch, buffer: Any, indices: np.ndarray) -> Batch:
+        self._keys = [_step_key(o) for o in np.asarray(batch.obs)]
+        return super().process_fn(batch, buffer, indices)
+
+    def learn(self, batch: Batch, batch_size: int = 0, **kwargs: Any) -> dict[str, float]:
+        data = self.rollout(batch)
+        for mb in self.minibatches(data, batch_size):  # views travel with minibatches
+            assert mb["prev_act"].shape == mb["act"].shape
+        names = [n for n in self.view_requirements if n in data]
+        for row, key in enumerate(self._keys):
+            self.trained.append((key, {n: data[n][row].cpu().numpy() for n in names}))
+        return {}
+
+
+def test_on_policy_trainer_learns_on_the_views_the_policy_acted_on() -> None:
+    policy = OnPolicyViewRecorder()
+    buf = ReplayBuffer(16, num_envs=4)
+    collector = Collector(policy, DummyVectorEnv(probe_env_fns(4)), buf, seed=0)
+    trainer = OnPolicyTrainer(
+        policy, collector, None, buf, step_per_collect=4, repeat_per_collect=1,
+        max_env_steps=32, test_interval=1000, batch_size=2,
+    )  # fmt: skip
+    trainer.run()
+    assert len(buf) == 0, "the trainer clears the buffer after each update"
+    assert assert_training_saw_acting(policy) == 32
+    assert {"prev_act", "prev_rew", "obs_stack", "act_pair", "next_act"} <= set(
+        policy.trained[-1][1]
+    )
+
+
+def test_a_requirements_space_types_its_training_views_too() -> None:
+    f64 = gym.spaces.Box(-np.inf, np.inf, (), np.float64)
+    policy = ViewRecorder(
+        {
+            "prev_rew": ViewRequirement("rew", shift=-1, space=f64),
+            "next_rew": ViewRequirement("rew", shift=1, used_for_acting=False, space=f64),
+            "next_rew32": ViewRequirement("rew", shift=1, used_for_acting=False),
+            "obs_stack": ViewRequirement("obs", shift="-2:0"),
+        }
+    )
+    buf = ReplayBuffer(32, num_envs=2)
+    Collector(policy, DummyVectorEnv(probe_env_fns(2)), buf, seed=0).collect(n_step=10)
+    policy.update(0, buf)
+    assert assert_training_saw_acting(policy) == 10
+    views = policy.trained[0][1]
+    assert views["prev_rew"].dtype == np.float64  # declared, acting and training
+    assert views["next_rew"].dtype == np.float64  # declared, training only
+    assert views["next_rew32"].dtype == np.float32  # rewards default to float32 scalars
+    assert views["obs_stack"].dtype == np.float64  # the env's observation space
+    wrong = {"x": ViewRequirement("obs", shift=-1, used_for_acting=False, space=f64)}
+    with pytest.raises(ConfigError, match="declared space has shape"):
+        training_views(buf, buf.sample_index(0), wrong)
+
+
+class SlowProbeEnv(ProbeEnv):
+    """A probe env whose steps take ``delay`` seconds, so envs finish out of order."""
+
+    def __init__(self, index: int, delay: float) -> None:
+        super().__init__(index)
+        self.delay = delay
+
+    def step(self, action: Any) -> Any:
+        time.sleep(self.delay)
+        return super().step(action)
+
+
+def test_async_collector_gives_each_env_the_views_of_the_sync_collector() -> None:
+    pytest.importorskip("rlblocks_env_shmem")
+    from rlblocks_env_shmem.shmem import ShmemVectorEnv
+
+    delays = (0.0, 0.004, 0.0, 0.012)  # worker 1 (envs 2, 3) lags: envs come back in any order
+    fns = [functools.partial(SlowProbeEnv, i, d) for i, d in enumerate(delays)]
+    async_policy = ViewRecorder()
+    buf = ReplayBuffer(256, num_envs=4)
+    with ShmemVectorEnv(fns, num_workers=2, wait_num=1) as envs:
+        collector = AsyncCollector(async_policy, envs, buf, seed=0, wait_num=1)
+        assert collector.is_async
+        collector.collect(n_step=40)
+        collector.collect(n_step=20)  # steps in flight carry over between calls
+    async_policy.update(0, buf)
+    assert assert_training_saw_acting(async_policy) == len(buf)
+    check_probe_views(async_policy.acting)
+    counts = np.bincount([k[0] for k in async_policy.acting], minlength=4)
+    assert counts[0] > counts[3], f"envs should have stepped unevenly: {counts.tolist()}"
+
+    sync_policy = ViewRecorder()
+    sync = Collector(sync_policy, DummyVectorEnv(probe_env_fns(4)), None, seed=0)
+    sync.collect(n_step=4 * int(counts.max()) + 4)
+    shared = async_policy.acting.keys() & sync_policy.acting.keys()
+    assert len(shared) == len(async_policy.acting)
+    for key in shared:
+        for name, value in sync_policy.acting[key].items():
+            got = async_policy.acting[key][name]
+            assert got.dtype == value.dtype and np.array_equal(got, value), (name, key)

@@ -3,15 +3,18 @@ slowest env.
 
 It sends actions with ``envs.step_async(act, env_ids)`` and takes back whichever envs are ready
 with ``envs.step_wait(wait_num, timeout) -> (env_ids, obs, rew, terminated, truncated, infos)``.
-Only those envs' results are used: the observation each acted on, its action and policy output
-are kept per env id from the moment the action was sent, so rows never mix envs. Finished envs
-are reset by the collector itself (no transition spans two episodes), then act again.
+Only those envs' results are used: the observation each acted on, its action, policy output and
+trajectory views are kept per env id from the moment the action was sent, so rows never mix envs.
+Finished envs are reset by the collector itself (no transition spans two episodes), then act
+again. Each env's view history (:class:`~rlblocks.views.ActingViews`) advances only when its own
+step comes back, so a policy sees, per env, the same views as with the synchronous collector
+whatever order the envs finish in.
 
 Hot loop (R = envs ready this round, in ``step_wait``'s order)::
 
-    obs[R] -> policy -> act[R] -> step_async(act, R) ... step_wait() -> ids [R'], obs_next [R']
-    -> buffer.add(obs[ids], act[ids], rew, terminated, truncated, obs_next, env_ids=ids)
-    -> reset finished ids -> they are ready again
+    obs[R], views[R] -> policy -> act[R] -> step_async(act, R) ... step_wait() -> ids [R'],
+    obs_next [R'] -> buffer.add(obs[ids], act[ids], rew, ..., obs_next, views[ids], env_ids=ids)
+    -> view histories of ids advance -> reset finished ids -> they are ready again
 
 Backends without ``step_async`` (the in-process one) are collected synchronously, as by
 :class:`~rlblocks.collector.Collector`.
@@ -70,6 +73,7 @@ class AsyncCollector(Collector):
         self._ready = np.arange(self.num_envs)  # may act now
         self._act_rows: Any = None  # [num_envs, ...] action each env was sent
         self._policy_rows: Any = None  # [num_envs, ...] policy output stored with it
+        self._view_rows: dict[str, np.ndarray] | None = None  # [num_envs, ...] views stored
 
     def _drain(self) -> None:
         """Take back (and drop) every step in flight, so all envs can be reset."""
@@ -85,13 +89,24 @@ class AsyncCollector(Collector):
         self._ready = np.arange(self.num_envs)
 
     def _act(self, ready: np.ndarray, use_policy: bool, explore: bool) -> Any:
-        """Choose actions for ``ready`` and remember them (and the policy output) per env."""
+        """Choose actions for ``ready`` and remember them (and the policy output and the views
+        the buffer stores) per env."""
         obs = take_rows(self._obs, ready)
         policy = self.policy
         policy_out = None
+        views = None if self._views is None else self._views.build(ready)
+        if views is not None and self._views.stored:  # type: ignore[union-attr]
+            stored = self._views.for_buffer(views)  # type: ignore[union-attr]
+            if self._view_rows is None:
+                self._view_rows = {k: _rows_like(v, self.num_envs) for k, v in stored.items()}
+            for key, value in stored.items():
+                self._view_rows[key][ready] = value
         if use_policy:
             state = None if self._state is None else take_rows(self._state, ready)
-            result = policy(Batch(obs=obs), state)
+            batch = Batch(obs=obs)
+            if views is not None:
+                batch.update(views)
+            result = policy(batch, state)
             act = _to_numpy(result.act)
             if explore:
                 act = policy.exploration_noise(act, result)
@@ -167,10 +182,14 @@ class AsyncCollector(Collector):
                     }
                     if self._policy_rows is not None:
                         data["policy"] = take_rows(self._policy_rows, ids)
+                    if self._view_rows is not None:
+                        data.update({k: v[ids] for k, v in self._view_rows.items()})
                     buffer.add(data, env_ids=ids)
                 if render:
                     envs.render(ids)  # type: ignore[attr-defined]
                     time.sleep(render)
+                if self._views is not None:  # before _end_step restarts finished episodes
+                    self._views.record(ids, self._act_rows[ids], rew, obs_next)
                 retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally)
                 keep = ids[~np.isin(ids, retired)] if len(retired) else ids
                 put_rows(self._obs, ids, obs_next)

@@ -40,7 +40,9 @@ __all__ = ["OnPolicyPolicy", "Rollout"]
 
 Rollout = dict[str, torch.Tensor]
 """A prepared update: ``obs`` (features ``[N, D]``), ``obs_next``, ``act``, ``logp_old``,
-``value_old``, ``adv``, ``returns`` (all length N)."""
+``value_old``, ``adv``, ``returns``, and the policy's training views under their own names
+(all length N)."""
+_ROLLOUT_FIELDS = ("obs", "obs_next", "act", "logp_old", "value_old", "adv", "returns")
 
 
 class OnPolicyPolicy(BasePolicy):
@@ -173,10 +175,26 @@ class OnPolicyPolicy(BasePolicy):
         }
         if self.critic is not None:
             data["obs_next"] = self._inputs(batch.obs_next)
+        data.update(self._view_tensors(batch))
         with torch.no_grad():
             data["logp_old"] = self.dist(self.features(obs)).log_prob(data["act"])
         self.compute_advantages(data, update_stats=True)
         return Batch(data)
+
+    def _view_tensors(self, batch: Batch) -> Rollout:
+        """The training views ``update`` put in ``batch`` (see ``view_requirements``), as
+        tensors that minibatches carry, so ``learn`` sees the views the policy acted on."""
+        out: Rollout = {}
+        for name, req in self.view_requirements.items():
+            if not req.used_for_training or req.plain(name) or name not in batch:
+                continue
+            if name in _ROLLOUT_FIELDS:
+                raise ConfigError(
+                    f"view {name!r} has the name of a rollout field "
+                    f"({', '.join(_ROLLOUT_FIELDS)}); rename the view"
+                )
+            out[name] = _tensor_tree(batch[name], self.device)
+        return out
 
     def compute_advantages(self, data: Rollout, update_stats: bool = False) -> None:
         """Fill ``adv``, ``returns`` (critic targets, scaled) and ``value_old`` in ``data``."""
@@ -244,3 +262,10 @@ def _take(x: Any, idx: torch.Tensor) -> Any:
     if isinstance(x, torch.Tensor):
         return x[idx]
     return {k: _take(x[k], idx) for k in x.keys()}  # noqa: SIM118 (dicts and Batches)
+
+
+def _tensor_tree(x: Any, device: torch.device) -> Any:
+    """An array (or a Batch / dict of them) as tensors on ``device``, dtypes kept."""
+    if isinstance(x, Batch | dict):
+        return {k: _tensor_tree(x[k], device) for k in x.keys()}  # noqa: SIM118
+    return torch.as_tensor(np.asarray(x), device=device)

@@ -155,7 +155,16 @@ class BasePolicy(nn.Module):
             return {}
         batch, indices = buffer.sample(sample_size)
         if self.view_requirements:
-            batch.update(training_views(buffer, indices, self.view_requirements))
+            # acting views come back as the collector stored them, the others from the links
+            views = training_views(
+                buffer,
+                indices,
+                self.view_requirements,
+                self.observation_space,
+                self.action_space,
+                batch=batch,
+            )
+            batch.update(views)
         # A buffer that rewrites what it samples (hindsight relabelling) hands process_fn a view
         # whose reads follow the rewritten rows, so n-step or GAE targets see the same data.
         relabels = self.buffer_abilities(buffer).relabelling

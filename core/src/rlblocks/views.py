@@ -16,6 +16,19 @@ Time ``t`` is a row of the buffer (``obs``, ``act``, ``rew`` of one step). Steps
 episode's first step or after its last stored step are zeros, so a view never mixes episodes.
 While acting only the past is known: ``obs`` with shifts <= 0, ``act`` and ``rew`` with shifts
 <= -1.
+
+Training sees what acting saw. A view used for both is written into the buffer with its step
+(key ``view_<name>``, see :func:`stored_key`) exactly as the policy received it, and training
+reads it back instead of walking episode links. Links alone would be wrong wherever the buffer no
+longer holds an episode's earlier steps: after the on-policy trainer clears the buffer between
+updates (episodes continue into the next collect) and after a ring buffer overwrote an episode's
+first steps; they would show zeros where the policy saw real history. The price is one stored
+copy of each such view per step (small for previous actions and rewards; ``k`` observations per
+step for a ``k``-frame observation stack). Views used only for training (future shifts, other
+columns) follow the links.
+
+A view's values have the dtype (and per-step shape) of its :attr:`ViewRequirement.space`, acting
+and training alike.
 """
 
 from __future__ import annotations
@@ -32,6 +45,22 @@ from rlblocks.errors import ConfigError
 
 #: Columns the collector knows while acting, and the most recent shift it has for each.
 _ACTING_COLUMNS = {"obs": 0, "act": -1, "rew": -1}
+#: What a reward view is when its requirement declares no space.
+_REWARD_SPACE = gym.spaces.Box(-np.inf, np.inf, (), np.float32)
+#: Prefix of the buffer keys that hold acting views stored with their step.
+STORED_PREFIX = "view_"
+
+
+def _default_space(
+    column: str, observation_space: gym.Space | None, action_space: gym.Space | None
+) -> gym.Space | None:
+    """The space a column's views have when their requirement declares none."""
+    return {"obs": observation_space, "act": action_space, "rew": _REWARD_SPACE}.get(column)
+
+
+def stored_key(name: str) -> str:
+    """The buffer key under which the collector stores the acting view ``name``."""
+    return STORED_PREFIX + name
 
 
 def parse_shift(shift: int | Sequence[int] | str) -> tuple[tuple[int, ...], bool]:
@@ -72,9 +101,10 @@ class ViewRequirement:
     )
     """Offset(s): ``-1`` the previous step, ``1`` the next, ``[-2, -1]`` or ``"-3:0"`` several."""
     space: gym.Space | None = None
-    """The column's space when it is not the env's (e.g. a float64 reward column): gives the
-    shape and dtype of acting views, zeros before anything was seen. None: the env's observation
-    or action space (float32 scalars for rewards)."""
+    """The column's space when it is not the env's (e.g. a float64 reward column): the per-step
+    shape and dtype of the view, acting (its history, zeros before anything was seen) and
+    training (values read from the buffer are cast to its dtype and their shape is checked).
+    None: the env's observation or action space (float32 scalars for rewards)."""
     used_for_training: bool = True
     """Build this view for ``learn`` (from the buffer)."""
     used_for_acting: bool = True
@@ -85,6 +115,20 @@ class ViewRequirement:
 
     def column(self, name: str) -> str:
         return self.data_col or name
+
+    def column_space(
+        self, name: str, observation_space: gym.Space | None, action_space: gym.Space | None
+    ) -> gym.Space | None:
+        """The space of one step of this view's column: :attr:`space` when declared, else the
+        env's observation space for ``obs``, its action space for ``act``, float32 scalars for
+        ``rew``, and None (values as stored) for other columns."""
+        if self.space is not None:
+            return self.space
+        return _default_space(self.column(name), observation_space, action_space)
+
+    def plain(self, name: str) -> bool:
+        """True when the view ``name`` is just the stored column of that name (nothing to build)."""
+        return self.column(name) == name and self.offsets == (0,) and not self.ranged
 
     @property
     def offsets(self) -> tuple[int, ...]:
@@ -140,23 +184,59 @@ def _stack(values: list[Any]) -> Any:
     return np.stack(values, axis=1)
 
 
+def _as_space(value: Any, space: gym.Space | None, declared: bool, name: str) -> Any:
+    """``value`` (``[B, ...]``, one offset) in the dtype of ``space``; a ``declared`` space's
+    shape is checked too (ConfigError naming the view). Dict and Tuple spaces pass unchanged."""
+    if space is None or isinstance(value, Batch) or space.shape is None or space.dtype is None:
+        return value
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        return value
+    value = np.asarray(value)
+    if declared and value.shape[1:] != tuple(space.shape):
+        raise ConfigError(
+            f"view {name!r}: its declared space has shape {tuple(space.shape)} per step but the "
+            f"buffer holds {value.shape[1:]}; fix ViewRequirement.space"
+        )
+    return value.astype(space.dtype, copy=False)
+
+
 def training_views(
-    buffer: Any, indices: np.ndarray, requirements: Mapping[str, ViewRequirement]
+    buffer: Any,
+    indices: np.ndarray,
+    requirements: Mapping[str, ViewRequirement],
+    observation_space: gym.Space | None = None,
+    action_space: gym.Space | None = None,
+    batch: Batch | None = None,
 ) -> dict[str, Any]:
     """The training-side views for sampled ``indices``: each ``[B, ...]`` (one offset) or
-    ``[B, len(offsets), ...]`` (a list or range), zero where the offset leaves the episode."""
+    ``[B, len(offsets), ...]`` (a list or range).
+
+    A view the policy also used for acting is the one it got then, as the collector stored it
+    (``view_<name>``); any other is built from the episode links, zero where an offset leaves
+    the episode, in the dtype of its space (see :meth:`ViewRequirement.column_space`). ``batch``:
+    the rows already read at ``indices`` (``buffer.sample``'s); stored views are taken from it
+    rather than read again, and removed from it (they come back under their own names)."""
     out: dict[str, Any] = {}
     for name, req in requirements.items():
-        column, offsets = req.column(name), req.offsets
-        if not req.used_for_training or (column == name and offsets == (0,) and not req.ranged):
+        if not req.used_for_training or req.plain(name):
             continue
+        if req.used_for_acting:
+            key = stored_key(name)
+            stored = batch.pop(key, None) if batch is not None else None
+            if stored is None:
+                stored = buffer.get(indices, key)
+            if stored is not None:
+                out[name] = stored
+                continue
+        column = req.column(name)
+        space = req.column_space(name, observation_space, action_space)
         parts = []
-        for shift in offsets:
+        for shift in req.offsets:
             idx, valid = shifted_index(buffer, indices, shift)
             value = _read(buffer, idx, column)
             if not valid.all():
                 value = _zero_rows(value, np.flatnonzero(~valid))
-            parts.append(value)
+            parts.append(_as_space(value, space, req.space is not None, name))
         out[name] = _stack(parts) if req.ranged else parts[0]
     return out
 
@@ -167,7 +247,13 @@ class ActingViews:
     and builds those views for any subset of envs. Histories restart (zeros) with each episode.
 
     History arrays are ``[num_envs, K, *shape]`` with the newest entry last: for ``obs`` the
-    newest is the current observation, for ``act``/``rew`` the previous step's.
+    newest is the current observation, for ``act``/``rew`` the previous step's. Their shape and
+    dtype are the space a requirement declares for the column, else the default one
+    (:meth:`ViewRequirement.column_space`).
+
+    Envs are independent: ``record`` and ``begin_episode`` touch only the envs named, in any
+    order, so an asynchronous collector that gets envs back one by one keeps each env's history
+    exactly as a synchronous one does.
     """
 
     def __init__(
@@ -178,12 +264,15 @@ class ActingViews:
         action_space: gym.Space,
     ) -> None:
         self.views: dict[str, tuple[str, tuple[int, ...], bool]] = {}
+        #: views also used for training: stored with each step (see :meth:`for_buffer`)
+        self.stored: tuple[str, ...] = ()
         depth: dict[str, int] = {}
-        declared: dict[str, gym.Space] = {}  # a requirement's own space wins over the env's
+        # a requirement's own space wins over the env's: column -> (first view declaring, space)
+        declared: dict[str, tuple[str, gym.Space]] = {}
         for name, req in requirements.items():
             column, offsets = req.column(name), req.offsets
-            if not req.used_for_acting or (column == name == "obs" and offsets == (0,)):
-                continue
+            if not req.used_for_acting or (name == "obs" and req.plain(name)):
+                continue  # the current observation is in every batch already
             newest = _ACTING_COLUMNS.get(column)
             if newest is None or max(offsets) > newest:
                 raise ConfigError(
@@ -192,23 +281,30 @@ class ActingViews:
                     "used_for_acting=False to use it for training only"
                 )
             self.views[name] = (column, offsets, req.ranged)
+            if req.used_for_training:
+                self.stored += (name,)
             depth[column] = max(depth.get(column, 0), newest - min(offsets) + 1)
             if req.space is not None:
-                if declared.get(column, req.space) != req.space:
+                first, seen = declared.setdefault(column, (name, req.space))
+                if seen != req.space:
                     raise ConfigError(
-                        f"views of {column!r} declare different spaces ({declared[column]} and "
-                        f"{req.space} for {name!r}); one column has one space"
+                        f"views of {column!r} declare different spaces ({seen} for {first!r} "
+                        f"and {req.space} for {name!r}); one column has one space"
                     )
-                declared[column] = req.space
-        spaces = {"obs": observation_space, "act": action_space, "rew": None, **declared}
         self.history: dict[str, np.ndarray] = {}
         for column, k in depth.items():
-            space = spaces[column]
-            shape = () if space is None else space.shape or ()
-            dtype = np.float32 if space is None else space.dtype
-            if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple) or shape is None:
+            space = (
+                declared[column][1]
+                if column in declared
+                else _default_space(column, observation_space, action_space)
+            )
+            if (
+                space is None
+                or isinstance(space, gym.spaces.Dict | gym.spaces.Tuple)
+                or space.shape is None
+            ):
                 raise ConfigError(f"acting views of {column!r} need a Box or discrete space")
-            self.history[column] = np.zeros((num_envs, k, *shape), dtype=dtype)
+            self.history[column] = np.zeros((num_envs, k, *space.shape), dtype=space.dtype)
 
     def __bool__(self) -> bool:
         return bool(self.views)
@@ -230,7 +326,7 @@ class ActingViews:
             hist[env_ids] = rows
 
     def build(self, env_ids: np.ndarray) -> dict[str, np.ndarray]:
-        """The acting views of ``env_ids``."""
+        """The acting views of ``env_ids`` (fresh arrays, in the history's dtype)."""
         out = {}
         for name, (column, offsets, ranged) in self.views.items():
             hist = self.history[column]
@@ -239,3 +335,8 @@ class ActingViews:
             rows = hist[env_ids]
             out[name] = rows[:, cols] if ranged else rows[:, cols[0]]
         return out
+
+    def for_buffer(self, views: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The part of built ``views`` to write with the step (the ones training uses), under
+        their buffer keys, so :func:`training_views` returns exactly what acting saw."""
+        return {stored_key(name): views[name] for name in self.stored}
