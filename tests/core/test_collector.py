@@ -218,3 +218,82 @@ def test_non_finite_env_output_stops_the_collect_naming_the_env(where, value, sa
     with pytest.raises(NonFiniteError, match=rf"env 'CartPole-v1' at index 2 {re.escape(said)}"):
         collector.collect(n_step=40)
     assert len(buf) == 8  # the bad step never reached the buffer
+
+
+class ActionSpaceEnv(CountEnv):
+    """CountEnv with another action space (and episodes of 7 steps)."""
+
+    def __init__(self, action_space: gym.Space) -> None:
+        super().__init__(7)
+        self.action_space = action_space
+
+
+@pytest.mark.parametrize(
+    "space",
+    [gym.spaces.Discrete(3, start=-1), gym.spaces.Box(-2.0, 3.0, (2,), dtype=np.float32)],
+)
+def test_random_actions_fill_the_space_and_follow_the_seed(space) -> None:
+    def run(seed: int) -> np.ndarray:
+        envs = DummyVectorEnv([lambda: ActionSpaceEnv(space)] * 3)
+        buf = ReplayBuffer(1000, num_envs=3)
+        collector = Collector(None, envs, buf, seed=seed)
+        collector.collect(n_step=300, random=True)  # every env active
+        collector.collect(n_episode=2, random=True)  # two of three envs active
+        return buf.act[: len(buf)].copy()
+
+    acts = run(0)
+    assert len(acts) == 300 + 14
+    assert all(space.contains(np.asarray(a, dtype=space.dtype)) for a in acts)
+    if isinstance(space, gym.spaces.Discrete):
+        assert set(acts.tolist()) == {-1, 0, 1}
+    else:
+        assert acts.shape == (314, 2) and acts.std(axis=0).min() > 1.0  # spread, not constant
+    np.testing.assert_array_equal(acts, run(0))
+    assert not np.array_equal(acts, run(1))
+
+
+def _dqn(obs_space: gym.Space, act_space: gym.Space, **config):
+    import rlblocks
+
+    return rlblocks.make_policy("dqn", obs_space, act_space, config=config)
+
+
+def test_default_dqn_acts_greedily_with_exactly_its_network() -> None:
+    import torch
+
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), dtype=np.float32)
+    policy = _dqn(space, gym.spaces.Discrete(3, start=2))
+    policy.eval()  # eps_test = 0: greedy
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    with torch.inference_mode():
+        out = policy(Batch(obs=obs))
+        q = policy.model(torch.as_tensor(obs))
+    assert torch.equal(out.logits, q)  # the same computation, not just close
+    assert out.act.tolist() == (q.argmax(dim=1).numpy() + 2).tolist()
+    # with autograd on, the logits still carry the graph
+    assert policy(Batch(obs=obs)).logits.requires_grad
+
+
+def test_default_dqn_runs_hooks_registered_on_its_network() -> None:
+    space = gym.spaces.Box(-1, 1, (4,), dtype=np.float32)
+    policy = _dqn(space, gym.spaces.Discrete(2))
+    seen: list[tuple[int, ...]] = []
+    handle = policy.model.body[2].register_forward_hook(
+        lambda _m, _args, out: seen.append(tuple(out.shape))
+    )
+    policy(Batch(obs=np.zeros((5, 4), np.float32)))
+    assert seen == [(5, 128)]
+    handle.remove()
+    policy(Batch(obs=np.zeros((5, 4), np.float32)))
+    assert seen == [(5, 128)]
+
+
+def test_dqn_exploration_through_the_collector_picks_every_action_alike() -> None:
+    envs = DummyVectorEnv([lambda: ActionSpaceEnv(gym.spaces.Discrete(3, start=1))] * 4)
+    policy = _dqn(envs.observation_space, envs.action_space)
+    policy.seed(0)
+    policy.train()  # env_step 0: epsilon 1, every action random
+    buf = ReplayBuffer(4000, num_envs=4)
+    Collector(policy, envs, buf).collect(n_step=3000)
+    counts = np.bincount(buf.act[: len(buf)] - 1, minlength=3) / len(buf)
+    assert np.abs(counts - 1 / 3).max() < 0.04

@@ -95,3 +95,39 @@ def test_observations_of_the_wrong_shape_are_named_not_stacked_silently() -> Non
     envs = DummyVectorEnv([Misshaped, Misshaped])
     with pytest.raises(ValueError, match=r"shapes \[\(3,\), \(3,\)\].*space says \(2,\)"):
         envs.reset()
+
+
+def test_a_finished_env_must_be_reset_before_it_steps_again() -> None:
+    class Short(gym.Env):
+        """Episodes of 2 steps on env 0, endless on the others."""
+
+        observation_space = gym.spaces.Box(-1, 1, (1,))
+        action_space = gym.spaces.Discrete(2)
+
+        def __init__(self, length: int) -> None:
+            self.length, self.t = length, 0
+
+        def reset(self, *, seed=None, options=None):
+            self.t = 0
+            return np.zeros(1, dtype=np.float32), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.zeros(1, dtype=np.float32), 1.0, self.t >= self.length, False, {}
+
+    envs = DummyVectorEnv([lambda: Short(2), lambda: Short(10**9), lambda: Short(10**9)])
+    with pytest.raises(EnvWorkerError, match=r"envs \[0, 1, 2\] finished their episode or were"):
+        envs.step(np.zeros(3, dtype=np.int64))  # never reset
+    envs.reset(env_ids=[1, 2])
+    envs.step(np.zeros(2, dtype=np.int64), env_ids=[1, 2])  # the reset ones may step
+    with pytest.raises(EnvWorkerError, match=r"envs \[0\] finished"):
+        envs.step(np.zeros(2, dtype=np.int64), env_ids=[2, 0])
+    envs.reset(env_ids=np.array([0]))
+    _, _, term, _, _ = envs.step(np.zeros(3, dtype=np.int64))
+    _, _, term, _, _ = envs.step(np.zeros(3, dtype=np.int64))
+    assert term.tolist() == [True, False, False]
+    with pytest.raises(EnvWorkerError, match=r"envs \[0\] finished"):
+        envs.step(np.zeros(3, dtype=np.int64))
+    envs.step(np.zeros(2, dtype=np.int64), env_ids=[1, 2])  # the others go on
+    envs.reset(env_ids=[0])
+    envs.step(np.zeros(3, dtype=np.int64))

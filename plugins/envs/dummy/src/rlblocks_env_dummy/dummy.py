@@ -39,7 +39,9 @@ class DummyVectorEnv(VectorEnvBase):
         self._obs_dtype = self.observation_space.dtype
         self._all_ids = np.arange(self.num_envs)
         self._all_list = self._all_ids.tolist()
-        self._needs_reset = np.ones(self.num_envs, dtype=bool)
+        # envs whose episode ended (or that were never reset): a set, so that the usual step,
+        # with none waiting, checks it in one truth test
+        self._waiting: set[int] = set(self._all_list)
         self._closed = False
         self.spec = getattr(self.envs[0], "spec", None)
 
@@ -59,7 +61,10 @@ class DummyVectorEnv(VectorEnvBase):
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
         if env_ids is None:
             return self._all_ids
-        ids = np.ascontiguousarray(env_ids, dtype=np.int64).reshape(-1)
+        if type(env_ids) is np.ndarray and env_ids.dtype == np.int64 and env_ids.ndim == 1:
+            ids = env_ids  # what the collector passes: nothing to convert
+        else:
+            ids = np.ascontiguousarray(env_ids, dtype=np.int64).reshape(-1)
         # one comparison finds both: negative ids wrap to huge unsigned values
         if np.count_nonzero(ids.view(np.uint64) >= self.num_envs):
             raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
@@ -74,57 +79,62 @@ class DummyVectorEnv(VectorEnvBase):
     ) -> tuple[Any, list[dict]]:
         """Reset the given envs; an int ``seed`` seeds env ``i`` with ``seed + i``."""
         ids = self._ids(env_ids)
+        id_list = self._all_list if ids is self._all_ids else ids.tolist()
         if seed is None:
-            seeds: Sequence[int | None] = [None] * len(ids)
+            seeds: Sequence[int | None] = [None] * len(id_list)
         elif isinstance(seed, int | np.integer):
-            seeds = [int(seed) + int(i) for i in ids]
+            seeds = [int(seed) + i for i in id_list]
         else:
             seeds = list(seed)
-            if len(seeds) != len(ids):
-                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} envs")
+            if len(seeds) != len(id_list):
+                raise ValueError(f"got {len(seeds)} seeds for {len(id_list)} envs")
         obs_list, infos = [], []
-        for i, s in zip(ids, seeds):
+        envs = self.envs
+        for i, s in zip(id_list, seeds):
             try:
-                obs, info = self.envs[i].reset(seed=s, options=options)
+                obs, info = envs[i].reset(seed=s, options=options)
             except Exception as exc:
-                raise EnvWorkerError(f"env {int(i)} raised in reset: {exc!r}") from exc
+                raise EnvWorkerError(f"env {i} raised in reset: {exc!r}") from exc
             obs_list.append(obs)
             infos.append(info)
-        self._needs_reset[ids] = False
+        self._waiting.difference_update(id_list)
         return self._stack(obs_list), infos
 
     def step(
         self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
         """Step the given envs with ``actions[j]`` for ``env_ids[j]``; no autoreset."""
-        ids = self._ids(env_ids)
-        n = len(ids)
+        if env_ids is None:  # the collector's usual call: no id checks, no gathers
+            id_list = self._all_list
+            stepping = self.envs
+        else:
+            id_list = self._ids(env_ids).tolist()
+            stepping = [self.envs[i] for i in id_list]
+        n = len(id_list)
         if len(actions) != n:
             raise ValueError(f"got {len(actions)} actions for {n} envs")
-        waiting = self._needs_reset if ids is self._all_ids else self._needs_reset[ids]
-        if np.count_nonzero(waiting):
-            bad = ids[waiting].tolist()
+        waiting = self._waiting
+        if waiting and not waiting.isdisjoint(id_list):
+            bad = [i for i in id_list if i in waiting]
             raise EnvWorkerError(
                 f"envs {bad} finished their episode or were never reset; call reset(env_ids) first"
             )
         # numpy integer actions stay numpy scalars: gymnasium 1.x's Discrete.contains checks
         # them faster than Python ints (which it range-checks through np.iinfo)
-        envs = self.envs
-        id_list = self._all_list if ids is self._all_ids else ids.tolist()
         results: list[tuple] = []
         append = results.append
         try:
-            for i, a in zip(id_list, actions):
-                append(envs[i].step(a))
+            for env, a in zip(stepping, actions):
+                append(env.step(a))
         except Exception as exc:
-            bad = id_list[len(results)]
-            raise EnvWorkerError(f"env {bad} raised in step: {exc!r}") from exc
+            bad_id = id_list[len(results)]
+            raise EnvWorkerError(f"env {bad_id} raised in step: {exc!r}") from exc
         obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
         rew = np.array(rew_list, dtype=np.float64)
         terminated = np.array(term_list, dtype=bool)
         truncated = np.array(trunc_list, dtype=bool)
         if any(term_list) or any(trunc_list):
-            self._needs_reset[ids[terminated | truncated]] = True
+            waiting.update(i for i, t, u in zip(id_list, term_list, trunc_list) if t or u)
         return self._stack(obs_list), rew, terminated, truncated, list(infos)
 
     def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
