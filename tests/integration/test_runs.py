@@ -110,6 +110,36 @@ def test_resume_continues_counters_buffer_and_weights(tmp_path: Path) -> None:
     assert final["trainer"]["env_step"] == result.env_steps
 
 
+@pytest.mark.parametrize("sampler", ["uniform", "prioritized"])
+def test_a_resumed_run_keeps_its_composed_buffer_and_memmap_storage(
+    tmp_path: Path, sampler: str
+) -> None:
+    import numpy as np
+
+    run = tmp_path / "run"
+    overrides = [*SMALL, "buffer.name=vector", f"buffer.sampler={sampler}",
+                 "buffer.storage=memmap"]
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        rlblocks.train("dqn", seed=0, overrides=overrides, run_dir=run, progress=False,
+                       loggers=[], hooks=[CrashAt(450)])
+    saved = load_checkpoint(latest_checkpoint(run))["trainer"]["env_step"]
+    seen: dict[str, object] = {}
+
+    class Look:
+        @rlblocks.plugins.hookspecs.hookimpl
+        def rlblocks_rollout_end(self, stats, env_step, trainer):  # type: ignore[no-untyped-def]
+            if not seen:  # the first collect after the resume: the restored buffer
+                buf = trainer.buffer
+                seen.update(parts=buf.parts(), storage=buf.storage, length=len(buf),
+                            mapped=isinstance(buf.storage_arrays["act"], np.memmap))
+
+    rlblocks.resume(run, hooks=[Look()])
+    assert seen["storage"] == "memmap" and seen["mapped"]
+    assert seen["parts"]["layout"][0] == "vector" and seen["parts"]["sampler"][0] == sampler
+    assert seen["length"] > saved  # the checkpoint's transitions plus the first collect
+    assert any(p.name.startswith("data.") for p in (run / "buffer").iterdir())
+
+
 def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
     run = tmp_path / "run"
     first = rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
