@@ -739,3 +739,61 @@ def test_sample_indices_is_sample_index_under_the_architecture_name() -> None:
     for i in range(5):
         buf.add({"obs": i, "act": i, "rew": 0.0, "done": i == 2, "obs_next": i + 1})
     assert buf.sample_indices(0).tolist() == buf.sample_index(0).tolist() == [0, 1, 2, 3, 4]
+
+
+# --- the sequence sampler ------------------------------------------------------------------------
+
+
+def _episodes_buffer(sampler: object) -> ReplayBuffer:
+    """Two envs, episodes of lengths 5, 3, 6 (env 0) and 4, 7 (env 1), obs = (env, episode, t)."""
+    buf = ReplayBuffer(64, num_envs=2, seed=0, sampler=sampler)
+    lengths = {0: [5, 3, 6], 1: [4, 7]}
+    for env, lens in lengths.items():
+        for ep, n in enumerate(lens):
+            for t in range(n):
+                buf.add({"obs": np.array([env, ep, t], np.float32), "act": np.array(0),
+                         "rew": np.array(1.0), "terminated": np.array(t == n - 1),
+                         "truncated": np.array(False),
+                         "obs_next": np.array([env, ep, t + 1], np.float32)}, env_ids=[env])
+    return buf
+
+
+def test_sequence_windows_stay_in_one_episode_and_mask_the_rest() -> None:
+    from rlblocks.replay import SequenceSampler
+
+    buf = _episodes_buffer(SequenceSampler(length=4))
+    batch, idx = buf.sample(256)
+    obs, mask = batch.obs, batch.mask
+    assert idx.shape == (256, 4) and mask.shape == (256, 4) and mask[:, 0].all()
+    for b in range(256):
+        real = obs[b][mask[b]]
+        assert (real[:, :2] == real[0, :2]).all()  # one env, one episode
+        assert np.array_equal(real[:, 2], real[0, 2] + np.arange(len(real)))  # consecutive
+        if not mask[b].all():  # cut short only by the episode's end, which then repeats
+            assert batch.done[b][mask[b]][-1]
+            assert (idx[b][~mask[b]] == idx[b][mask[b]][-1]).all()
+    assert (~mask).any() and mask.all(axis=1).any()
+
+
+def test_sequence_burn_in_comes_first_and_is_left_out_of_learn_mask() -> None:
+    from rlblocks.replay import SequenceSampler
+
+    buf = _episodes_buffer(SequenceSampler(length=3, burn_in=2, start="any"))
+    batch, idx = buf.sample(256)
+    assert idx.shape == (256, 5)
+    assert not batch.learn_mask[:, :2].any()
+    assert np.array_equal(batch.learn_mask[:, 2:], batch.mask[:, 2:])
+    t0 = batch.obs[:, 0, 2]
+    # a window begins burn_in steps before its first learned step, or at the episode's start
+    assert ((t0 == 0) | (batch.obs[:, 2, 2] == t0 + 2)).all()
+    with pytest.raises(ValueError, match="burn_in"):
+        SequenceSampler(burn_in=-1)
+
+
+def test_sequence_windows_can_start_only_at_episode_starts() -> None:
+    import rlblocks
+
+    buf = rlblocks.make_buffer("replay", 64, 2, sampler="sequence", length=3, start="episode")
+    buf.update(_episodes_buffer(None))
+    batch, _ = buf.sample(64)
+    assert (batch.obs[:, 0, 2] == 0).all()

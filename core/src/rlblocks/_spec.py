@@ -29,6 +29,8 @@ class SequenceConfig:
     """Steps per window; windows stop at episode ends (the rest is masked)."""
     start: str = field(default="any", validator=validators.in_(("any", "episode")))
     """Where windows start: "any" valid step, or only an "episode"'s first stored step."""
+    burn_in: int = field(default=0, validator=validators.ge(0))
+    """Steps before each window that warm a recurrent state up; learn_mask leaves them out."""
 
 
 SEQUENCE = BufferSpec(

@@ -273,21 +273,29 @@ class SequenceSampler(_NoState):
     ``mask[b, t]`` is False from there on. ``mask`` is part of every batch read with a ``[B, L]``
     index. With ``start="episode"`` windows start only at an episode's first stored step
     (whole-episode prefixes, for learners that replay from a zero state).
+
+    ``burn_in`` steps come first in every window (windows are ``burn_in + length`` long): a
+    recurrent learner runs them only to warm its state up (R2D2's burn-in) and learns on the
+    rest, which the ``learn_mask`` column marks (``mask`` and not within the burn-in); an episode
+    that starts inside a burn-in shifts its window so that it starts at the episode's first step.
     """
 
     name = "sequence"
 
-    def __init__(self, length: int = 16, start: str = "any") -> None:
+    def __init__(self, length: int = 16, start: str = "any", burn_in: int = 0) -> None:
         if int(length) < 1:
             raise ValueError(f"sequence length must be >= 1, got {length}")
+        if int(burn_in) < 0:
+            raise ValueError(f"burn_in must be >= 0, got {burn_in}")
         if start not in ("any", "episode"):
             raise ValueError(f"start must be 'any' or 'episode', got {start!r}")
         self.length = int(length)
+        self.burn_in = int(burn_in)
         self.start = start
         self.buffer: ReplayBuffer | None = None
 
     def options(self) -> dict[str, Any]:
-        return {"length": self.length, "start": self.start}
+        return {"length": self.length, "start": self.start, "burn_in": self.burn_in}
 
     def bind(self, buffer: ReplayBuffer) -> None:
         self.buffer = buffer
@@ -302,13 +310,17 @@ class SequenceSampler(_NoState):
         return firsts[buf.rng.integers(len(firsts), size=batch_size)]
 
     def sample_index(self, batch_size: int) -> np.ndarray:
-        """``[B, length]`` slots: each row a window along ``next`` (the last slot repeating)."""
+        """``[B, burn_in + length]`` slots: each row a window along ``next`` (the last slot
+        repeating), its first learned step drawn as :meth:`_starts` says and ``burn_in`` steps
+        before it along ``prev`` where the episode has them."""
         buf = self.buffer
         assert buf is not None
         cur = self._starts(batch_size)
-        out = np.empty((batch_size, self.length), dtype=np.int64)
+        for _ in range(self.burn_in):  # back into the episode, at most to its first step
+            cur = np.asarray(buf.prev(cur), dtype=np.int64)
+        out = np.empty((batch_size, self.burn_in + self.length), dtype=np.int64)
         out[:, 0] = cur
-        for t in range(1, self.length):
+        for t in range(1, out.shape[1]):
             cur = np.asarray(buf.next(cur), dtype=np.int64)
             out[:, t] = cur
         return out
@@ -320,13 +332,19 @@ class SequenceSampler(_NoState):
         return None
 
     def columns(self, index: Any) -> dict[str, np.ndarray]:
-        """``mask [B, L]`` for window indices: True up to each window's last real step."""
+        """For window indices: ``mask [B, L]``, True up to each window's last real step, and
+        with a burn-in ``learn_mask``, the masked steps after the first ``burn_in``."""
         idx = np.asarray(index)
         if idx.ndim != 2:
             return {}
         mask = np.ones(idx.shape, dtype=bool)
         mask[:, 1:] = idx[:, 1:] != idx[:, :-1]
-        return {"mask": np.logical_and.accumulate(mask, axis=1)}
+        mask = np.logical_and.accumulate(mask, axis=1)
+        if not self.burn_in:
+            return {"mask": mask}
+        learn = mask.copy()
+        learn[:, : self.burn_in] = False
+        return {"mask": mask, "learn_mask": learn}
 
 
 # --- composition by name ------------------------------------------------------------------------
