@@ -221,24 +221,21 @@ class OneTooMany(gym.ObservationWrapper):
 '''
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shmem backend reports a worker traceback without the env id (rlblocks-env-shmem)",
-)
+@pytest.mark.parametrize("backend", ["shmem", "subproc", "dummy"])
 def test_an_observation_of_the_wrong_shape_is_one_line_naming_the_env(
-    capsys, tmp_path: Path, monkeypatch
+    capsys, tmp_path: Path, monkeypatch, backend: str
 ) -> None:
     name = f"shape_envs_{tmp_path.name.replace('-', '_')}"
     (tmp_path / f"{name}.py").write_text(WRONG_SHAPE_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
         overrides = [*SHORT, f'env.wrappers=["{name}:OneTooMany"]']
-        args = ["train", "dqn", "--backend", "shmem", "--run-dir", str(tmp_path / "run"),
+        args = ["train", "dqn", "--backend", backend, "--run-dir", str(tmp_path / "run"),
                 *QUIET, *_sets(overrides)]  # fmt: skip
         said = _cli_error(capsys, args)
         assert "CartPole-v1" in said and "(5,)" in said and "(4,)" in said
         with pytest.raises(EnvWorkerError):
-            rlblocks.train("dqn", backend="shmem", overrides=overrides,
+            rlblocks.train("dqn", backend=backend, overrides=overrides,
                            run_dir=tmp_path / "api", progress=False, loggers=[])  # fmt: skip
     finally:
         sys.modules.pop(name, None)

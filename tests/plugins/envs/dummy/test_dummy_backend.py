@@ -93,7 +93,7 @@ def test_observations_of_the_wrong_shape_are_named_not_stacked_silently() -> Non
             return np.zeros(3, dtype=np.float32), 0.0, False, False, {}
 
     envs = DummyVectorEnv([Misshaped, Misshaped])
-    with pytest.raises(ValueError, match=r"shapes \[\(3,\), \(3,\)\].*space says \(2,\)"):
+    with pytest.raises(EnvWorkerError, match=r"shape \(3,\), but its observation space says"):
         envs.reset()
 
 

@@ -48,11 +48,17 @@ class DummyVectorEnv(VectorEnvBase):
     # -- stacking -----------------------------------------------------------------------------
     def _stack(self, items: Sequence[Any]) -> Any:
         if self._box_obs:  # np.array builds [n, *shape] like np.stack, at a third of the cost
-            out = np.array(items, dtype=self._obs_dtype)
-            if out.shape[1:] != self._obs_shape:
-                raise ValueError(
-                    f"envs returned observations of shapes {[np.shape(o) for o in items]}, "
-                    f"the observation space says {self._obs_shape}"
+            try:
+                out = np.array(items, dtype=self._obs_dtype)
+            except ValueError:  # ragged
+                out = None
+            if out is None or out.shape[1:] != self._obs_shape:
+                got = sorted({tuple(np.shape(o)) for o in items} - {self._obs_shape})
+                name = getattr(self.spec, "id", None) or "the env"
+                raise EnvWorkerError(
+                    f"{name}: an env returned an observation of shape "
+                    f"{', '.join(map(str, got))}, but its observation space says "
+                    f"{self._obs_shape}; fix the env or a wrapper so that they agree"
                 )
             return out
         out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)

@@ -24,6 +24,7 @@ import numpy as np
 
 from rlblocks.errors import ConfigError
 from rlblocks_env_subproc.subproc import Request, SubprocVectorEnv
+from rlblocks_env_subproc.worker import check_observations
 
 _ALIGN = 64
 _FLAT_SPACES = (
@@ -105,11 +106,24 @@ class ShmTransport:
         return self.act[gids].copy() if isinstance(gids, slice) else self.act[gids]
 
     def _write_obs(self, gids: Any, obs: list[Any]) -> None:
-        if not self.tree:
-            self.obs_views[0][gids] = obs
-            return
-        for view, (path, _, _) in zip(self.obs_views, self.layout.obs_leaves):
-            view[gids] = [_get(o, path) for o in obs]
+        # shapes are compared before writing: numpy would broadcast a (1,) observation into a
+        # (4,) row without a word
+        try:
+            if not self.tree:
+                rows = np.asarray(obs)
+                if rows.shape[1:] != self.obs_views[0].shape[1:]:
+                    raise ValueError("observation shape")
+                self.obs_views[0][gids] = rows
+                return
+            for view, (path, _, _) in zip(self.obs_views, self.layout.obs_leaves):
+                rows = np.asarray([_get(o, path) for o in obs])
+                if rows.shape[1:] != view.shape[1:]:
+                    raise ValueError("observation shape")
+                view[gids] = rows
+        except (ValueError, TypeError, KeyError, IndexError):
+            # name the env and the shapes when an observation does not fit its space
+            check_observations(gids, obs, [(p, s) for p, s, _ in self.layout.obs_leaves])
+            raise
 
     def pack_step(
         self, gids: Any, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool],

@@ -447,6 +447,9 @@ class SubprocVectorEnv(WorkerGroups):
                 self._needs_reset[req.ids] = True  # some of them may have stepped
             if req.kind < 0:
                 w.dead = f"env {env_id} failed to build"
+            if not tb:  # a problem of the env's own making, said in one line
+                name = getattr(self.spec, "id", None) or "the env"
+                raise EnvWorkerError(f"{name} ({command}): {exc_repr}")
             raise EnvWorkerError(
                 f"env {env_id} raised in {command}: {exc_repr}\n"
                 f"--- traceback in {w.label} (pid {w.pid}) ---\n{tb}"

@@ -36,22 +36,60 @@ STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE = range(6)
 COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close")
 
 
+class ObservationMismatch(ValueError):
+    """An env returned an observation its own observation space does not describe; the parent
+    reports it as one line (no worker traceback: the env, not rlblocks, is at fault)."""
+
+
+def check_observations(
+    gids: Any, obs: list[Any], expected: Sequence[tuple[Any, tuple[int, ...]]]
+) -> None:
+    """Raise :class:`ObservationMismatch` naming the first env whose observation leaf has
+    another shape than its space says (``expected``: ``(path, shape)`` per leaf; path ``()`` for
+    a flat space). Called only after a write failed, so it costs nothing on the hot path."""
+    ids = list(range(gids.start, gids.stop)) if isinstance(gids, slice) else list(gids)
+    for env_id, o in zip(ids, obs, strict=False):
+        for path, shape in expected:
+            leaf = o
+            for key in path:
+                leaf = leaf[key]
+            got = tuple(np.shape(leaf))
+            if got != tuple(shape):
+                where = "".join(f"[{k!r}]" for k in path)
+                raise ObservationMismatch(
+                    f"env {env_id} returned an observation{where} of shape {got}, but its "
+                    f"observation space says {tuple(shape)}; fix the env or a wrapper so that "
+                    "they agree"
+                )
+
+
 class PipeTransport:
     """Results travel inside the reply: Box observations stacked into one array per worker
     (one pickle instead of one per env), rewards and flags as plain lists (cheap to pickle)."""
 
     box_obs = False
+    shape: tuple[int, ...] = ()
 
     def attach(self, env_ids: Sequence[int], observation_space: gym.Space) -> None:
         """Called once in the worker before the first command."""
         self.box_obs = isinstance(observation_space, gym.spaces.Box)
+        if self.box_obs:
+            self.shape = tuple(observation_space.shape)
 
     def read_actions(self, gids: Any) -> Any:
         raise RuntimeError("PipeTransport sends actions inside the command")
 
     def _obs(self, obs_list: list[Any]) -> Any:
         # np.array builds [n, *shape] like np.stack (same-shaped arrays), at a third of the cost
-        return np.array(obs_list) if self.box_obs else obs_list
+        if not self.box_obs:
+            return obs_list
+        try:
+            out = np.array(obs_list)
+        except ValueError:  # ragged: some env's shape is off
+            out = None
+        if out is None or out.shape[1:] != self.shape:
+            check_observations(range(len(obs_list)), obs_list, [((), self.shape)])
+        return out
 
     def pack_step(
         self, gids: Any, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool],
@@ -157,6 +195,9 @@ class EnvGroup:
                 raise ValueError(f"unknown worker command {cmd!r}")
             where.value = -1
             return ("ok", reply)
+        except ObservationMismatch as exc:  # the env's fault, said in one line
+            where.value = -1
+            return ("err", current, COMMAND_NAMES[cmd], str(exc), "")
         except Exception as exc:
             where.value = -1
             return ("err", current, COMMAND_NAMES[cmd], repr(exc), traceback.format_exc())
