@@ -67,12 +67,18 @@ CONFIG_CASES = [
     ("dqn", ["trainer.batch_size=0"], None, "$.trainer.batch_size: must be an int >= 1, got 0"),
     (
         "dqn",
-        ["trainer.max_env_steps=1000", "trainer.step_per_collect=5000"],
+        ["trainer.max_env_steps=1000", "trainer.step_per_collect=5000", "trainer.warmup_steps=0"],
         None,
         "$.trainer.step_per_collect: 5000 exceeds trainer.max_env_steps=1000, so the run would "
         "overshoot its budget",
     ),
     ("dqn", ["trainer.on_nonfinite=skip"], None, "did you mean 'skip_update'?"),
+    (
+        "dqn",
+        ["trainer.max_env_steps=500", "trainer.warmup_steps=500"],
+        None,
+        "$.trainer.warmup_steps: 500 leaves no env step of trainer.max_env_steps=500 for learning",
+    ),
     ("sac", ["algo.tau=-1"], None, "$.algo.tau: must be in (0, 1], got -1.0"),
     ("sac", ["algo.log_std_max=-30"], None, "$.algo.log_std_max: must be > log_std_min=-20.0"),
     ("sac", ["algo.actor_lr=-0.001"], None, "$.algo.actor_lr: must be a finite number > 0"),
@@ -260,6 +266,6 @@ def test_a_recurrent_algorithm_on_a_buffer_without_sequences_is_refused_by_field
         result = rlblocks.train(
             "dqn-recurrent-test", seed=0, run_dir=tmp_path / "b",
             overrides=[*SHORT, "run.loggers=[]", "buffer.sampler=sequence", "buffer.length=4",
-                       "trainer.max_env_steps=64", "trainer.update_per_step=0"],
+                       "trainer.max_env_steps=128", "trainer.update_per_step=0"],
         )
-        assert result.env_steps >= 64 and result.gradient_steps == 0
+        assert result.env_steps >= 128 and result.gradient_steps == 0

@@ -43,6 +43,16 @@ def _non_negative_number(_inst: Any, _attribute: attrs.Attribute, value: Any) ->
         raise ValueError(f"must be a finite number >= 0, got {value!r}")
 
 
+def _warmup_within_budget(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """Random warm-up steps leave some of ``max_env_steps`` for learning."""
+    budget = inst.max_env_steps
+    if isinstance(value, int) and isinstance(budget, int) and value >= budget > 0:
+        raise ValueError(
+            f"{value} leaves no env step of trainer.max_env_steps={budget} for learning (the "
+            "warm-up acts randomly); lower it or raise max_env_steps"
+        )
+
+
 def _within_budget(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
     """A collect of ``value`` env steps fits in ``max_env_steps`` (a longer one overruns it)."""
     if attribute.name == "step_per_collect" and inst.episode_per_collect is not None:
@@ -154,8 +164,8 @@ class TrainerConfig:
     """Gradient steps per collected env step (off-policy)."""
     batch_size: int = field(default=64, validator=_int_at_least(1))
     """Transitions per gradient step."""
-    warmup_steps: int = field(default=0, validator=_int_at_least(0))
-    """Env steps with random actions before learning starts."""
+    warmup_steps: int = field(default=0, validator=[_int_at_least(0), _warmup_within_budget])
+    """Env steps with random actions before learning starts (less than max_env_steps)."""
     test_interval: int = field(default=5_000, validator=_int_at_least(1))
     """Env steps between test evaluations."""
     test_episodes: int = field(default=100, validator=_int_at_least(1))

@@ -474,6 +474,7 @@ def test_train_by_names_takes_compute_reward_from_the_goal_env(tmp_path) -> None
         assert result.env_steps >= 300 and result.gradient_steps > 0 and seen.get("updates")
         with pytest.raises(ConfigError, match="compute_reward"):
             rlblocks.train("dqn", env="CartPole-v1", buffer="her", seed=0, loggers=[],
-                           progress=False, max_env_steps=100, run_dir=tmp_path / "c")
+                           progress=False, max_env_steps=100, run_dir=tmp_path / "c",
+                           overrides=["trainer.warmup_steps=50"])
     finally:
         gym.registry.pop("rlblocks-test/BitFlipTrain-v0", None)
