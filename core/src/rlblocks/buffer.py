@@ -62,6 +62,23 @@ from rlblocks.replay import (
 __all__ = ["RESERVED_KEYS", "STACKED_KEYS", "ReplayBuffer", "add_in_runs"]
 
 
+_INT64 = np.dtype(np.int64)
+
+
+def _plain_view(arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself, or a plain ndarray view of it when it is a subclass (a memmap)."""
+    return arr if type(arr) is np.ndarray else arr.view(np.ndarray)
+
+
+def _one_getter(key: str) -> Any:
+    """Like ``operator.itemgetter(key)``, but returning a 1-tuple as it does for several keys."""
+
+    def get(d: Mapping[str, Any]) -> tuple[Any]:
+        return (d[key],)
+
+    return get
+
+
 class ReplayBuffer(BufferFiles):
     """Replay buffer for one or several envs, with episode links, made of parts.
 
@@ -132,11 +149,16 @@ class ReplayBuffer(BufferFiles):
         self.ignore_obs_next = bool(ignore_obs_next)
         self.rng = np.random.default_rng(seed)
         self._data: Tree | None = None
+        # the same tree with plain ndarray views of memory-mapped arrays (what reads use)
+        self._plain: Tree = {}
         # (path, storage array, item shape) of every stored key, in storage order
         self._leaves: list[tuple[Path, np.ndarray, tuple[int, ...]]] = []
+        # what writes go to, aligned with _leaves: the arrays, or plain views of memmaps
+        self._sinks: list[np.ndarray] = []
         self._env_range = layout.env_range
         self._env_bytes = self._env_range.tobytes()
-        self._fast: list[tuple[str, np.ndarray, tuple[int, ...]]] | None = None
+        # add()'s fast path (see _set_storage); -1: not set up, no batch has this many keys
+        self._fast_len = -1
         self._rew_item: tuple[int, ...] = ()
         self.sampler: Sampler = UniformSampler() if sampler is None else sampler
         self.relabeller: Relabeller | None = relabel
@@ -312,20 +334,36 @@ class ReplayBuffer(BufferFiles):
     def _set_storage(self, tree: Tree) -> None:
         self._data = tree
         self._leaves = [(p, a, a.shape[1:]) for p, a in _tree_leaves(tree)]
-        self._term = tree["terminated"]  # [maxsize] bool, shortcuts for add()
-        self._trunc = tree["truncated"]
-        # add()'s fast path: (key, storage, shape of one step of every env) for flat storage
-        flat = all(len(p) == 1 for p, _, _ in self._leaves)
-        self._fast = (
-            [(p[0], a, (self.num_envs, *item)) for p, a, item in self._leaves] if flat else None
-        )
-        if self._fast is not None:  # the same, as one getter and two lists
-            self._fast_get = operator.itemgetter(*(k for k, _, _ in self._fast))
-            self._fast_arrays = [a for _, a, _ in self._fast]
-            self._fast_shapes = [shape for _, _, shape in self._fast]
-        # where terminated / truncated sit in the writes of an add (they are top-level keys)
+        # reads and writes go through plain ndarray views of memory-mapped arrays: indexing a
+        # memmap runs Python hooks for every view it makes (several times the cost of copying
+        # one step), and what is read is a copy either way
+        self._plain = _tree_map(tree, _plain_view)
+        self._sinks = [_plain_view(a) for _, a, _ in self._leaves]
+        self._term = self._plain["terminated"]  # [maxsize] bool, shortcuts for add()
+        self._trunc = self._plain["truncated"]
+        self._set_fast_path(tree)
         self._rew_item = tuple(tree["rew"].shape[1:])
-        self.layout.bind(tree["terminated"], tree["truncated"], tree["rew"])
+        self.layout.bind(self._term, self._trunc, self._plain["rew"])
+
+    def _set_fast_path(self, tree: Tree) -> None:
+        """Prepare add()'s fast path: a plain dict holding exactly the stored keys, its values
+        arrays or (Dict observations) plain dicts of arrays one level deep, one step of every
+        env. Getters pick the values in storage order, so one shape comparison checks them."""
+        self._fast_len = -1
+        subs: list[tuple[Any, int] | None] = []
+        for node in tree.values():
+            if not isinstance(node, dict):
+                subs.append(None)
+                continue
+            if any(isinstance(v, dict) for v in node.values()):
+                return  # deeper nesting takes the general path
+            keys = list(node)
+            getter = operator.itemgetter(*keys) if len(keys) > 1 else _one_getter(keys[0])
+            subs.append((getter, len(keys)))
+        self._fast_get = operator.itemgetter(*tree)
+        self._fast_subs = subs if any(sub is not None for sub in subs) else None
+        self._fast_shapes = [(self.num_envs, *item) for _, _, item in self._leaves]
+        self._fast_len = len(tree)
 
     def _key_error(self, given: set[Path], what: str) -> ValueError:
         stored = {p for p, _, _ in self._leaves}
@@ -405,8 +443,11 @@ class ReplayBuffer(BufferFiles):
         hot path: no Python loop over rows; a failed add raises before anything is written.
         """
         writes = self._fast_writes(batch, env_ids)
-        if writes is not None:  # the common case, checked in a few hundred nanoseconds
-            return self._write_step(self._env_range, self.num_envs, writes, batch["rew"])
+        if writes is not None:  # the common case, checked in about a microsecond
+            out = self.layout.write(self._env_range, self.num_envs, writes, batch["rew"])
+            if self._watch:
+                self.sampler.on_write(out[0])
+            return out
         leaves: dict[Path, Any] = {}
         _flatten(batch, (), leaves)
         done = leaves.pop(("done",), None)
@@ -438,7 +479,7 @@ class ReplayBuffer(BufferFiles):
         if len(leaves) != len(self._leaves):
             raise self._key_error(set(leaves), "the added batch")
         writes = []
-        for path, arr, item in self._leaves:
+        for (path, _, item), arr in zip(self._leaves, self._sinks, strict=True):
             value = leaves.get(path, leaves)  # `leaves` itself marks "missing"
             if value is leaves:
                 raise self._key_error(set(leaves), "the added batch")
@@ -459,24 +500,35 @@ class ReplayBuffer(BufferFiles):
 
     def _fast_writes(self, batch: Any, env_ids: Any) -> list[tuple[np.ndarray, Any]] | None:
         """``(storage, value)`` pairs when ``batch`` is the common case, else None: a plain dict
-        of arrays with exactly the stored top-level keys, one step of every env in env id order
-        (``env_ids`` None or ``arange(num_envs)`` as int64)."""
-        fast = self._fast
-        if fast is None or type(batch) is not dict or len(batch) != len(fast):
+        of arrays with exactly the stored keys (values that are dicts in storage, such as Dict
+        observations, plain dicts of arrays with exactly their keys), one step of every env in
+        env id order (``env_ids`` None or ``arange(num_envs)`` as int64)."""
+        if type(batch) is not dict or len(batch) != self._fast_len:
             return None
         if env_ids is not None and (
             type(env_ids) is not np.ndarray
-            or env_ids.dtype != np.int64
+            or env_ids.dtype is not _INT64  # builtin dtypes are singletons; else: general path
             or env_ids.tobytes() != self._env_bytes
         ):
             return None
         try:  # anything with the right shapes is written by numpy assignment (as add() would)
             values = self._fast_get(batch)
+            subs = self._fast_subs
+            if subs is not None:  # flatten the dict values in storage order
+                flat: list[Any] = []
+                for value, sub in zip(values, subs):
+                    if sub is None:
+                        flat.append(value)
+                    elif type(value) is dict and len(value) == sub[1]:
+                        flat.extend(sub[0](value))
+                    else:
+                        return None
+                values = flat
             if [v.shape for v in values] != self._fast_shapes:
                 return None
         except (KeyError, AttributeError):
             return None
-        return list(zip(self._fast_arrays, values))
+        return list(zip(self._sinks, values))
 
     def _write_step(
         self, envs: np.ndarray, n: int, writes: list[tuple[np.ndarray, Any]], rew: Any
@@ -538,6 +590,8 @@ class ReplayBuffer(BufferFiles):
         return batch, indices
 
     def _resolve(self, index: Any) -> Any:
+        if type(index) is np.ndarray:  # sampled slots
+            return index
         if isinstance(index, slice):
             return self.layout.time_order()[index]
         if isinstance(index, int | np.integer):
@@ -572,13 +626,22 @@ class ReplayBuffer(BufferFiles):
         obs_next rebuilding, for the repr)."""
         assert self._data is not None
         out: dict[str, Any] = {}
-        for key, node in self._data.items():
-            out[key] = self._gather(node, index, stack_num if key in STACKED_KEYS else 1)
-            if key == "truncated":
-                out["done"] = out["terminated"] | out["truncated"]
+        if stack_num == 1 and type(index) is np.ndarray:  # what sampling reads: one take each
+            for key, node in self._plain.items():
+                if type(node) is dict:
+                    out[key] = _tree_map(node, lambda a: a.take(index, axis=0))
+                else:
+                    out[key] = node.take(index, axis=0)
+                if key == "truncated":
+                    out["done"] = out["terminated"] | out["truncated"]
+        else:
+            for key, node in self._plain.items():
+                out[key] = self._gather(node, index, stack_num if key in STACKED_KEYS else 1)
+                if key == "truncated":
+                    out["done"] = out["terminated"] | out["truncated"]
         if self.ignore_obs_next and not storage_order:
             nxt = self.next(index)
-            out["obs_next"] = self._gather(self._data["obs"], nxt, stack_num)
+            out["obs_next"] = self._gather(self._plain["obs"], nxt, stack_num)
             # keep the reserved key order: obs_next before info/policy/extras
             out = dict(
                 sorted(out.items(), key=lambda kv: _RANK.get(kv[0], 4.5 if kv[0] == "done" else 99))
@@ -611,9 +674,9 @@ class ReplayBuffer(BufferFiles):
         stack = self.stack_num if stack_num is None else int(stack_num)
         if stack < 1:
             raise ValueError(f"stack_num must be >= 1, got {stack_num}")
-        data = self._data
-        if data is None:
+        if self._data is None:
             return default
+        data = self._plain
         idx = self._resolve(index)
         if key == "done":
             return data["terminated"][idx] | data["truncated"][idx]
@@ -712,7 +775,7 @@ class ReplayBuffer(BufferFiles):
             self._allocate(cols, single=False, n=len(envs))
         if set(cols) != {p for p, _, _ in self._leaves}:
             raise self._key_error(set(cols), what)
-        columns = [(arr, np.asarray(cols[p])) for p, arr, _ in self._leaves]
+        columns = [(arr, np.asarray(cols[p])) for (p, _, _), arr in zip(self._leaves, self._sinks)]
         done = np.asarray(cols[("terminated",)], bool) | np.asarray(cols[("truncated",)], bool)
         rew = np.asarray(cols[("rew",)])
         pos = self.layout.extend(columns, envs, rew, done)

@@ -146,16 +146,19 @@ class PrioritizedSampler:
         draw from each of ``batch_size`` equal slices of the total, so a batch covers the
         distribution evenly."""
         assert self.buffer is not None
-        total = self.tree.total()
-        u = self.buffer.rng.random(batch_size)
-        u += np.arange(batch_size)
-        u *= total / batch_size
-        return self.tree._find_owned(u)
+        return self.tree._find_stratified_owned(self.buffer.rng.random(batch_size))
 
     def weight(self, index: Any) -> np.ndarray:
         """Normalised importance weights ``(p_i**alpha / min_k p_k**alpha)**-beta`` of slots
         ``index`` (float32, at most 1)."""
         tree = self.tree
+        if type(index) is np.ndarray and index.dtype == np.int64 and index.ndim == 1:
+            # what every sampled batch reads: the same, in place on one fresh array
+            w = tree.leaves.take(index)
+            w /= tree.min()
+            np.power(w, -self.beta, out=w)
+            np.minimum(w, 1.0, out=w)
+            return w.astype(np.float32)
         p = tree.leaves[index]
         w = np.minimum((p / tree.min()) ** -self.beta, 1.0)  # the float32 min may round up
         return w.astype(np.float32)

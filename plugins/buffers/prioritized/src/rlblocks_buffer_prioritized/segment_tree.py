@@ -97,28 +97,54 @@ if njit is not None:
 
     @njit(cache=True, nogil=True)
     def _find_nb(total, starts, value):  # type: ignore[no-untyped-def]
+        # Branch-free inside a block: the child is the count of inclusive prefix sums <= v (as
+        # in _find_py; empty children left of it count too, so it is never empty). An early
+        # exit on random draws mispredicts about once per level, and a running sum is a chain
+        # of 8 dependent adds; the prefix sums below are a chain of 5. Each c_i is c_(i-1) + x_i
+        # or c_(i-2) + (x_(i-1) + x_i), so they never decrease and an empty child's equals the
+        # one before it exactly: the pick can never be an empty child.
         node = np.zeros(value.shape[0], dtype=np.int64)
         for level in range(starts.shape[0] - 2, -1, -1):
             s0 = starts[level]
             for j in range(value.shape[0]):
                 b = s0 + node[j] * 8
                 v = value[j]
-                pick = -1
-                last = 0
-                for c in range(8):
-                    x = total[b + c]
-                    if x > 0.0:
-                        if v < x:
-                            pick = c
-                            break
-                        v -= x
-                        last = c
-                if pick < 0:  # rounding went past the last non-empty child: take that child
-                    pick = last
+                x0, x1, x2, x3 = total[b], total[b + 1], total[b + 2], total[b + 3]
+                x4, x5, x6, x7 = total[b + 4], total[b + 5], total[b + 6], total[b + 7]
+                c1 = x0 + x1
+                c2 = c1 + x2
+                c3 = c1 + (x2 + x3)
+                c4 = c3 + x4
+                c5 = c3 + (x4 + x5)
+                c6 = c5 + x6
+                c7 = c6 + x7
+                pick = ((x0 <= v) + (c1 <= v) + (c2 <= v) + (c3 <= v)
+                        + (c4 <= v) + (c5 <= v) + (c6 <= v) + (c7 <= v))
+                if pick == 8:  # rounding went past the last non-empty child: take that child
+                    pick = 7
+                    while pick > 0 and total[b + pick] <= 0.0:
+                        pick -= 1
                     v = 0.0
+                else:  # minus the prefix sum left of the pick (selects, not branches)
+                    before = x0 if x0 <= v else 0.0
+                    before = c1 if c1 <= v else before
+                    before = c2 if c2 <= v else before
+                    before = c3 if c3 <= v else before
+                    before = c4 if c4 <= v else before
+                    before = c5 if c5 <= v else before
+                    before = c6 if c6 <= v else before
+                    v -= before
                 value[j] = v
                 node[j] = node[j] * 8 + pick
         return node
+
+    @njit(cache=True, nogil=True)
+    def _find_stratified_nb(total, starts, u):  # type: ignore[no-untyped-def]
+        n = u.shape[0]
+        scale = total[starts[-1]] / n
+        for j in range(n):
+            u[j] = (u[j] + j) * scale
+        return _find_nb(total, starts, u)
 
 
 class SumMinTree:
@@ -191,6 +217,16 @@ class SumMinTree:
         if self.compiled:
             return _find_nb(self._sum, self._starts, value)
         return _find_py(self._sum, self._starts, value)
+
+    def _find_stratified_owned(self, u: np.ndarray) -> np.ndarray:
+        """Leaves for one draw from each of ``len(u)`` equal slices of the total: ``u`` (fresh
+        float64 draws in ``[0, 1)``, consumed) becomes ``(u[j] + j) * total / len(u)``."""
+        if self.compiled:
+            return _find_stratified_nb(self._sum, self._starts, u)
+        n = len(u)
+        u += np.arange(n)
+        u *= self.total() / n
+        return _find_py(self._sum, self._starts, u)
 
     def _set_owned(self, index: np.ndarray, value: np.ndarray) -> None:
         """:meth:`set` for 1-d int64 ``index`` in range and float64 ``value`` of the same

@@ -32,6 +32,8 @@ from rlblocks.replay import Relabeller, Sampler, Writer
 
 __all__ = ["PerEnvLayout", "VectorReplayBuffer"]
 
+_BLOCK = 32  # lockstep adds whose slots one numpy call makes (see PerEnvLayout._lock_pos)
+
 
 def _per_env_rank(envs: np.ndarray, num_envs: int) -> tuple[np.ndarray, np.ndarray]:
     """``(rank, counts)``: how many earlier rows of the same env precede each row, and the rows
@@ -72,9 +74,13 @@ class PerEnvLayout:
         # (ptr, count) while every sub-buffer has the same write position and fill (then a
         # step of all envs is one strided slice and _ptr_a/_count_a may be stale), else None
         self._lock: tuple[int, int] | None = (0, 0)
-        # (p, offsets + p) for the next lockstep add (a cache; handed out, never kept)
-        self._lock_pos: tuple[int, np.ndarray] | None = None
+        # results of the next lockstep adds, made for up to _BLOCK adds at once (one numpy call
+        # instead of one per add): (local slot p of the next add, first local slot of the
+        # block, [k, num_envs] slots offsets + p, [k, *ep_rew shape] and [k, num_envs] zeros).
+        # Each row is handed out once, to the add at its p, and never read again.
+        self._lock_pos: tuple[int, int, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._ones = np.ones(self.num_envs, dtype=np.int64)
+        self._span = (self.num_envs - 1) * sub_size + 1  # of the strided slice of one step
         self._fresh = True  # some env may be at the first step of an episode
         # lockstep adds that end no episode leave the running returns and lengths behind:
         # the rewards are in storage (local slots p0 .. p0 + k - 1 of every sub-buffer; k
@@ -86,6 +92,8 @@ class PerEnvLayout:
         self._trunc: np.ndarray | None = None
         self._rew: np.ndarray | None = None
         self._rew_shape: tuple[int, ...] = (self.num_envs,)
+        # (chunk, windows of terminated, of truncated) for steps_after, while bound
+        self._windows: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def options(self) -> dict[str, Any]:
         return {}
@@ -93,8 +101,10 @@ class PerEnvLayout:
     def bind(self, terminated: np.ndarray, truncated: np.ndarray, rew: np.ndarray) -> None:
         self._sync_stats()
         self._term, self._trunc, self._rew = terminated, truncated, rew
+        self._windows = None  # they view the old flags
         self._stats.shape_returns(rew.shape[1:])
         self._rew_shape = self._stats.rew.shape
+        self._lock_pos = None  # its zero returns have the old shape
 
     # --- per-env write position and fill ------------------------------------------------------
 
@@ -146,16 +156,21 @@ class PerEnvLayout:
             envs is self.env_range or envs.tobytes() == self._env_bytes
         ):  # every env at the same local slot: the rows go to a strided slice
             p, c = lock
-            where = slice(p, p + (n - 1) * sub + 1, sub)
+            where = slice(p, p + self._span, sub)
             for arr, value in writes:
                 arr[where] = value
-            # the slots: p + each env's offset (array + array is cheaper than array + int)
+            # the slots (p + each env's offset) and the zeros returned, from the block
             cached = self._lock_pos
-            pos = cached[1] if cached is not None and cached[0] == p else self._offset + p
-            self._lock_pos = (p + 1, pos + self._ones) if p + 1 < sub else None
+            if cached is None or cached[0] != p:
+                cached = self._lockstep_block(p)
+            p0, block, zero_rew, zero_len = cached[1:]
+            k = p - p0
+            pos = block[k]
+            self._lock_pos = (p + 1, p0, block, zero_rew, zero_len) if k + 1 < len(block) else None
             self._lock = (0 if p + 1 == sub else p + 1, c + 1 if c < sub else c)
             if c < sub:
                 self.size += n
+            # the done flags as stored (a strided read of n bytes each)
             term = self._term[where]  # type: ignore[index]
             trunc = self._trunc[where]  # type: ignore[index]
             nf = self._no_flags
@@ -172,7 +187,7 @@ class PerEnvLayout:
                     self._sync_stats()
                     stats.len += self._ones
                     stats.rew += rew
-                return pos, np.zeros(self._rew_shape), np.zeros(n, np.int64), stats.start.copy()
+                return pos, zero_rew[k], zero_len[k], stats.start.copy()
             self._sync_stats()
             done = term | trunc
             self._fresh = True
@@ -198,6 +213,15 @@ class PerEnvLayout:
         self._fresh = True
         done = self._term[pos] | self._trunc[pos]  # type: ignore[index]
         return (pos, *self._stats.step(envs, pos, done, np.count_nonzero(done), rew, False))
+
+    def _lockstep_block(self, p: int) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
+        """Results of the lockstep adds at local slots ``p .. p + k - 1`` (``k`` up to
+        ``_BLOCK``, not past the end of the sub-buffers): their slots and zero rows."""
+        k = min(_BLOCK, self.sub_size - p)
+        block = np.add.outer(np.arange(p, p + k, dtype=np.int64), self._offset)
+        zero_rew = np.zeros((k, *self._rew_shape))
+        zero_len = np.zeros((k, self.num_envs), dtype=np.int64)
+        return p, p, block, zero_rew, zero_len
 
     def extend(
         self, columns: list[tuple[np.ndarray, np.ndarray]], envs: np.ndarray, rew: np.ndarray,
@@ -328,7 +352,7 @@ class PerEnvLayout:
         out = np.where(end, idx, fwd)
         return out[()] if out.ndim == 0 else out
 
-    def steps_after(self, index: np.ndarray, chunk: int = 32) -> np.ndarray:
+    def steps_after(self, index: np.ndarray, chunk: int = 64) -> np.ndarray:
         """``[B]`` how many later steps of the same episode are stored after each slot of
         ``index`` (valid slots), found by scanning the done flags ``chunk`` slots at a time for
         all rows at once (a few rounds instead of one ``next`` call per step)."""
@@ -339,21 +363,46 @@ class PerEnvLayout:
         ptr = self.ptr[index // sub]
         limit = (ptr - 1 - local) % sub  # steps until the sub-buffer's newest
         out = limit.copy()
-        if self._term is None:
+        if self._term is None or not len(index):
             return out
+        chunk = max(1, min(int(chunk), sub))
+        term_w, trunc_w = self._flag_windows(chunk)
         rows = np.arange(len(index))
         ks = np.arange(chunk)
         start = 0
         while len(rows):
-            k = start + ks  # [chunk] offsets from each row's slot
-            slots = base[rows, None] + (local[rows, None] + k) % sub
-            flags = self._term.take(slots) | self._trunc.take(slots)  # type: ignore[union-attr]
-            flags &= k <= limit[rows, None]
-            hit = flags.any(axis=1)
-            out[rows[hit]] = start + flags[hit].argmax(axis=1)
+            first = local[rows] + start  # local slot where each row's window starts
+            first[first >= sub] -= sub  # (start <= limit < sub)
+            inside = first <= sub - chunk  # the window does not wrap: one row of the windows
+            first += base[rows]
+            if inside.all():
+                flags = term_w[first]
+                flags |= trunc_w[first]
+            else:
+                flags = np.empty((len(rows), chunk), dtype=bool)
+                ins, wrap = np.flatnonzero(inside), np.flatnonzero(~inside)
+                flags[ins] = term_w[first[ins]] | trunc_w[first[ins]]
+                w = rows[wrap]
+                slots = base[w, None] + (local[w, None] + start + ks) % sub
+                flags[wrap] = self._term.take(slots) | self._trunc.take(slots)  # type: ignore[union-attr]
+            at = flags.argmax(axis=1)  # each window's first done flag (0 when it has none)
+            left = limit[rows] - start  # steps to the newest, from the window's start
+            found = flags[np.arange(len(rows)), at] & (at <= left)  # flags past it are stale
+            out[rows[found]] = start + at[found]
             start += chunk
-            rows = rows[~hit & (limit[rows] >= start)]
+            rows = rows[~found & (left >= chunk)]  # else: no end before the newest step
         return out
+
+    def _flag_windows(self, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        """Read-only ``[maxsize - chunk + 1, chunk]`` views of the done flags whose row ``i``
+        is slots ``i .. i + chunk - 1`` (so a window of flags is one row copy, not ``chunk``
+        gathers); made once per bound storage."""
+        cached = self._windows
+        if cached is None or cached[0] != chunk:
+            view = np.lib.stride_tricks.sliding_window_view
+            cached = (chunk, view(self._term, chunk), view(self._trunc, chunk))
+            self._windows = cached
+        return cached[1], cached[2]
 
     def advance(self, index: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """The slot ``steps`` later in each slot's sub-buffer (``steps <= steps_after``)."""
