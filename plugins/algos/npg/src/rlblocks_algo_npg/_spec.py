@@ -2,6 +2,7 @@
 
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_npg.config import NPGConfig
+from rlblocks_algo_npg.presets import DEFAULTS
 
 SPEC = AlgoSpec(
     name="npg",
@@ -11,18 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "Dict", "MultiDiscrete"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
-    defaults={
-        "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 25},
-        "buffer": {"size": 2_100},
-        "trainer": {
-            "max_env_steps": 300_000,
-            "step_per_collect": 1_024,
-            "repeat_per_collect": 1,
-            "batch_size": 100_000,  # >= the rollout: one step on all of it
-            "test_interval": 4_000,
-            "test_episodes": 100,
-        },
-    },
+    defaults=DEFAULTS,
     env_defaults={
         # Pendulum: a short horizon and return scaling for the critic; two critic epochs per
         # rollout of 2048 steps.

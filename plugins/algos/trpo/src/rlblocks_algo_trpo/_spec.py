@@ -1,7 +1,7 @@
 """Entry-point spec of TRPO: imports nothing heavier than attrs."""
 
 from rlblocks.plugins.spec import AlgoSpec
-from rlblocks_algo_npg._spec import SPEC as NPG_SPEC
+from rlblocks_algo_npg.presets import DEFAULTS as NPG_DEFAULTS
 from rlblocks_algo_trpo.config import TRPOConfig
 
 SPEC = AlgoSpec(
@@ -13,7 +13,7 @@ SPEC = AlgoSpec(
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
     # the same CartPole schedule as NPG (TRPO is NPG plus a line search)
-    defaults=NPG_SPEC.defaults,
+    defaults=NPG_DEFAULTS,
     env_defaults={
         # Pendulum: a short horizon and return scaling for the critic; two critic epochs per
         # rollout of 2048 steps.

@@ -1,7 +1,7 @@
 """Entry-point spec of the shmem backend: imports nothing heavier than attrs."""
 
 from rlblocks.plugins.spec import EnvBackendSpec
-from rlblocks_env_subproc._spec import SubprocConfig
+from rlblocks_env_subproc.config import SubprocConfig
 
 SPEC = EnvBackendSpec(
     name="shmem",

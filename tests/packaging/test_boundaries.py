@@ -1,0 +1,47 @@
+"""Distribution boundaries: a plugin (or contrib code) builds only on other distributions'
+public API, never on a name or module that starts with an underscore."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _own_package(path: Path) -> str | None:
+    """The top-level import package a file belongs to (``rlblocks_buffer_her``), if any."""
+    parts = path.relative_to(ROOT).parts
+    if "src" in parts:
+        return parts[parts.index("src") + 1]
+    return None
+
+
+def _private_imports(path: Path) -> list[str]:
+    own = _own_package(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules, names = [node.module], [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            modules, names = [a.name for a in node.names], []
+        else:
+            continue
+        for module in modules:
+            top = module.split(".")[0]
+            if not top.startswith("rlblocks") or top == own:
+                continue
+            private = [p for p in module.split(".")[1:] if p.startswith("_")]
+            private += [n for n in names if n.startswith("_") and n != "__version__"]
+            if private:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {module} {private}")
+    return found
+
+
+def test_no_distribution_imports_another_ones_private_names() -> None:
+    files = [p for base in ("plugins", "contrib") for p in (ROOT / base).rglob("*.py")
+             if "build" not in p.parts and ".egg-info" not in str(p)]
+    assert len(files) > 50
+    offenders = [line for f in files for line in _private_imports(f)]
+    assert not offenders, "\n".join(offenders)
