@@ -319,6 +319,16 @@ def test_killed_actor_is_reported_with_its_envs(local_ray: Any) -> None:
     with RayVectorEnv(probe_env_fns(4), num_workers=2) as envs:
         envs.reset()
         ray.kill(envs.actors[1])
+        # ray.kill is asynchronous: a step sent at once may still be served; wait until the
+        # actor stops answering, so the step below meets a dead actor
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                ray.get(envs.actors[1].pid.remote(), timeout=10)
+            except ray.exceptions.RayActorError:
+                break
+            assert time.monotonic() < deadline, "the killed actor still answers after 10 s"
+            time.sleep(0.1)
         with pytest.raises(EnvWorkerError, match=r"envs \[2, 3\].*ray\.kill") as err:
             envs.step(np.zeros(4, dtype=int))
         assert "restart_failed" in str(err.value)
