@@ -199,6 +199,22 @@ def _attrs_hook(cls: type) -> Callable[[Any, Any], Any]:
     return structure
 
 
+def _section_with_options(
+    base: Callable[[Any, Any], Any], cls: type, value: Mapping[str, Any], own: tuple[str, ...],
+    errors: list[Exception], options: Any,
+) -> Any:
+    """Structure a section's own fields, raise every error collected so far (its plugins'
+    options included) at once, else attach the plugin ``options``."""
+    try:
+        inst = base({k: v for k, v in value.items() if k in own}, cls)
+    except ClassValidationError as exc:
+        errors.extend(exc.exceptions)
+    if errors:
+        raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
+    inst.options = options
+    return inst
+
+
 def _plugin_section_hook(cls: type) -> Callable[[Any, Any], Any]:
     """Structure a section whose ``options`` field holds the named plugin's config, reading the
     plugin's fields from the same (flat) table as the section's own."""
@@ -237,14 +253,7 @@ def _plugin_section_hook(cls: type) -> Callable[[Any, Any], Any]:
                 )
             except ClassValidationError as exc:
                 errors.extend(exc.exceptions)
-        try:
-            inst = base({k: v for k, v in value.items() if k in own}, cls)
-        except ClassValidationError as exc:
-            errors.extend(exc.exceptions)
-        if errors:
-            raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
-        inst.options = options
-        return inst
+        return _section_with_options(base, cls, value, own, errors, options)
 
     return structure
 
@@ -300,14 +309,7 @@ def _buffer_section(value: Any, _type: Any) -> BufferConfig:
             )
         except ClassValidationError as exc:
             errors.extend(exc.exceptions)
-    try:
-        inst = base({k: v for k, v in value.items() if k in own}, cls)
-    except ClassValidationError as exc:
-        errors.extend(exc.exceptions)
-    if errors:
-        raise ClassValidationError(f"While structuring {cls.__name__}", errors, cls)
-    inst.options = options or None
-    return inst
+    return _section_with_options(base, cls, value, own, errors, options or None)
 
 
 def _unstructure_buffer(inst: BufferConfig) -> dict[str, Any]:

@@ -95,7 +95,7 @@ class ReplayBuffer(BufferFiles):
             the same arguments and ``path`` continues from the last flush.
         path: directory of the memory-mapped files (``storage="memmap"`` only).
         layout: a :class:`~rlblocks.replay.Layout` instance or class (built as
-            ``cls(size, num_envs)``); default :class:`~rlblocks.layouts.SharedRing`.
+            ``cls(size, num_envs)``); default the class's :attr:`default_layout`.
         sampler: a :class:`~rlblocks.replay.Sampler`; default uniform.
         relabel: a :class:`~rlblocks.replay.Relabeller`, or None.
         writer: a :class:`~rlblocks.replay.Writer`, or None (every step written as it comes).
@@ -105,6 +105,10 @@ class ReplayBuffer(BufferFiles):
     flag and ``buf.env_id`` the env of every slot. Build one by name with
     :func:`rlblocks.make_buffer`.
     """
+
+    #: The layout class built when none is given; a preset subclass names another
+    #: (``VectorReplayBuffer``: the per-env layout).
+    default_layout: type = SharedRing
 
     def __init__(
         self,
@@ -134,8 +138,8 @@ class ReplayBuffer(BufferFiles):
         if int(stack_num) < 1:
             raise ValueError(f"stack_num must be >= 1, got {stack_num}")
         if layout is None:
-            layout = SharedRing(int(size), int(num_envs))
-        elif isinstance(layout, type):
+            layout = self.default_layout
+        if isinstance(layout, type):
             layout = layout(int(size), int(num_envs))
         if not isinstance(layout, Layout):
             raise TypeError(f"layout must be a rlblocks.replay.Layout, got {type(layout).__name__}")

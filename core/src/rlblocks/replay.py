@@ -293,6 +293,7 @@ class SequenceSampler(_NoState):
         self.burn_in = int(burn_in)
         self.start = start
         self.buffer: ReplayBuffer | None = None
+        self._firsts: np.ndarray | None = None  # episode starts, found again after a write
 
     def options(self) -> dict[str, Any]:
         return {"length": self.length, "start": self.start, "burn_in": self.burn_in}
@@ -305,9 +306,10 @@ class SequenceSampler(_NoState):
         assert buf is not None
         if self.start == "any":
             return buf.layout.uniform(buf.rng, batch_size)
-        slots = np.asarray(buf.layout.time_order(), dtype=np.int64)
-        firsts = slots[np.asarray(buf.prev(slots)) == slots]
-        return firsts[buf.rng.integers(len(firsts), size=batch_size)]
+        if self._firsts is None:  # one scan of the buffer per write, not per sample
+            slots = np.asarray(buf.layout.time_order(), dtype=np.int64)
+            self._firsts = slots[np.asarray(buf.prev(slots)) == slots]
+        return self._firsts[buf.rng.integers(len(self._firsts), size=batch_size)]
 
     def sample_index(self, batch_size: int) -> np.ndarray:
         """``[B, burn_in + length]`` slots: each row a window along ``next`` (the last slot
@@ -326,10 +328,13 @@ class SequenceSampler(_NoState):
         return out
 
     def on_write(self, slots: np.ndarray) -> None:
-        return None
+        self._firsts = None
 
     def on_reset(self) -> None:
-        return None
+        self._firsts = None
+
+    def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        self._firsts = None  # the buffer was read from a file
 
     def columns(self, index: Any) -> dict[str, np.ndarray]:
         """For window indices: ``mask [B, L]``, True up to each window's last real step, and

@@ -381,8 +381,6 @@ class HERReplayBuffer(ReplayBuffer):
     ``compute_terminated``; the rest as for ``ReplayBuffer``)."""
 
     relabeller: HindsightRelabeller
-    #: the layout class the preset builds (None: core's shared ring)
-    layout_class: type | None = None
 
     def __init__(
         self,
@@ -405,7 +403,7 @@ class HERReplayBuffer(ReplayBuffer):
             k, strategy, compute_reward, terminate_on_success, compute_terminated
         )
         super().__init__(
-            size, num_envs, 1, ignore_obs_next, seed, storage, path, layout=self.layout_class,
+            size, num_envs, 1, ignore_obs_next, seed, storage, path,
             sampler=sampler, relabel=relabeller, writer=writer,
         )
 
@@ -415,4 +413,4 @@ class HERVectorReplayBuffer(HERReplayBuffer):
     pushes out another env's episodes): the make-up ``make_buffer("her", ...)`` builds."""
 
     layout: PerEnvLayout
-    layout_class = PerEnvLayout
+    default_layout = PerEnvLayout

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from rlblocks.buffer import ReplayBuffer
-from rlblocks.layouts import SharedRing
 from rlblocks.replay import Relabeller, Writer
 from rlblocks_buffer_prioritized.segment_tree import SumMinTree
+from rlblocks_buffer_vector.buffer import PerEnvLayout
 
 __all__ = ["PrioritizedReplayBuffer", "PrioritizedSampler", "PrioritizedVectorReplayBuffer"]
 
@@ -186,15 +186,9 @@ class PrioritizedSampler:
         self.set_env_step(int(state["env_step"]))
 
 
-def _preset(layout: Any, size: int, num_envs: int) -> Any:
-    return SharedRing(size, num_envs) if layout is None else layout(size, num_envs)
-
-
 class PrioritizedReplayBuffer(ReplayBuffer):
     """A :class:`~rlblocks.buffer.ReplayBuffer` with the shared-ring layout and the prioritized
     sampler (arguments: the sampler's, then the buffer's)."""
-
-    _layout: Any = None
 
     def __init__(
         self,
@@ -217,8 +211,7 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         sampler = PrioritizedSampler(alpha, beta, beta_final, beta_anneal_steps, eps)
         super().__init__(
             size, num_envs, stack_num, ignore_obs_next, seed, storage, path,
-            layout=_preset(self._layout, size, num_envs), sampler=sampler, relabel=relabel,
-            writer=writer,
+            sampler=sampler, relabel=relabel, writer=writer,
         )
 
     def weight(self, index: Any) -> np.ndarray:
@@ -234,8 +227,4 @@ class PrioritizedReplayBuffer(ReplayBuffer):
 class PrioritizedVectorReplayBuffer(PrioritizedReplayBuffer):
     """The same over the per-env layout (one circular sub-buffer per env)."""
 
-    @staticmethod
-    def _layout(size: int, num_envs: int) -> Any:
-        from rlblocks_buffer_vector.buffer import PerEnvLayout
-
-        return PerEnvLayout(size, num_envs)
+    default_layout = PerEnvLayout

@@ -21,14 +21,12 @@ interleaved by insertion time (that would need an insertion stamp per slot).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.layouts import EpisodeStats
-from rlblocks.replay import Relabeller, Sampler, Writer
 
 __all__ = ["PerEnvLayout", "VectorReplayBuffer"]
 
@@ -491,24 +489,7 @@ class VectorReplayBuffer(ReplayBuffer):
     """A :class:`~rlblocks.buffer.ReplayBuffer` with the per-env layout (one circular
     sub-buffer of ``size // num_envs`` slots per env); arguments as for ``ReplayBuffer``."""
 
-    def __init__(
-        self,
-        size: int,
-        num_envs: int = 1,
-        stack_num: int = 1,
-        ignore_obs_next: bool = False,
-        seed: int | None = None,
-        storage: str = "memory",
-        path: str | os.PathLike[str] | None = None,
-        *,
-        sampler: Sampler | None = None,
-        relabel: Relabeller | None = None,
-        writer: Writer | None = None,
-    ) -> None:
-        super().__init__(
-            size, num_envs, stack_num, ignore_obs_next, seed, storage, path,
-            layout=PerEnvLayout(size, num_envs), sampler=sampler, relabel=relabel, writer=writer,
-        )
+    default_layout = PerEnvLayout
 
     @property
     def sub_size(self) -> int:
