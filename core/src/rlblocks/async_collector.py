@@ -88,6 +88,16 @@ class AsyncCollector(Collector):
         super().reset(seed)
         self._ready = np.arange(self.num_envs)
 
+    def _why_no_snapshot(self) -> str:
+        if np.count_nonzero(self._flying):
+            return "steps were in flight when the checkpoint was taken"
+        return ""
+
+    def load_state_dict(self, state: dict[str, Any]) -> str:
+        self._flying[:] = False
+        self._ready = np.arange(self.num_envs)
+        return super().load_state_dict(state)
+
     def _act(self, ready: np.ndarray, use_policy: bool, explore: bool) -> Any:
         """Choose actions for ``ready`` and remember them (and the policy output and the views
         the buffer stores) per env."""
@@ -218,3 +228,4 @@ def _rows_like_state(state: Any, n: int) -> Any:
         return {k: _rows_like_state(v, n) for k, v in state.items()}
     state = np.asarray(state)
     return np.zeros((n, *state.shape[1:]), dtype=state.dtype)
+

@@ -69,6 +69,54 @@ def save_checkpoint_verified(path: str | os.PathLike[str], payload: dict[str, An
         fh.write(f"{digest['sha256']}  {digest['size']}\n")
 
 
+_ARRAY = "__ndarray__"
+
+
+def to_plain(obj: Any) -> Any:
+    """``obj`` with every numpy array and scalar turned into values a checkpoint may hold
+    (``torch.load(weights_only=True)`` accepts no numpy objects); :func:`from_plain` undoes it.
+    Dicts, lists, tuples, tensors, numbers, strings and bytes pass through."""
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "biufc":
+            raise TypeError(f"cannot checkpoint an array of dtype {obj.dtype}")
+        import torch
+
+        raw = np.frombuffer(np.ascontiguousarray(obj).tobytes(), dtype=np.uint8)
+        return {_ARRAY: torch.from_numpy(raw.copy()), "dtype": obj.dtype.str,
+                "shape": tuple(int(n) for n in obj.shape)}  # fmt: skip
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict) or (hasattr(obj, "items") and hasattr(obj, "keys")):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(to_plain(v) for v in obj)
+    return obj
+
+
+def from_plain(obj: Any) -> Any:
+    """Undo :func:`to_plain` (arrays come back writeable, with their dtype and shape)."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        if _ARRAY in obj:
+            dtype = np.dtype(str(obj["dtype"]))
+            if dtype.kind not in "biufc":
+                raise CheckpointError(f"a checkpoint array has dtype {dtype}, which is refused")
+            shape = tuple(int(n) for n in obj["shape"])
+            raw = obj[_ARRAY]
+            data = raw.numpy().tobytes() if hasattr(raw, "numpy") else bytes(raw)
+            try:
+                return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+            except ValueError as exc:
+                raise CheckpointError(f"a checkpoint array does not fit its shape: {exc}") from exc
+        return {k: from_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(from_plain(v) for v in obj)
+    return obj
+
+
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_checkpoint` without executing code from it."""
     import torch

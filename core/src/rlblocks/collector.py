@@ -200,6 +200,104 @@ class Collector:
         self._ep_return[:] = 0
         self._ep_len[:] = 0
 
+    # -- resuming -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What continuing this collector exactly needs: its random stream, counters and the
+        envs' snapshots with the episodes in progress (observations, partial returns,
+        recurrent state, acting-view histories). When an env cannot be snapshotted, ``envs``
+        is None and ``why`` says which layer: a resumed run then restarts the episodes.
+
+        Values are numpy arrays and plain Python values (see ``checkpoint.to_plain``)."""
+        out: dict[str, Any] = {
+            "rng": self._rng.bit_generator.state,
+            "seed": self._seed,
+            "random_block": self._random_block,
+            "random_next": self._random_next,
+            "total_steps": self.total_steps,
+            "total_episodes": self.total_episodes,
+            "envs": None,
+            "why": "",
+        }
+        blocker = self._why_no_snapshot()
+        take = None if blocker else getattr(self.envs, "snapshot", None)
+        entries = take() if callable(take) else None
+        if entries is None:
+            backend = type(_unwrapped_venv(self.envs)).__name__
+            out["why"] = blocker or f"the {backend} backend cannot snapshot its envs"
+            return out
+        missing = [e.get("why") or "no snapshot" for e in entries if e.get("env") is None]
+        if missing:
+            out["why"] = missing[0]
+            return out
+        out["envs"] = entries
+        out["episodes"] = {
+            "obs": self._obs,
+            "state": _to_numpy_tree(self._state) if self._state is not None else None,
+            "state_is_tensor": _first_leaf_is_tensor(self._state),
+            "ep_return": self._ep_return,
+            "ep_len": self._ep_len,
+            "views": dict(self._views.history) if self._views is not None else None,
+        }
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> str:
+        """Continue from :meth:`state_dict`: the random stream and counters always; the envs
+        and their episodes when they were snapshotted. Returns "" when the episodes continue,
+        else why they restart (from a seed drawn from the continued stream, so a resumed run
+        is still reproducible)."""
+        self._rng.bit_generator.state = dict(state["rng"])
+        self._seed = state["seed"]
+        block = state.get("random_block")
+        self._random_block = None if block is None else np.asarray(block)
+        self._random_next = int(state.get("random_next", 0))
+        self.total_steps = int(state.get("total_steps", 0))
+        self.total_episodes = int(state.get("total_episodes", 0))
+        entries = state.get("envs")
+        if entries is not None:
+            restore = getattr(self.envs, "restore", None)
+            if not callable(restore):
+                entries = None
+                why = f"the {type(_unwrapped_venv(self.envs)).__name__} backend cannot restore envs"
+            else:
+                restore(entries)
+        else:
+            why = str(state.get("why") or "the envs were not snapshotted")
+        if entries is None:
+            self._restart_episodes()
+            return why
+        episodes = state["episodes"]
+        self._obs = episodes["obs"]
+        saved = episodes.get("state")
+        if saved is not None and episodes.get("state_is_tensor", True):
+            saved = _as_torch_tree(saved, getattr(self.policy, "device", "cpu"))
+        self._state = saved
+        self._ep_return = np.asarray(episodes["ep_return"], dtype=np.float64).copy()
+        self._ep_len = np.asarray(episodes["ep_len"], dtype=np.int64).copy()
+        views = episodes.get("views")
+        if self._views is not None and views:
+            for column, hist in self._views.history.items():
+                if column in views:
+                    hist[...] = views[column]
+        return ""
+
+    def _why_no_snapshot(self) -> str:
+        """Why the envs cannot be snapshotted right now ("" when they can)."""
+        return ""
+
+    def _restart_episodes(self) -> None:
+        """Start every env afresh at the next collect, seeded from the collector's stream."""
+        if self._obs is not None or self._seed is None:
+            self._seed = int(self._rng.integers(2**31 - 1))
+        self._obs = None
+        self._state = None
+
+    def restart_episodes(self, seed: int) -> None:
+        """Start every env afresh at the next collect with ``seed`` (a resumed run whose
+        checkpoint has no collector state)."""
+        self._seed = int(seed)
+        self._obs = None
+        self._state = None
+
     def _random_actions(self, n: int) -> np.ndarray:
         """``n`` uniformly random actions. A step of every env takes the next row of a block
         drawn for up to ``_RANDOM_BLOCK`` steps at once: one generator call per block instead of
@@ -479,6 +577,23 @@ def _finite_rows(x: Any, n: int) -> np.ndarray:
         for v in x.values():
             ok &= _finite_rows(v, n)
     return ok
+
+
+def _unwrapped_venv(envs: Any) -> Any:
+    return envs.wrapped if isinstance(envs, TupleObsAsDict) else envs
+
+
+def _first_leaf_is_tensor(x: Any) -> bool:
+    while isinstance(x, dict | Batch) and len(x):
+        x = next(iter(x.values()))
+    return isinstance(x, torch.Tensor)
+
+
+def _as_torch_tree(x: Any, device: Any) -> Any:
+    """A recurrent state saved as arrays, back as tensors on the policy's device."""
+    if isinstance(x, dict):
+        return {k: _as_torch_tree(v, device) for k, v in x.items()}
+    return torch.as_tensor(x, device=device)
 
 
 def _to_numpy(x: Any) -> np.ndarray:

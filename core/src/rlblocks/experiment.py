@@ -38,9 +38,11 @@ import torch
 from rlblocks import config as cfg
 from rlblocks.checkpoint import (
     GenerationStore,
+    from_plain,
     load_checkpoint,
     save_checkpoint,
     save_checkpoint_verified,
+    to_plain,
     write_json,
 )
 from rlblocks.collector import Collector
@@ -535,10 +537,8 @@ class Experiment:
                 self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
             )[0]()
             self.buffer.attach_env(self._probe_env)
-        # train and test envs get disjoint seed ranges; a resumed run starts new episodes
-        self.train_collector = Collector(
-            self.policy, self.train_envs, self.buffer, seed=seed if not resumed else seed + 7919
-        )
+        # train and test envs get disjoint seed ranges (a resumed run continues both streams)
+        self.train_collector = Collector(self.policy, self.train_envs, self.buffer, seed=seed)
         self.test_collector = Collector(
             self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000
         )
@@ -623,16 +623,22 @@ class Experiment:
         assert self.run_dir is not None
         ckpt_dir = self.run_dir / "checkpoints"
         payload: dict[str, Any] = {
-            "format": 1,
+            "format": 2,
             "policy": self.policy.state_dict(),
             "policy_extra": self.policy.extra_state(),
             "trainer": trainer.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
             "numpy_rng": _numpy_rng_state(),
+            # random streams, counters, and the envs with their running episodes
+            "collectors": {
+                "train": to_plain(self.train_collector.state_dict()),
+                "test": to_plain(self.test_collector.state_dict()),
+            },
             "plugins": {},
         }
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
+        payload["plugins"] = to_plain(payload["plugins"])  # numpy arrays as loadable values
         # an on-policy buffer is empty between updates: nothing worth saving
         off_policy = self.algo_spec.training == "off-policy"
         with_buffer = (
@@ -696,13 +702,34 @@ class Experiment:
             random.setstate((state[0], tuple(state[1]), state[2]))
         if "numpy_rng" in payload:
             _set_numpy_rng_state(payload["numpy_rng"])
-        self.pm.hook.rlblocks_checkpoint_load(checkpoint=payload.get("plugins", {}))
+        self.pm.hook.rlblocks_checkpoint_load(checkpoint=from_plain(payload.get("plugins", {})))
+        collectors = payload.get("collectors")
+        if isinstance(collectors, Mapping):
+            restart = self._restore_collector(self.train_collector, collectors["train"])
+            if self._restore_collector(self.test_collector, collectors["test"]) and not restart:
+                _warn_stderr("the test envs start new episodes from a fresh seed")
+        else:  # a checkpoint of rlblocks 0.1: the collectors start new episodes
+            self.train_collector.restart_episodes(self.config.run.seed + 7919)
+            restart = "the checkpoint predates env snapshots"
+        if restart:
+            _warn_stderr(f"running training episodes restart on resume: {restart}")
         if buffer_file.is_file() and trainer.buffer_abilities.persistent:
             # into the run's own buffer, so it keeps its storage kind (memmap stays memmap)
             self.buffer.read_hdf5(buffer_file)
-            # the envs restart their episodes, so episodes left open in the file end here
-            if isinstance(self.buffer, EpisodeCutBuffer):
+            # envs that restart their episodes: episodes left open in the file end here
+            if restart and isinstance(self.buffer, EpisodeCutBuffer):
                 self.buffer.truncate_unfinished()
+
+    def _restore_collector(self, collector: Collector, saved: Any) -> str:
+        """Continue ``collector`` from its checkpointed state; "" when its episodes continue,
+        else why they restart."""
+        try:
+            return collector.load_state_dict(from_plain(saved))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"the collector state in the checkpoint does not fit this run ({exc}); resume "
+                "with the env settings the run was trained with"
+            ) from exc
 
     def run(self, resumed: bool = False) -> TrainResult:
         """Build (and on resume restore) the run, train it, write its result. The run directory

@@ -7,6 +7,8 @@ generator, seeded by the policy's ``seed``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["GaussianNoise", "OUNoise", "make_noise"]
@@ -56,6 +58,16 @@ class OUNoise:
     def reset(self) -> None:
         """Restart the process at ``mu``."""
         self._x = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The process state (a tensor: checkpoints hold no numpy objects)."""
+        import torch
+
+        return {"x": None if self._x is None else torch.from_numpy(self._x.copy())}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        x = state.get("x")
+        self._x = None if x is None else np.asarray(x, dtype=np.float64).copy()
 
 
 def make_noise(kind: str, sigma: float) -> GaussianNoise | OUNoise:

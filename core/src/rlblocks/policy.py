@@ -192,6 +192,8 @@ class BasePolicy(nn.Module):
             "optimizers": {name: s.state_dict() for name, s in self.optim_steps.items()},
             # exploration noise continues its stream on resume instead of restarting it
             "rng": self._rng.bit_generator.state,
+            # a temporally correlated exploration process (OU noise) continues where it was
+            "noise": _noise_state(getattr(self, "noise", None)),
         }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
@@ -209,3 +211,12 @@ class BasePolicy(nn.Module):
             self._rng.bit_generator
         ).__name__:
             self._rng.bit_generator.state = dict(rng)
+        noise = getattr(self, "noise", None)
+        saved_noise = state.get("noise")
+        if saved_noise is not None and hasattr(noise, "load_state_dict"):
+            noise.load_state_dict(saved_noise)
+
+
+def _noise_state(noise: Any) -> Any:
+    """An exploration-noise object's state (None when it has none to keep)."""
+    return noise.state_dict() if hasattr(noise, "state_dict") else None

@@ -179,11 +179,27 @@ class BaseTrainer:
 
     # -- resumable state ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self.state)
+        """The counters (:class:`TrainerState`) and, under ``"loop"``, what the stop and
+        test-in-training rules remember between iterations."""
+        out = attrs.asdict(self.state)
+        out["loop"] = {
+            "train_returns": list(self._train_returns),
+            "new_train_episodes": int(self._new_train_episodes),
+            "last_attempt": int(self._last_attempt),
+            "plugins_keep_going": bool(self._plugins_keep_going),
+        }
+        return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         known = {a.name for a in attrs.fields(TrainerState)}
         self.state = TrainerState(**{k: v for k, v in state.items() if k in known})
+        loop = state.get("loop")
+        if isinstance(loop, Mapping):
+            self._train_returns.clear()
+            self._train_returns.extend(float(r) for r in loop.get("train_returns", ()))
+            self._new_train_episodes = int(loop.get("new_train_episodes", 0))
+            self._last_attempt = int(loop.get("last_attempt", -1))
+            self._plugins_keep_going = bool(loop.get("plugins_keep_going", False))
 
     # -- pieces -------------------------------------------------------------------------------
     def test(self, screen: bool = True) -> CollectStats | None:
@@ -361,7 +377,7 @@ class BaseTrainer:
             return self._stop_requested
         if ask_plugins:
             verdict = self.hook.rlblocks_should_stop(
-                state={**self.state_dict(), "stop_reward": self.stop_reward}
+                state={**attrs.asdict(self.state), "stop_reward": self.stop_reward}
             )
             self._plugins_keep_going = verdict is False
             if verdict:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+from rlblocks import env_state
 from rlblocks.errors import EnvWorkerError
 from rlblocks.vector_env import VectorEnvBase
 
@@ -157,6 +158,35 @@ class DummyVectorEnv(VectorEnvBase):
         """Set an attribute on each env."""
         for i in self._ids(env_ids):
             self.envs[i].set_wrapper_attr(name, value)
+
+    def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
+        """Each env's state as plain values (see :mod:`rlblocks.env_state`): ``{"env":
+        snapshot or None, "why": why not, "needs_reset": whether its episode ended}``."""
+        out = []
+        for i in self._ids(env_ids).tolist():
+            entry = env_state.snapshot_or_reason(self.envs[i])
+            entry["needs_reset"] = i in self._waiting
+            out.append(entry)
+        return out
+
+    def restore(
+        self,
+        snapshots: Sequence[Mapping[str, Any]],
+        env_ids: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
+        """Put each env back where :meth:`snapshot` found its twin (every entry must hold an
+        ``"env"`` snapshot)."""
+        ids = self._ids(env_ids).tolist()
+        if len(snapshots) != len(ids):
+            raise ValueError(f"got {len(snapshots)} snapshots for {len(ids)} envs")
+        for i, entry in zip(ids, snapshots):
+            if entry.get("env") is None:
+                raise ValueError(f"no snapshot of env {i} to restore")
+            env_state.restore(self.envs[i], entry["env"])
+            if entry.get("needs_reset", False):
+                self._waiting.add(i)
+            else:
+                self._waiting.discard(i)
 
     @property
     def batched_observation_space(self) -> gym.Space:

@@ -19,6 +19,8 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
+from rlblocks import env_state
+
 Reply = tuple[Any, ...]
 
 
@@ -95,12 +97,13 @@ class EnvActor:
             return "err", current, "reset", repr(exc), traceback.format_exc()
 
     def call(self, command: str, slots: list[int] | None, *args: Any) -> Reply:
-        """``render``, ``get_attr`` (name) or ``set_attr`` (name, value) on the envs ``slots``."""
+        """``render``, ``get_attr`` (name), ``set_attr`` (name, value), ``snapshot`` or
+        ``restore`` (one snapshot per slot) on the envs ``slots``."""
         slots = self._slots(slots)
         current = -1
         try:
             out = []
-            for s in slots:
+            for k, s in enumerate(slots):
                 current = self.env_ids[s]
                 env = self.envs[s]
                 if command == "render":
@@ -109,9 +112,13 @@ class EnvActor:
                     out.append(env.get_wrapper_attr(args[0]))
                 elif command == "set_attr":
                     env.set_wrapper_attr(args[0], args[1])
+                elif command == "snapshot":
+                    out.append(env_state.snapshot_or_reason(env))
+                elif command == "restore":
+                    env_state.restore(env, args[0][k])
                 else:
                     raise ValueError(f"unknown env actor command {command!r}")
-            return "ok", (None if command == "set_attr" else out)
+            return "ok", (None if command in {"set_attr", "restore"} else out)
         except Exception as exc:
             return "err", current, command, repr(exc), traceback.format_exc()
 

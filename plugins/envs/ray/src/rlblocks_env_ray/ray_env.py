@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cloudpickle
@@ -516,6 +516,40 @@ class RayVectorEnv(WorkerGroups):
     ) -> None:
         """Set an attribute on each env in its actor."""
         self._call(env_ids, "set_attr", name, value)
+
+    def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
+        """Each env's state as plain values, taken in its actor (see
+        :mod:`rlblocks.env_state`): ``{"env": snapshot or None, "why": why not, "needs_reset":
+        whether its episode ended}``. No step may be in flight."""
+        ids = self._all_ids if env_ids is None else self._ids(env_ids)
+        if np.count_nonzero(self._in_flight[ids]):
+            raise EnvWorkerError("snapshot() while steps are in flight; call step_wait() first")
+        out = self._call(ids, "snapshot")
+        for i, entry in zip(ids.tolist(), out):
+            entry["needs_reset"] = bool(self._needs_reset[i])
+        return out
+
+    def restore(
+        self,
+        snapshots: Sequence[Mapping[str, Any]],
+        env_ids: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
+        """Put each env back where :meth:`snapshot` found its twin (every entry must hold an
+        ``"env"`` snapshot)."""
+        ids = self._all_ids if env_ids is None else self._ids(env_ids)
+        if len(snapshots) != len(ids):
+            raise ValueError(f"got {len(snapshots)} snapshots for {len(ids)} envs")
+        if any(s.get("env") is None for s in snapshots):
+            raise ValueError("restore() needs a snapshot of every env")
+        groups, _ = self._groups(ids)
+        calls = []
+        for w, slots, rows, gids in groups:
+            picked = snapshots[rows] if isinstance(rows, slice) else [snapshots[r] for r in rows]
+            args = ("restore", slots, [p["env"] for p in picked])
+            calls.append(self._submit(w, CALL, gids, args))
+        self._gather(calls)
+        for i, entry in zip(ids.tolist(), snapshots):
+            self._needs_reset[i] = bool(entry.get("needs_reset", False))
 
     @property
     def ready_env_ids(self) -> np.ndarray:

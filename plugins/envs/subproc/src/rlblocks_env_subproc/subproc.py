@@ -26,7 +26,7 @@ import signal
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
@@ -695,6 +695,40 @@ class SubprocVectorEnv(WorkerGroups):
     ) -> None:
         """Set an attribute on each env in its worker."""
         self._simple(W.SET_ATTR, env_ids, name, value)
+
+    def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
+        """Each env's state as plain values, taken in its worker (see
+        :mod:`rlblocks.env_state`): ``{"env": snapshot or None, "why": why not, "needs_reset":
+        whether its episode ended}``. No step may be in flight."""
+        ids = self._all_ids if env_ids is None else self._ids(env_ids)
+        if np.count_nonzero(self._in_flight[ids]):
+            raise EnvWorkerError("snapshot() while steps are in flight; call step_wait() first")
+        out = self._simple(W.SNAPSHOT, ids)
+        for i, entry in zip(ids.tolist(), out):
+            entry["needs_reset"] = bool(self._needs_reset[i])
+        return out
+
+    def restore(
+        self,
+        snapshots: Sequence[Mapping[str, Any]],
+        env_ids: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
+        """Put each env back where :meth:`snapshot` found its twin (every entry must hold an
+        ``"env"`` snapshot)."""
+        ids = self._all_ids if env_ids is None else self._ids(env_ids)
+        if len(snapshots) != len(ids):
+            raise ValueError(f"got {len(snapshots)} snapshots for {len(ids)} envs")
+        if any(s.get("env") is None for s in snapshots):
+            raise ValueError("restore() needs a snapshot of every env")
+        groups, _ = self._groups(ids)
+
+        def msg(w: _Worker, slots: Any, rows: Any) -> tuple:
+            picked = snapshots[rows] if isinstance(rows, slice) else [snapshots[r] for r in rows]
+            return (W.RESTORE, slots, [p["env"] for p in picked])
+
+        self._collect(self._send_groups(W.RESTORE, groups, msg))
+        for i, entry in zip(ids.tolist(), snapshots):
+            self._needs_reset[i] = bool(entry.get("needs_reset", False))
 
     @property
     def ready_env_ids(self) -> np.ndarray:

@@ -7,6 +7,9 @@ Protocol (parent -> worker, one pickled tuple per command; worker -> parent, one
     (RENDER, slots | None)                 -> ("ok", [frame, ...])
     (GET_ATTR, slots | None, name)         -> ("ok", [value, ...])
     (SET_ATTR, slots | None, name, value)  -> ("ok", None)
+    (SNAPSHOT, slots | None)               -> ("ok", [env snapshot or None, ...]) (see
+                                              rlblocks.env_state)
+    (RESTORE, slots | None, snapshots)     -> ("ok", None)
     (CLOSE,)                               -> ("ok", None), then the worker exits
 
 ``slots`` index the worker's own envs (None: all of them, the hot path). An env that raises
@@ -32,8 +35,10 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE = range(6)
-COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close")
+from rlblocks import env_state
+
+STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE, SNAPSHOT, RESTORE = range(8)
+COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close", "snapshot", "restore")
 
 
 class ObservationMismatch(ValueError):
@@ -190,6 +195,16 @@ class EnvGroup:
                 for s in slots:
                     current = where.value = env_ids[s]
                     envs[s].set_wrapper_attr(msg[2], msg[3])
+                reply = None
+            elif cmd == SNAPSHOT:
+                reply = []
+                for s in slots:
+                    current = where.value = env_ids[s]
+                    reply.append(env_state.snapshot_or_reason(envs[s]))
+            elif cmd == RESTORE:
+                for k, s in enumerate(slots):
+                    current = where.value = env_ids[s]
+                    env_state.restore(envs[s], msg[2][k])
                 reply = None
             else:
                 raise ValueError(f"unknown worker command {cmd!r}")
