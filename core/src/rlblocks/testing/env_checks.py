@@ -70,6 +70,14 @@ class ProbeEnv(gym.Env):
         truncated = done and self.index % 2 == 1
         return self._state.copy(), float(10 * self.index + t), terminated, truncated, {}
 
+    def snapshot_state(self) -> dict[str, Any]:
+        """Plain values a resumed run restores (see :mod:`rlblocks.env_state`)."""
+        return {"state": self._state.copy(), "resets": self._resets}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self._state = np.array(state["state"], dtype=np.float64)
+        self._resets = int(state["resets"])
+
 
 def probe_env_fns(num_envs: int) -> list[Callable[[], gym.Env]]:
     """Picklable factories of ``num_envs`` probe envs (env ``i`` is ``ProbeEnv(i)``)."""
@@ -148,7 +156,9 @@ def check_vector_env(
     and of a subset (list or array ``env_ids``, results in ``env_ids`` order); step of all and of a
     subset; reward, ``terminated`` and ``truncated`` shapes and dtypes; no autoreset (a finished
     env keeps its terminal observation until the caller resets it); ``reset(seed=s)`` seeding env
-    ``i`` with ``s + i``; ``close()`` twice; and the context manager when the backend has one.
+    ``i`` with ``s + i``; ``close()`` twice; the context manager when the backend has one; and,
+    when it has ``snapshot``/``restore``, that a restored twin continues every episode exactly
+    (the envs' ``needs_reset`` flags included).
     Stepping an env whose episode ended, without resetting it, may raise; it must not reset it.
     Raises AssertionError with a message saying which rule broke.
     """
@@ -162,6 +172,8 @@ def check_vector_env(
     finally:
         env.close()
     env.close()  # a second close must be harmless
+    if callable(getattr(env, "snapshot", None)):
+        _check_snapshots(make_env, num_envs)
 
     if hasattr(env, "__enter__"):
         with make_env(probe_env_fns(num_envs)) as entered:
@@ -299,3 +311,41 @@ def _check_seeding(env: VectorEnv, num_envs: int) -> None:
     assert again.tolist() == noise.tolist(), (
         f"reset(seed={seed}) twice gave different observations; seeding must be reproducible"
     )
+
+
+def _check_snapshots(
+    make_env: Callable[[list[Callable[[], gym.Env]]], VectorEnv], num_envs: int
+) -> None:
+    env = make_env(probe_env_fns(num_envs))
+    twin = make_env(probe_env_fns(num_envs))
+    try:
+        env.reset(seed=11)
+        env.step(_actions(range(num_envs), 1))
+        env.step(_actions(range(num_envs), 2))  # env 0 ends its episode here (2 steps)
+        snaps = env.snapshot()  # type: ignore[attr-defined]
+        assert len(snaps) == num_envs, f"snapshot() gave {len(snaps)} entries for {num_envs} envs"
+        assert all(s.get("env") is not None for s in snaps), (
+            f"snapshot() could not snapshot the probe envs: {[s.get('why') for s in snaps]}"
+        )
+        assert snaps[0]["needs_reset"] and not snaps[-1]["needs_reset"], (
+            "snapshot() must report needs_reset for an env whose episode ended"
+        )
+        twin.restore(snaps)  # type: ignore[attr-defined]
+        rest = list(range(1, num_envs))
+        for offset in (3,):  # env 1 (3 steps long) ends here as well
+            a = env.step(_actions(rest, offset), rest)
+            b = twin.step(_actions(rest, offset), rest)
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), (
+                "a restored twin must step exactly like the snapshotted envs"
+            )
+        a_obs, _ = env.reset([0])
+        b_obs, _ = twin.reset([0])
+        assert np.array_equal(a_obs, b_obs), "a restored env must continue its random stream"
+        subset = [num_envs - 1, 1]
+        part = env.snapshot(subset)  # type: ignore[attr-defined]
+        assert [int(p["env"]["layers"][-1]["state"]["state"][_INDEX]) for p in part] == subset, (
+            "snapshot(env_ids) must answer in env_ids order"
+        )
+    finally:
+        env.close()
+        twin.close()

@@ -16,6 +16,17 @@ def test_dummy_backend_passes_conformance_kit() -> None:
     check_vector_env(DummyVectorEnv)
 
 
+def test_the_kit_catches_a_backend_whose_restore_forgets_the_envs() -> None:
+    import pytest
+
+    class Forgetful(DummyVectorEnv):
+        def restore(self, snapshots, env_ids=None) -> None:
+            self._waiting.clear()  # claims the episodes continue, restores nothing
+
+    with pytest.raises(AssertionError, match="restored twin"):
+        check_vector_env(Forgetful)
+
+
 def test_make_vector_env_by_name_steps_cartpole() -> None:
     envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=3, seed=0)
     obs, _ = envs.reset(seed=0)
