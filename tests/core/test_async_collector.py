@@ -110,3 +110,29 @@ def test_async_collector_random_actions_without_policy() -> None:
     with _envs([0.0] * 4) as envs:
         stats = AsyncCollector(None, envs, None, seed=1).collect(n_step=40, random=True)
         assert stats.n_step >= 40 and stats.n_episode > 0
+
+
+class NaNRewardProbeEnv(DelayedProbeEnv):
+    """Probe env whose step ``t == 3`` returns a NaN reward (env 1 only: its episodes end
+    there, so every episode of env 1 ends on one)."""
+
+    def step(self, action: Any) -> Any:
+        obs, rew, term, trunc, info = super().step(action)
+        if self.index == 1 and obs[1] == 3:
+            rew = float("nan")
+        return obs, rew, term, trunc, info
+
+
+def test_async_collector_names_the_env_that_returned_a_non_finite_reward() -> None:
+    from rlblocks.errors import NonFiniteError
+
+    fns = [functools.partial(NaNRewardProbeEnv, i, 0.002 * i) for i in range(4)]
+    envs = ShmemVectorEnv(fns, num_workers=2, wait_num=1)
+    buf = rlblocks.ReplayBuffer(200, num_envs=4)
+    try:
+        collector = AsyncCollector(IndexPolicy(), envs, buf, seed=0)
+        with pytest.raises(NonFiniteError, match=r"at index 1 returned the reward nan from step"):
+            collector.collect(n_step=200)
+        assert not np.isnan(np.asarray(buf[np.arange(len(buf))].rew)).any()
+    finally:
+        envs.close()

@@ -22,6 +22,7 @@ Backends without ``step_async`` (the in-process one) are collected synchronously
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -36,6 +37,7 @@ from rlblocks.collector import (
     _EpisodeTally,
     _to_numpy,
     _to_numpy_tree,
+    _vdot,
 )
 from rlblocks.protocols import AsyncVectorEnv, Buffer, VectorEnv
 
@@ -169,6 +171,7 @@ class AsyncCollector(Collector):
         tally = _EpisodeTally(n_episode, started=len(ready) if n_episode is not None else 0)
         use_policy = not random
         explore = self.exploration and self.policy is not None and self.policy.training
+        obs_total = self._obs_total
 
         with torch.inference_mode():
             while True:
@@ -181,6 +184,9 @@ class AsyncCollector(Collector):
                     self.wait_num, self.timeout
                 )
                 self._flying[ids] = False
+                # the synchronous loop's check: a NaN or inf reward or observation is named
+                if not math.isfinite(obs_total(obs_next) + _vdot(rew, rew)):
+                    self._nonfinite(ids, obs_next, rew, "step")
                 if buffer is not None:
                     data = {
                         "obs": take_rows(self._obs, ids),

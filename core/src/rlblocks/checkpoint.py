@@ -59,14 +59,94 @@ def save_checkpoint(path: str | os.PathLike[str], payload: dict[str, Any]) -> No
         torch.save(payload, fh)
 
 
+# -- files with a checksum sidecar: run files outside a generation ---------------------------
+SIDECAR = ".sha256"
+
+
+def sidecar_of(path: str | os.PathLike[str]) -> Path:
+    """The checksum file beside ``path`` (``best.pt`` -> ``best.pt.sha256``)."""
+    path = Path(path)
+    return path.with_name(path.name + SIDECAR)
+
+
+def _write_sidecar(path: Path, digests: list[dict[str, Any]]) -> None:
+    with atomic_write(sidecar_of(path), "w") as fh:
+        for d in digests:
+            fh.write(f"{d['sha256']}  {d['size']}\n")
+
+
+def write_verified(
+    path: str | os.PathLike[str], write: Callable[[IO[Any]], None], mode: str = "wb"
+) -> None:
+    """Write ``path`` atomically (``write(fh)`` fills it) with a checksum sidecar.
+
+    While the new file replaces the old one, the sidecar accepts both, so a crash at any moment
+    leaves a file that matches it: first the sidecar lists the new digest and the current
+    file's, then the file is replaced, then the sidecar keeps the new digest alone."""
+    path = Path(path)
+    previous = [file_digest(path)] if path.is_file() else []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, mode) as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        new = file_digest(tmp)
+        _write_sidecar(path, [new, *previous])
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    _write_sidecar(path, [new])
+
+
+def verify_file(path: str | os.PathLike[str]) -> str:
+    """Empty when ``path`` matches its checksum sidecar (or has none); else what is wrong."""
+    path = Path(path)
+    sidecar = sidecar_of(path)
+    if not sidecar.is_file():
+        return ""
+    try:
+        lines = sidecar.read_text(encoding="utf-8").splitlines()
+        accepted = [tuple(ln.split()) for ln in lines if ln.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{sidecar} is unreadable ({exc})"
+    got = file_digest(path)
+    if (got["sha256"], str(got["size"])) in accepted:
+        return ""
+    return (
+        f"{path} is damaged: its size or checksum differs from {sidecar.name} (restore it from a "
+        f"copy; or, to accept it as it is, delete {sidecar.name})"
+    )
+
+
+def check_file(path: str | os.PathLike[str]) -> None:
+    """Raise CheckpointError when ``path`` does not match its checksum sidecar."""
+    problem = verify_file(path)
+    if problem:
+        raise CheckpointError(problem)
+
+
+def write_json_verified(path: str | os.PathLike[str], data: Any) -> None:
+    """:func:`write_json` with a checksum sidecar (run files read back later)."""
+
+    def write(fh: IO[Any]) -> None:
+        json.dump(data, fh, indent=2, sort_keys=True, allow_nan=False, default=str)
+        fh.write("\n")
+
+    write_verified(path, write, "w")
+
+
 def save_checkpoint_verified(path: str | os.PathLike[str], payload: dict[str, Any]) -> None:
     """:func:`save_checkpoint` plus a ``.sha256`` sidecar that :func:`load_checkpoint` checks,
     for single files outside a generation (``best.pt``)."""
-    path = Path(path)
-    save_checkpoint(path, payload)
-    digest = file_digest(path)
-    with atomic_write(path.with_name(path.name + ".sha256"), "w") as fh:
-        fh.write(f"{digest['sha256']}  {digest['size']}\n")
+    import torch
+
+    write_verified(path, lambda fh: torch.save(payload, fh))
 
 
 _ARRAY = "__ndarray__"
@@ -124,14 +204,7 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; was the run started with checkpoints on?")
-    sidecar = path.with_name(path.name + ".sha256")
-    if sidecar.is_file():
-        want = sidecar.read_text(encoding="utf-8").split()
-        got = file_digest(path)
-        if len(want) != 2 or want != [got["sha256"], str(got["size"])]:
-            raise CheckpointError(
-                f"{path} is damaged: its size or checksum differs from {sidecar.name}"
-            )
+    check_file(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
@@ -145,6 +218,8 @@ def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
 
 CURRENT = "CURRENT"
 MANIFEST = "MANIFEST.json"
+#: the manifest's key for the SHA-256 of its other entries (so a flipped counter is caught too)
+MANIFEST_DIGEST = "manifest_sha256"
 #: generations kept on disk: the current one and the one before it (the fallback)
 KEEP_GENERATIONS = 2
 
@@ -158,6 +233,13 @@ def file_digest(path: Path) -> dict[str, Any]:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return {"size": path.stat().st_size, "sha256": h.hexdigest()}
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    import hashlib
+
+    body = {k: v for k, v in manifest.items() if k != MANIFEST_DIGEST}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -211,8 +293,10 @@ class GenerationStore:
             for p in tmp.iterdir():
                 with contextlib.suppress(OSError), open(p, "rb+") as fh:
                     os.fsync(fh.fileno())
+            manifest = {"generation": number, "files": files, **extra}
+            manifest[MANIFEST_DIGEST] = _manifest_digest(manifest)
             with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
-                json.dump({"generation": number, "files": files, **extra}, fh, indent=1)
+                json.dump(manifest, fh, indent=1)
                 fh.flush()
                 os.fsync(fh.fileno())
             _fsync_dir(tmp)
@@ -250,7 +334,7 @@ class GenerationStore:
     def _current_name(self) -> str | None:
         try:
             return (self.root / CURRENT).read_text(encoding="utf-8").strip() or None
-        except OSError:
+        except (OSError, UnicodeDecodeError):  # a damaged CURRENT: the newest whole one is used
             return None
 
     def verify(self, gen: Path) -> str:
@@ -260,6 +344,9 @@ class GenerationStore:
             files = manifest["files"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             return f"{gen.name}: no readable manifest ({exc})"
+        # manifests of rlblocks 0.2 hold their own digest (older ones have none to check)
+        if MANIFEST_DIGEST in manifest and manifest[MANIFEST_DIGEST] != _manifest_digest(manifest):
+            return f"{gen.name}/{MANIFEST} is damaged (its own checksum differs)"
         for name, want in files.items():
             path = gen / name
             if not path.is_file():
@@ -292,6 +379,34 @@ class GenerationStore:
 
     def manifest(self, gen: Path) -> dict[str, Any]:
         return json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+
+
+def verify_run(run_dir: str | os.PathLike[str]) -> list[str]:
+    """Every problem with the files a run wrote (empty when all are whole): each file with a
+    checksum sidecar (``config.json``, ``result.json``, ``tests.csv``, ``best.pt``, ...) and
+    every checkpoint generation against its manifest. Logs are left to their own readers
+    (TensorBoard's event records carry their own checksums)."""
+    run_dir = Path(run_dir)
+    problems = []
+    for sidecar in sorted(run_dir.rglob(f"*{SIDECAR}")):
+        target = sidecar.with_name(sidecar.name[: -len(SIDECAR)])
+        if not target.is_file():
+            problems.append(f"{target} is missing (its checksum file {sidecar.name} is there)")
+        elif problem := verify_file(target):
+            problems.append(problem)
+    store = GenerationStore(run_dir / "checkpoints")
+    gens = store.generations()
+    for gen in gens:
+        if problem := store.verify(gen):
+            problems.append(f"checkpoint {problem}")
+    current = store._current_name()
+    if gens and current not in {g.name for g in gens}:
+        current = current if current is not None else "(unreadable)"
+        problems.append(
+            f"{store.root / CURRENT} names {current!r}, which is no generation; the newest whole "
+            "generation is used"
+        )
+    return problems
 
 
 def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path:

@@ -256,6 +256,20 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Check every file a run wrote against its checksums; exit 1 when one is damaged."""
+    from rlblocks.checkpoint import verify_run
+
+    if not (Path(args.run_dir) / "config.json").is_file():
+        raise RlblocksError(f"{args.run_dir} is not a run directory: no config.json in it")
+    problems = verify_run(args.run_dir)
+    for problem in problems:
+        print(f"damaged: {problem}")
+    if not problems:
+        print(f"{args.run_dir}: every file matches its checksum")
+    return 1 if problems else 0
+
+
 # -- entry point --------------------------------------------------------------------------------
 
 
@@ -373,6 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
     p.add_argument("--env", metavar="ID", help="show the values a run on this env gets")
     p.set_defaults(func=cmd_describe)
+
+    p = sub.add_parser("verify", parents=[common],
+                       help="check every file of a run directory against its checksums")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.set_defaults(func=cmd_verify)
     return parser
 
 

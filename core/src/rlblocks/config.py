@@ -27,7 +27,6 @@ import fnmatch
 import json
 import os
 import tomllib
-import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -282,27 +281,24 @@ def to_dict(config: ExperimentConfig) -> dict[str, Any]:
 
 
 def write_config(config: ExperimentConfig, path: str | os.PathLike[str]) -> None:
-    """Write the resolved config as JSON, atomically (a temp file then ``os.replace``)."""
+    """Write the resolved config as JSON, atomically, with a checksum sidecar
+    (``config.json.sha256``) that :func:`read_config` checks."""
+    from rlblocks.checkpoint import write_verified
+
     path = Path(path)
     try:
         text = json.dumps(to_dict(config), indent=2) + "\n"
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"cannot write config to {path}: {exc}") from exc
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_verified(path, lambda fh: fh.write(text), "w")
 
 
 def read_config(path: str | os.PathLike[str], spec_lookup: SpecLookup) -> ExperimentConfig:
-    """Read a config written by :func:`write_config` (or any file holding ``algo_name``)."""
+    """Read a config written by :func:`write_config` (or any file holding ``algo_name``);
+    one whose checksum sidecar disagrees with it is refused (CheckpointError)."""
+    from rlblocks.checkpoint import check_file
+
+    check_file(path)
     data = load_config_file(path)
     algo_name = data.pop("algo_name", None)
     if not isinstance(algo_name, str) or not algo_name:

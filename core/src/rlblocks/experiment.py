@@ -38,12 +38,14 @@ import torch
 from rlblocks import config as cfg
 from rlblocks.checkpoint import (
     GenerationStore,
+    check_file,
     from_plain,
     load_checkpoint,
     save_checkpoint,
     save_checkpoint_verified,
+    sidecar_of,
     to_plain,
-    write_json,
+    write_json_verified,
 )
 from rlblocks.collector import Collector
 from rlblocks.console import ConsoleReporter
@@ -404,6 +406,7 @@ def clear_run_dir(run_dir: Path) -> None:
             shutil.rmtree(target)
         else:
             target.unlink(missing_ok=True)
+        sidecar_of(target).unlink(missing_ok=True)
     for name in RUN_DIRS:
         shutil.rmtree(run_dir / name, ignore_errors=True)
 
@@ -768,7 +771,7 @@ class Experiment:
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             cfg.write_config(c, self.run_dir / "config.json")
-            write_json(
+            write_json_verified(
                 self.run_dir / "plugins.json",
                 _dist_versions(
                     [("algo", c.algo_name), ("env", c.env.backend), ("buffer", c.buffer.name)]
@@ -789,7 +792,7 @@ class Experiment:
 
         result.agent = Agent(self.policy, c)
         if self.run_dir is not None:
-            write_json(self.run_dir / "result.json", _json_safe(result.to_dict()))
+            write_json_verified(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
         return result
 
@@ -942,7 +945,9 @@ def resume(
                 f"it a larger budget: rlblocks resume {run_dir} --set "
                 f"trainer.max_env_steps={max(2 * steps, steps + 1)}"
             )
-        (run_dir / "result.json").unlink()  # the run is live again until it writes a new one
+        # the run is live again until it writes a new result
+        (run_dir / "result.json").unlink()
+        sidecar_of(run_dir / "result.json").unlink(missing_ok=True)
     return Experiment(resolved, run_dir, hooks=hooks, env_factory=env).run(resumed=True)
 
 
@@ -953,6 +958,7 @@ def _finished(run_dir: Path) -> tuple[int, str] | None:
     path = run_dir / "result.json"
     if not path.is_file():
         return None
+    check_file(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return int(data["env_steps"]), str(data.get("stop_reason", "finished"))

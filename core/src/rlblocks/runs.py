@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import csv
 import inspect
+import io
 import itertools
 import json
 import math
@@ -24,6 +25,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from rlblocks.checkpoint import check_file, write_verified
 from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.plugins import hookimpl
 
@@ -59,13 +61,14 @@ class TestRecorder:
         self._write(rows)
 
     def _write(self, rows: Sequence[Mapping[str, float]]) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(TEST_COLUMNS)
-            for r in rows:
-                w.writerow([_fmt(r.get(c, math.nan)) for c in TEST_COLUMNS])
-        os.replace(tmp, self.path)
+        """Rewrite the file with ``rows``: atomically, with a checksum sidecar."""
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(TEST_COLUMNS)
+        for r in rows:
+            w.writerow([_fmt(r.get(c, math.nan)) for c in TEST_COLUMNS])
+        text = buf.getvalue()
+        write_verified(self.path, lambda fh: fh.write(text), "w")
 
     @hookimpl
     def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
@@ -90,13 +93,9 @@ class TestRecorder:
             "episodes": int(stats.get("n_episode", 0)),
             "screen": int(screen),
         }
-        new = not self.path.is_file()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            if new:
-                w.writerow(TEST_COLUMNS)
-            w.writerow([_fmt(row[c]) for c in TEST_COLUMNS])
+        # the whole (small) file is rewritten, so it and its checksum always agree
+        rows = read_tests(self.path.parent) if self.path.is_file() else []
+        self._write([*rows, row])
 
 
 def _fmt(v: Any) -> str:
@@ -114,6 +113,7 @@ def read_tests(run_dir: str | os.PathLike[str]) -> list[dict[str, float]]:
             f"{run_dir} has no {TESTS_FILE}: no test finished in it yet (or it is not a run "
             "directory)"
         )
+    check_file(path)
     out = []
     with open(path, newline="", encoding="utf-8") as f:
         for k, row in enumerate(csv.DictReader(f)):
