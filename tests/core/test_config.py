@@ -598,7 +598,7 @@ def test_write_config_replaces_the_file_and_leaves_no_temp_files(tmp_path: Path)
     write_config(build(overrides=["run.seed=1"]), path)
     write_config(build(overrides=["run.seed=2"]), path)
     assert json.loads(path.read_text())["run"]["seed"] == 2
-    assert [p.name for p in path.parent.iterdir()] == ["config.json"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.json", "config.json.sha256"]
 
 
 def test_read_config_needs_algo_name(tmp_path: Path) -> None:

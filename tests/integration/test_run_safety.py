@@ -234,6 +234,12 @@ def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
     rng = random.Random(0)
     run = tmp_path / "run"
     base = [sys.executable, "-m", "rlblocks"]
+    # a kill lands at a random moment of training, after the process has started (which takes
+    # longer on a loaded machine, or under coverage): measured here, not assumed
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import rlblocks.experiment, torch, gymnasium"],
+                   capture_output=True, check=True, timeout=300)  # fmt: skip
+    startup = time.monotonic() - began
     kills = 0
     last_step = -1
     while kills < 20:
@@ -242,7 +248,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
         else:
             argv = [*base, "train", algo, "--run-dir", str(run), *_cli_opts(algo, 10**8)]
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(2.0, 5.0))
+        time.sleep(startup + rng.uniform(1.0, 4.0))
         if proc.poll() is not None:
             raise AssertionError(proc.stderr.read().decode())
         proc.kill()

@@ -189,6 +189,41 @@ def _default_buffer(merged: dict[str, Any], spec_lookup: SpecLookup) -> None:
         merged["buffer"]["name"] = MULTI_ENV_BUFFER
 
 
+def _drop_defaults_of_unused_parts(
+    merged: dict[str, Any], user: Mapping[str, Any], spec_lookup: SpecLookup
+) -> None:
+    """Drop buffer options that only the algo spec's defaults set, for a part the user
+    switched off: Rainbow's defaults tune the prioritized sampler (``alpha``, ``beta``...);
+    ``buffer.sampler=uniform`` must then simply work, not report options the user never
+    wrote. Options the user wrote are kept (and reported if no part takes them)."""
+    table = merged.get("buffer")
+    if not isinstance(table, dict):
+        return
+    user_table = user.get("buffer")
+    written = set(user_table) if isinstance(user_table, Mapping) else set()
+    own = {a.name for a in attrs.fields(BufferConfig)}
+    candidates = [k for k in table if k not in own and k not in written]
+    if not candidates:
+        return
+    from rlblocks.replay import resolve_part_names
+
+    try:
+        parts = resolve_part_names(
+            str(table.get("name", "replay")), table.get("sampler"), table.get("relabel"),
+            table.get("writer"), lookup=spec_lookup,
+        )  # fmt: skip
+    except Exception:  # a bad combination is reported where the section is structured
+        return
+    accepted: set[str] = set()
+    for part in parts.values():
+        config = getattr(spec_lookup("buffer", part), "config", None)
+        if config is not None:
+            accepted |= {a.name for a in attrs.fields(config)}
+    for key in candidates:
+        if key not in accepted:
+            del table[key]
+
+
 def build_config(
     algo_name: str,
     *,
@@ -234,6 +269,7 @@ def build_config(
     # The plugins are known only now; look them up here so that an unknown name raises the
     # registry's own error rather than a line in the ConfigError.
     _default_buffer(merged, spec_lookup)
+    _drop_defaults_of_unused_parts(merged, user, spec_lookup)
     buffer_name = _plugin_name(merged, "buffer", BufferConfig, "name")
     backend = _plugin_name(merged, "env", EnvConfig, "backend")
     labels = {"algo": f"algo ({algo_name})", "buffer": "buffer", "env": "env"}

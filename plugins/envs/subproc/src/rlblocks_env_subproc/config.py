@@ -53,10 +53,14 @@ class SubprocConfig:
     """Default for ``step_wait``: return what is ready after this many seconds (at least one
     env's result); None waits for ``wait_num``."""
     worker_timeout: float | None = field(default=120.0, validator=_positive_or_none)
-    """Seconds a worker may take to answer one command (make, step, reset...) before it is
+    """Seconds a worker may take to answer one command (step, reset, render...) before it is
     declared hung, killed and reported as an EnvWorkerError naming the env that was running.
     A worker that dies is detected at once regardless. Envs stepped in the calling process
     (``local_envs``) are not covered."""
+    start_timeout: float | None = field(default=300.0, validator=_positive_or_none)
+    """Seconds a worker may take to start and build its envs (process start, imports, env
+    constructors: often far slower than a step) before it is declared hung and killed; the
+    larger of this and ``worker_timeout`` applies. None waits as long as it takes."""
     restart_failed: bool = False
     """Restart a worker that died or hung and carry on: its envs' pending steps come back as
     truncated (``info["env_worker_restarted"]`` says why) and must be reset, like any finished

@@ -180,6 +180,7 @@ class SubprocVectorEnv(WorkerGroups):
         local_envs: int | None = 0,
         worker_spin_us: float | None = None,
         max_restarts: int = 3,
+        start_timeout: float | None = 300.0,
     ) -> None:
         if len(env_fns) == 0:
             raise ConfigError(f"{type(self).__name__} needs at least one env factory")
@@ -205,6 +206,11 @@ class SubprocVectorEnv(WorkerGroups):
         self.wait_num = wait_num
         self.timeout = timeout
         self.worker_timeout = worker_timeout
+        # starting a worker (process, imports, env constructors) may take far longer than a step
+        self.start_timeout = (
+            None if start_timeout is None or worker_timeout is None
+            else max(start_timeout, worker_timeout)
+        )
         self.restart_failed = restart_failed
         self.max_restarts = max_restarts
         self._ctx = mp.get_context(self.context)
@@ -374,8 +380,12 @@ class SubprocVectorEnv(WorkerGroups):
         if env_id >= 0:
             where = f"env {env_id} in {where}"
         if hung:
-            reason = (f"{where} did not answer {what} within worker_timeout="
-                      f"{self.worker_timeout}s; the worker was killed")
+            if what == "make":
+                reason = (f"{where} did not start and build its envs within start_timeout="
+                          f"{self.start_timeout}s; the worker was killed")
+            else:
+                reason = (f"{where} did not answer {what} within worker_timeout="
+                          f"{self.worker_timeout}s; the worker was killed")
         else:
             reason = f"{where} {_describe_exit(process)} while running {what}"
         with contextlib.suppress(OSError):
@@ -426,8 +436,9 @@ class SubprocVectorEnv(WorkerGroups):
                 conn = w.conn
                 if not conn.poll():
                     limit = None
-                    if self.worker_timeout is not None:
-                        limit = max(0.0, req.sent + self.worker_timeout - time.monotonic())
+                    allowed = self.worker_timeout if req.kind >= 0 else self.start_timeout
+                    if allowed is not None:
+                        limit = max(0.0, req.sent + allowed - time.monotonic())
                     # a dead worker's pipe reads as EOF at once: one poll covers death and hangs
                     if not conn.poll(limit):
                         self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
