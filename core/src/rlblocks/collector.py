@@ -467,6 +467,8 @@ class Collector:
                 else:
                     env_act = self._random_actions(len(active))
                     act = policy.map_action_inverse(env_act) if policy is not None else env_act
+                    if policy is not None and getattr(policy, "quantized_actions", False):
+                        env_act = policy.map_action(act)  # the grid action the buffer stores
                 obs_next, rew, terminated, truncated, _info = envs.step(
                     env_act, None if all_active else active
                 )

@@ -84,6 +84,11 @@ class BasePolicy(nn.Module):
             act = low + (high - low) * (act + 1.0) / 2.0
         return act.astype(self.action_space.dtype, copy=False)
 
+    #: the policy acts on a grid of a Box (discretised actions): random warm-up actions, drawn
+    #: in env units, are snapped to the grid before the env runs them, so the env executes
+    #: exactly the action the buffer stores
+    quantized_actions: bool = False
+
     def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`map_action` scaling: env actions back to [-1, 1] (for random warm-up
         actions, which are sampled in env units but stored in network units)."""

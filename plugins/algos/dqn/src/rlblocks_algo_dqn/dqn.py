@@ -34,6 +34,7 @@ from rlblocks.nets import ObsEncoder, QNetwork
 from rlblocks.offpolicy import OffPolicyPolicy
 from rlblocks.optim import OptimizerStep
 from rlblocks.target import TargetNetwork
+from rlblocks.valuebased import epsilon_greedy
 from rlblocks_algo_dqn.config import DQNConfig
 
 
@@ -131,31 +132,9 @@ class DQNPolicy(OffPolicyPolicy):
         return {**super().schedule_stats(), "epsilon": self.epsilon}
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
-        """Replace each action by a uniformly random one with probability epsilon.
-
-        One uniform draw ``u`` per row decides both: ``pick = floor(u * A / eps)`` is below the
-        number of actions ``A`` exactly when ``u < eps`` (up to rounding), and is then uniform
-        over the actions, since ``u / eps`` is uniform on [0, 1) there. This runs at every
-        env step of a training collect: one generator call and a few whole-array operations,
-        no boolean gathers. (An epsilon below 1e-300 never explores.)"""
-        eps = self.epsilon
-        if eps <= 1e-300:
-            return act
-        n = self.num_actions
-        scale = n / eps
-        scaled = self._rng.random(len(act))
-        scaled *= scale
-        if scale >= 2.0**62:  # rows that do not explore could leave the int64 range
-            np.minimum(scaled, n, out=scaled)
-        pick = scaled.astype(np.int64)
-        explore = pick < n
-        if not np.count_nonzero(explore):
-            return act
-        if self.action_start:
-            pick += self.action_start
-        out = act.copy()
-        np.copyto(out, pick, where=explore, casting="unsafe")
-        return out
+        """Replace each action by a uniformly random one with probability epsilon (one
+        generator call per env step: :func:`rlblocks.valuebased.epsilon_greedy`)."""
+        return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
     def target_value(self, obs_next: Any) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""BDQ (Branching Dueling Q-Network) for rlblocks (``rlblocks train bdq``)."""

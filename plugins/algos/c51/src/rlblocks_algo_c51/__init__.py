@@ -1,0 +1,1 @@
+"""C51 (categorical distributional DQN) for rlblocks."""

@@ -1,0 +1,31 @@
+"""Entry-point spec of Rainbow: imports nothing heavier than attrs."""
+
+from rlblocks.plugins.spec import AlgoSpec
+from rlblocks_algo_rainbow.config import RainbowConfig
+
+SPEC = AlgoSpec(
+    name="rainbow",
+    summary="Rainbow: C51 + prioritized replay + n-step + noisy + dueling + double, switchable.",
+    impl="rlblocks_algo_rainbow.rainbow:RainbowPolicy",
+    config=RainbowConfig,
+    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
+    action_spaces=("Discrete",),
+    training="off-policy",
+    defaults={
+        # returns of CartPole with gamma 0.9 stay within the default support [-10, 10]
+        "algo": {"gamma": 0.9, "lr": 1e-3, "n_step": 3},
+        "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 20},
+        # prioritized replay (Schaul et al. 2016's alpha and beta), beta annealed to 1
+        "buffer": {"size": 20_000, "sampler": "prioritized", "alpha": 0.5, "beta": 0.4,
+                   "beta_anneal_steps": 100_000},
+        "trainer": {
+            "max_env_steps": 100_000,
+            "step_per_collect": 8,
+            "update_per_step": 0.25,
+            "batch_size": 64,
+            "warmup_steps": 1_000,
+            "test_interval": 2_500,
+            "test_episodes": 100,
+        },
+    },
+)

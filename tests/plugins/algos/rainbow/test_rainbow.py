@@ -1,0 +1,112 @@
+"""Rainbow: every ingredient on by default and each one switchable by config; the
+no-distributional ablation learns expected values; training to CartPole's threshold."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import rlblocks
+from rlblocks.batch import Batch
+from rlblocks.buffer import ReplayBuffer
+from rlblocks.nets.noisy import NoisyLinear
+from rlblocks_algo_rainbow.config import RainbowConfig
+from rlblocks_algo_rainbow.rainbow import RainbowPolicy
+
+OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+ACT = gym.spaces.Discrete(2)
+
+
+def _noisy_layers(policy: RainbowPolicy) -> int:
+    return sum(isinstance(m, NoisyLinear) for m in policy.model.modules())
+
+
+def test_every_ingredient_is_on_by_default_and_switches_off() -> None:
+    policy = RainbowPolicy(OBS, ACT)
+    c = policy.config
+    assert c.dueling and c.double and c.n_step == 3 and c.distributional
+    assert _noisy_layers(policy) > 0 and policy.epsilon == 0.0
+    assert policy.model.dueling
+    plain = RainbowPolicy(OBS, ACT, RainbowConfig(noisy=False, dueling=False))
+    assert _noisy_layers(plain) == 0 and not plain.model.dueling
+
+
+def test_the_run_composes_a_prioritized_sampler_and_can_drop_it(tmp_path) -> None:
+    from rlblocks import config as cfg
+    from rlblocks.experiment import Experiment, spec_lookup
+    from rlblocks.protocols import BufferAbilities
+
+    def buffer_of(overrides: list[str]):
+        config = cfg.build_config(
+            "rainbow", overrides=[*overrides, "run.loggers=[]"], spec_lookup=spec_lookup
+        )
+        exp = Experiment(config, None, quiet=True)
+        exp.build()
+        try:
+            return exp.buffer
+        finally:
+            exp.train_envs.close()
+            exp.test_envs.close()
+
+    assert BufferAbilities.of(buffer_of([])).prioritized
+    assert not BufferAbilities.of(buffer_of(["buffer.sampler=uniform"])).prioritized
+
+
+def filled_buffer() -> ReplayBuffer:
+    buf = ReplayBuffer(32)
+    for t, rew in enumerate([1.0, 0.0, 2.0]):
+        buf.add(Batch(obs=np.array([t, 0, 0], np.float32), act=t % 2, rew=rew,
+                      terminated=t == 2, truncated=False,
+                      obs_next=np.array([t + 1, 0, 0], np.float32)))  # fmt: skip
+    return buf
+
+
+@pytest.mark.parametrize("distributional", [True, False])
+def test_both_losses_fit_a_fixed_batch(distributional: bool) -> None:
+    torch.manual_seed(0)
+    cfg = RainbowConfig(lr=1e-2, gamma=0.0, n_step=1, tau=None, target_update_interval=0,
+                        noisy=False, v_min=0.0, v_max=4.0, num_atoms=11,
+                        distributional=distributional)  # fmt: skip
+    policy = RainbowPolicy(OBS, ACT, cfg)
+    buf = filled_buffer()
+    losses = [float(policy.update(0, buf)["loss"]) for _ in range(300)]
+    assert losses[-1] < 0.2 * losses[0]
+    q = policy(Batch(obs=np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0]], np.float32))).logits
+    torch.testing.assert_close(q[[0, 1, 2], [0, 1, 0]], torch.tensor([1.0, 0.0, 2.0]),
+                               atol=0.15, rtol=0)  # fmt: skip
+    out_atoms = policy.model(torch.zeros(1, 3)).shape[-1]
+    assert out_atoms == (11 if distributional else 1)
+
+
+def test_noise_is_resampled_every_gradient_step_and_off_in_tests() -> None:
+    torch.manual_seed(0)
+    policy = RainbowPolicy(OBS, ACT, RainbowConfig(n_step=1))
+    obs = Batch(obs=np.ones((1, 3), np.float32))
+    before = policy(obs).logits.clone()
+    policy.update(0, filled_buffer())
+    after_noise = policy(obs).logits
+    assert not torch.allclose(before, after_noise)
+    policy.eval()
+    a, b = policy(obs).logits, policy(obs).logits
+    torch.testing.assert_close(a, b)
+
+
+@pytest.mark.slow
+def test_rainbow_solves_cartpole_with_default_settings(tmp_path) -> None:
+    result = rlblocks.train("rainbow", seed=0, loggers=[], progress=False,
+                            run_dir=tmp_path / "run")  # fmt: skip
+    assert result.solved, result
+    assert result.best_test_return >= 475.0
+
+
+def test_an_option_the_user_wrote_for_a_part_that_is_off_is_still_reported() -> None:
+    from rlblocks import config as cfg
+    from rlblocks.experiment import spec_lookup
+
+    with pytest.raises(rlblocks.ConfigError, match=r"\$\.buffer\.alpha: unknown field"):
+        cfg.build_config("rainbow", overrides=["buffer.sampler=uniform", "buffer.alpha=0.7"],
+                         spec_lookup=spec_lookup)  # fmt: skip
+    kept = cfg.build_config("rainbow", overrides=["buffer.alpha=0.7"], spec_lookup=spec_lookup)
+    assert kept.buffer.sampler == "prioritized"
