@@ -59,14 +59,20 @@ def quantile_midpoints(n: int, device: torch.device | str | None = None) -> torc
 
 
 def quantile_huber_loss(
-    pred: torch.Tensor, target: torch.Tensor, taus: torch.Tensor, kappa: float = 1.0
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    taus: torch.Tensor,
+    kappa: float = 1.0,
+    target_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Quantile regression loss of ``pred [B, N]`` (values at fractions ``taus``, ``[N]`` or
     ``[B, N]``) against target samples ``target [B, M]``; returns ``[B]``: the sum over the
     predicted quantiles of the mean over target samples of
     ``|tau - 1{u < 0}| * huber_kappa(u) / kappa`` with ``u = target - pred`` (``kappa = 0``:
-    the plain quantile loss). A prioritized sampler can take
-    ``(target.mean(1) - pred.mean(1)).abs()`` as the TD error."""
+    the plain quantile loss). ``target_weights [B, M]`` (rows summing to 1) weigh the target
+    samples instead of ``1 / M`` each: FQF's target is a staircase with steps of unequal width,
+    and equal weights would pull it towards where the fractions bunch. A prioritized sampler
+    can take ``(target.mean(1) - pred.mean(1)).abs()`` as the TD error."""
     u = target.unsqueeze(1) - pred.unsqueeze(2)  # [B, N, M]
     if kappa > 0:
         abs_u = u.abs()
@@ -77,7 +83,10 @@ def quantile_huber_loss(
     if taus.dim() == 1:
         taus = taus.unsqueeze(0)
     weight = (taus.unsqueeze(2) - (u.detach() < 0).to(u.dtype)).abs()  # [B, N, M]
-    return (weight * huber).mean(dim=2).sum(dim=1)
+    loss = weight * huber
+    if target_weights is None:
+        return loss.mean(dim=2).sum(dim=1)
+    return (loss * target_weights.unsqueeze(1)).sum(dim=(1, 2))
 
 
 def cosine_features(taus: torch.Tensor, dim: int = 64) -> torch.Tensor:

@@ -1,0 +1,1 @@
+"""FQF (fully parameterized quantile function) for rlblocks."""

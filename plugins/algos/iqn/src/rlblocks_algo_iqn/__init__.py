@@ -1,0 +1,1 @@
+"""IQN (implicit quantile networks) for rlblocks."""

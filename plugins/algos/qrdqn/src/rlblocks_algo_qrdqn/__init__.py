@@ -1,0 +1,1 @@
+"""QR-DQN (quantile regression distributional DQN) for rlblocks."""
