@@ -467,9 +467,12 @@ def test_a_part_named_in_the_wrong_slot_is_one_clear_error() -> None:
         build(overrides=["buffer.sampler=replay"])
 
 
-def test_options_brought_by_the_algo_defaults_are_rejected_when_the_user_switches_back() -> None:
+def test_options_the_algo_defaults_bring_for_a_part_switched_off_are_dropped() -> None:
+    # an algorithm's defaults may tune a part (Rainbow's prioritized sampler); switching the
+    # part off must just work, while options the user wrote for an absent part are reported
     assert build("prio-dqn").buffer.options == {"sampler": FakePrioritizedConfig(alpha=0.7)}
-    message = config_error("buffer.name=replay", algo="prio-dqn")
+    assert not build("prio-dqn", overrides=["buffer.name=replay"]).buffer.options
+    message = config_error("buffer.name=replay", "buffer.alpha=0.5", algo="prio-dqn")
     assert message == (
         "$.buffer.alpha: unknown field; fields of buffer (replay): "
         "name, size, sampler, relabel, writer, stack_num, ignore_obs_next, storage, path"

@@ -163,7 +163,7 @@ def test_unknown_name_gets_no_install_hint_for_a_package_that_does_not_exist(
     tmp_path: Path,
 ) -> None:
     with pytest.raises(UnknownComponentError) as info:
-        rlblocks.train("c51", progress=False, run_dir=tmp_path)
+        rlblocks.train("not-an-algo-anyone-ships", progress=False, run_dir=tmp_path)
     assert "pip install" not in str(info.value)
 
 
