@@ -62,8 +62,12 @@ def _crash_and_resume(
         ("dqn", "CartPole-v1", 2000, 1100, ["env.backend=subproc", "env.num_envs=4"]),
         ("ppo", "CartPole-v1", 6000, 3500, []),
         ("sac", "Pendulum-v1", 1600, 1300, ["trainer.warmup_steps=1000"]),
+        # Atari: the emulator (sticky actions' RNG too), stacked frames, noisy nets, priorities
+        ("rainbow", "ALE/Pong-v5", 600, 350,
+         ["env.make_kwargs.max_num_frames_per_episode=2000", "buffer.size=1000",
+          "trainer.warmup_steps=200", "env.num_test_envs=1", "trainer.test_episodes=1"]),
     ],
-    ids=["dqn", "dqn-subproc", "ppo", "sac-pendulum"],
+    ids=["dqn", "dqn-subproc", "ppo", "sac-pendulum", "rainbow-atari"],
 )
 def test_crash_then_resume_ends_bit_identical_to_an_uninterrupted_run(
     tmp_path: Path, algo: str, env: str, steps: int, crash: int, overrides: list[str], capfd

@@ -95,13 +95,18 @@ class EnvConfig:
     wrappers: list[Any] = field(factory=list, validator=lambda _i, _a, v: _check_wrappers(v))
     """Gymnasium wrappers around every env, innermost first: import paths
     (``"gymnasium.wrappers:ClipReward"``) or tables ``{path = "...", kwargs = {...}}``."""
+    train_wrappers: list[Any] = field(
+        factory=list, validator=lambda _i, _a, v: _check_wrappers(v, "env.train_wrappers")
+    )
+    """Wrappers around the training envs only, outside ``wrappers`` (reward clipping, a lost life
+    ending the learning episode): test episodes keep the env's own rewards and episodes."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("env", "backend")})
     """The backend's own config instance (its spec's ``config``); None when it has none."""
 
 
-def _check_wrappers(value: Any) -> None:
+def _check_wrappers(value: Any, where: str = "env.wrappers") -> None:
     if not isinstance(value, list):
-        raise ValueError(f"env.wrappers must be a list, got {value!r}")
+        raise ValueError(f"{where} must be a list, got {value!r}")
     for item in value:
         path = item.get("path") if isinstance(item, dict) else item
         ok = isinstance(path, str) and ":" in path and all(path.split(":"))
@@ -109,7 +114,7 @@ def _check_wrappers(value: Any) -> None:
             ok = ok and set(item) <= {"path", "kwargs"} and isinstance(item.get("kwargs", {}), dict)
         if not ok:
             raise ValueError(
-                f"env.wrappers entry {item!r}: write 'module:Class' or "
+                f"{where} entry {item!r}: write 'module:Class' or "
                 "{path = 'module:Class', kwargs = {...}}"
             )
 

@@ -90,6 +90,11 @@ class Agent:
         return str(self.config.env.id)
 
     @property
+    def frame_stack(self) -> int:
+        """How many observations the policy sees stacked (the run's ``buffer.stack_num``)."""
+        return int(getattr(self.config.buffer, "stack_num", 1))
+
+    @property
     def observation_space(self) -> gym.Space:
         return self.policy.observation_space
 
@@ -157,7 +162,9 @@ class Agent:
         with the run's ``make_kwargs``); ``num_envs`` envs run side by side (default: the run's
         number of test envs, at most ``episodes``). Episodes are stepped by the same collector
         the trainer tests with, so the numbers are the run's test numbers for the same seeds.
-        ``render`` opens the env's human render mode (a window) and steps one env.
+        ``render`` opens the env's human render mode (a window) and steps one env. The run's
+        ``env.wrappers`` wrap its own env (not ``train_wrappers``: scores are the env's own), and
+        a run that stacked frames (``buffer.stack_num``) acts on stacks here too.
         """
         from rlblocks.collector import Collector
         from rlblocks.experiment import make_vector_env
@@ -169,9 +176,17 @@ class Agent:
             num_envs = 1
         n = num_envs or min(episodes, max(1, int(self.config.env.num_test_envs)))
         source, kwargs = self._env_source(env)
-        envs = make_vector_env(backend, source, num_envs=n, make_kwargs=kwargs)
+        wrappers = list(self.config.env.wrappers) if env is None else []
+        envs = make_vector_env(backend, source, num_envs=n, make_kwargs=kwargs, wrappers=wrappers)
         try:
-            collector = Collector(self.policy, envs, None, exploration=not deterministic, seed=seed)
+            collector = Collector(
+                self.policy,
+                envs,
+                None,
+                exploration=not deterministic,
+                seed=seed,
+                frame_stack=self.frame_stack,
+            )
             self.policy.train(not deterministic)
             try:
                 stats = collector.collect(n_episode=episodes)
@@ -221,6 +236,7 @@ class Agent:
             rate = fps or int(single.metadata.get("render_fps") or 30)
             for k in range(episodes):
                 obs, _ = single.reset(seed=None if seed is None else seed + k)
+                stack = _FrameStack(self.frame_stack, obs)
                 total, steps, done = 0.0, 0, False
                 while not done:
                     frame = single.render()
@@ -232,10 +248,15 @@ class Agent:
                     if len(frames) < max_frames:
                         frames.append(np.asarray(frame))
                     action = self.act(
-                        tuples_as_dicts(obs) if isinstance(obs, tuple) else obs,
+                        stack.obs
+                        if stack
+                        else tuples_as_dicts(obs)
+                        if isinstance(obs, tuple)
+                        else obs,
                         deterministic=deterministic,
                     )
                     obs, rew, terminated, truncated, _ = single.step(action)
+                    stack.push(obs)
                     total += float(np.sum(rew))
                     steps += 1
                     done = bool(terminated or truncated)
@@ -265,15 +286,36 @@ class Agent:
         return list(env), None
 
     def _factory(self, env: EnvArg, render_mode: str) -> Callable[[], gym.Env]:
-        """One factory for an env made with ``render_mode``."""
+        """One factory for an env made with ``render_mode`` (the run's own: its make kwargs and
+        wrappers)."""
+        from rlblocks.experiment import make_env_fns
+
         if env is None or isinstance(env, str):
             env_id = env or self.env_id
             kwargs = dict(self.config.env.make_kwargs or {}) if env is None else {}
-            return lambda: gym.make(env_id, render_mode=render_mode, **kwargs)
+            wrappers = list(self.config.env.wrappers) if env is None else []
+            kwargs["render_mode"] = render_mode
+            return make_env_fns(env_id, 1, kwargs, wrappers)[0]
         raise ConfigError(
             "rendering or recording needs a gymnasium id (it makes the env with render_mode); "
             "got a factory: make your env with render_mode yourself"
         )
+
+
+class _FrameStack:
+    """The last ``k`` observations of one env, the first repeated at the start (what the
+    collector hands a policy that stacks frames); falsy when ``k == 1``."""
+
+    def __init__(self, k: int, first: Any) -> None:
+        self.k = k
+        self.obs = np.repeat(np.asarray(first)[None], k, axis=0) if k > 1 else None
+
+    def __bool__(self) -> bool:
+        return self.k > 1
+
+    def push(self, obs: Any) -> None:
+        if self.obs is not None:
+            self.obs = np.concatenate([self.obs[1:], np.asarray(obs)[None]])
 
 
 def _numpy(x: Any) -> np.ndarray:
@@ -339,9 +381,10 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
                 ckpt = latest_checkpoint(p)
         if not ckpt.is_file():
             if which == "best":
-                has_other = any((p / "checkpoints").glob("gen-*/latest.pt")) or (
-                    p / "checkpoints" / "latest.pt"
-                ).is_file()
+                has_other = (
+                    any((p / "checkpoints").glob("gen-*/latest.pt"))
+                    or (p / "checkpoints" / "latest.pt").is_file()
+                )
                 other = "latest"
             else:
                 has_other, other = (p / "checkpoints" / "best.pt").is_file(), "best"
@@ -377,7 +420,14 @@ def load(
     checkpoint file inside it; the networks go to ``device`` (default: cpu). A run whose env id
     names a module (``module:EnvId``) needs that module imported first, or ``trust_imports``."""
     from rlblocks import config as cfg
-    from rlblocks.experiment import env_spec, make_policy, resolve_device, spec_lookup
+    from rlblocks.experiment import (
+        env_spec,
+        make_env_fns,
+        make_policy,
+        resolve_device,
+        spec_lookup,
+        stacked_space,
+    )
 
     ckpt, config_file = _resolve(path, which)
     config = cfg.read_config(config_file, spec_lookup)
@@ -385,13 +435,16 @@ def load(
     env_id = config.env.id
     env_spec(env_id, trusted=trust_imports)
     try:
-        probe = gym.make(env_id, **dict(config.env.make_kwargs or {}))
+        probe = make_env_fns(
+            env_id, 1, dict(config.env.make_kwargs or {}), list(config.env.wrappers)
+        )[0]()
     except gym.error.Error as exc:
         raise ConfigError(
             f"the run's env {env_id!r} cannot be made here ({exc}); install what provides it"
         ) from exc
     try:
-        obs_space, act_space = probe.observation_space, probe.action_space
+        obs_space = stacked_space(probe.observation_space, config.buffer.stack_num)
+        act_space = probe.action_space
     finally:
         probe.close()
     policy = make_policy(config.algo_name, obs_space, act_space, device=dev, config=config.algo)

@@ -66,8 +66,11 @@ class AsyncCollector(Collector):
         seed: int | None = None,
         wait_num: int | None = None,
         timeout: float | None = None,
+        frame_stack: int = 1,
     ) -> None:
-        super().__init__(policy, envs, buffer, exploration=exploration, seed=seed)
+        super().__init__(
+            policy, envs, buffer, exploration=exploration, seed=seed, frame_stack=frame_stack
+        )
         self.wait_num = wait_num
         self.timeout = timeout
         self.is_async = isinstance(envs, AsyncVectorEnv)

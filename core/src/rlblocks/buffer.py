@@ -167,8 +167,11 @@ class ReplayBuffer(BufferFiles):
         self.sampler: Sampler = UniformSampler() if sampler is None else sampler
         self.relabeller: Relabeller | None = relabel
         self.writer: Writer | None = writer
-        for kind, part, proto in (("sampler", self.sampler, Sampler),
-                                  ("relabel", relabel, Relabeller), ("writer", writer, Writer)):
+        for kind, part, proto in (
+            ("sampler", self.sampler, Sampler),
+            ("relabel", relabel, Relabeller),
+            ("writer", writer, Writer),
+        ):
             if part is not None and not isinstance(part, proto):
                 raise TypeError(
                     f"{kind} must be a rlblocks.replay.{proto.__name__}, got {type(part).__name__}"
@@ -277,6 +280,16 @@ class ReplayBuffer(BufferFiles):
         """The storage as a nested dict of ``[maxsize, ...]`` arrays (empty before the first
         add); parts read and, in their own bookkeeping, write it directly."""
         return {} if self._data is None else self._data
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays the buffer holds: the stored columns, the episode links and the
+        sampler's and relabeller's own arrays (``nbytes / maxsize``: the cost of one slot)."""
+        seen: set[int] = set()
+        total = sum(_array_bytes(a, seen) for a in _leaves(self.storage_arrays))
+        for part in (self.layout, self.sampler, self.relabeller):
+            total += _array_bytes(part, seen)
+        return total
 
     def keys(self) -> list[str]:
         """Stored top-level keys in storage order (``done`` is derived and not listed)."""
@@ -666,9 +679,7 @@ class ReplayBuffer(BufferFiles):
                 batch[key] = value
         return batch
 
-    def get(
-        self, index: Any, key: str, default: Any = None, stack_num: int | None = None
-    ) -> Any:
+    def get(self, index: Any, key: str, default: Any = None, stack_num: int | None = None) -> Any:
         """Value of ``key`` at ``index`` (as in ``__getitem__``); ``default`` if not stored.
 
         obs/obs_next/info/policy are stacked along axis 1 by following ``prev`` (``stack_num``
@@ -731,8 +742,9 @@ class ReplayBuffer(BufferFiles):
         cols = {p: np.asarray(v) for p, v in leaves.items()}
         for p, col in cols.items():
             if col.shape[:1] != envs.shape:
-                raise ValueError(f"extend: key {_name(p)!r} has {col.shape[:1]} rows for "
-                                 f"{len(envs)} env ids")
+                raise ValueError(
+                    f"extend: key {_name(p)!r} has {col.shape[:1]} rows for {len(envs)} env ids"
+                )
         if len(envs) and (envs.min() < 0 or envs.max() >= self.num_envs):
             raise ValueError(f"env_ids must be in [0, {self.num_envs}), got {envs.tolist()}")
         if len(envs) == 0:
@@ -834,3 +846,24 @@ def add_in_runs(buf: ReplayBuffer, other: ReplayBuffer) -> np.ndarray:
     bounds = np.flatnonzero(np.diff(rank[order])) + 1
     out = [buf.add(_nest(cols, r), env_ids=envs[r])[0] for r in np.split(order, bounds)]
     return np.concatenate(out)
+
+
+def _leaves(tree: Mapping[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in tree.values():
+        out.extend(_leaves(value) if isinstance(value, Mapping) else [value])
+    return out
+
+
+def _array_bytes(obj: Any, seen: set[int], depth: int = 2) -> int:
+    """Bytes of the numpy arrays ``obj`` is or holds in its attributes (``depth`` levels down,
+    each array counted once; views count as their base)."""
+    if isinstance(obj, np.ndarray):
+        base = obj if obj.base is None or not isinstance(obj.base, np.ndarray) else obj.base
+        if id(base) in seen:
+            return 0
+        seen.add(id(base))
+        return int(base.nbytes)
+    if obj is None or depth == 0 or not hasattr(obj, "__dict__"):
+        return 0
+    return sum(_array_bytes(v, seen, depth - 1) for v in vars(obj).values())

@@ -31,7 +31,7 @@ from rlblocks.arraytree import put_rows, space_has_tuple, take_rows, tuples_as_d
 from rlblocks.batch import Batch
 from rlblocks.errors import NonFiniteError
 from rlblocks.protocols import Buffer, EpisodeCutBuffer, VectorEnv, ViewingPolicy
-from rlblocks.views import ActingViews
+from rlblocks.views import ActingViews, frame_stack_views
 
 #: steps of every env whose random actions one generator call draws (see _random_actions)
 _RANDOM_BLOCK = 256
@@ -107,9 +107,7 @@ class _EpisodeTally:
             n_step=self.steps,
             n_episode=self.episodes,
             returns=np.concatenate(self.returns) if self.returns else np.zeros(0),
-            lengths=(
-                np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
-            ),
+            lengths=(np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)),
             seconds=seconds,
         )
 
@@ -131,7 +129,10 @@ def _reset_state_rows(state: Any, rows: np.ndarray) -> Any:
 class Collector:
     """Collects transitions from ``envs`` with ``policy`` into ``buffer`` (which may be None,
     e.g. for test collection). ``exploration`` applies the policy's exploration noise while the
-    policy is in training mode."""
+    policy is in training mode. ``frame_stack = k > 1``: the policy acts on the last ``k``
+    observations of each env stacked on axis 1 (the first one repeated at an episode's start),
+    while the buffer stores single observations; a buffer with ``stack_num = k`` gives training
+    the same stacks."""
 
     def __init__(
         self,
@@ -140,6 +141,7 @@ class Collector:
         buffer: Buffer | None = None,
         exploration: bool = True,
         seed: int | None = None,
+        frame_stack: int = 1,
     ) -> None:
         self.policy = policy
         # Tuple observations travel as dicts keyed "0", "1", ... (Batch turns tuples into arrays)
@@ -173,7 +175,10 @@ class Collector:
         self.total_steps = 0
         self.total_episodes = 0
         self._store_policy = True
-        requirements = policy.view_requirements if isinstance(policy, ViewingPolicy) else {}
+        requirements = dict(policy.view_requirements if isinstance(policy, ViewingPolicy) else {})
+        self.frame_stack = int(frame_stack)
+        if self.frame_stack > 1:
+            requirements = frame_stack_views(self.frame_stack, requirements)
         views = ActingViews(requirements, self.num_envs, envs.observation_space, self.action_space)
         self._views: ActingViews | None = views if views else None
         spec = getattr(envs, "spec", None)  # backends keep the env's gymnasium spec

@@ -14,9 +14,11 @@ An env can be snapshotted when every layer is one of the known kinds:
   ClipAction, RescaleAction, FlattenObservation, ...) and the running statistics of
   NormalizeObservation / NormalizeReward;
 * gymnasium's classic-control and toy-text envs, and its MuJoCo envs (the whole simulator state:
-  ``mj_getState`` plus every fixed-size array of ``MjData``, which some envs read between steps).
+  ``mj_getState`` plus every fixed-size array of ``MjData``, which some envs read between steps);
+* Atari: ale-py's ``AtariEnv`` (the emulator state with its random generator) and gymnasium's
+  ``AtariPreprocessing`` (its max-pool frames and life count).
 
-Any other layer (Box2D, Atari, an unknown wrapper) makes :func:`snapshot` return None and
+Any other layer (Box2D, an unknown wrapper) makes :func:`snapshot` return None and
 :func:`why_not` name the layer: a resumed run then restarts that env's episode instead.
 """
 
@@ -57,6 +59,9 @@ _known("gymnasium.wrappers.transform_observation", {
     "ReshapeObservation": (), "FilterObservation": (), "TransformObservation": (),
 })  # fmt: skip
 _known("gymnasium.wrappers.transform_reward", {"ClipReward": (), "TransformReward": ()})
+_known("gymnasium.wrappers.atari_preprocessing", {
+    "AtariPreprocessing": ("obs_buffer", "lives", "game_over"),
+})  # fmt: skip
 _known("gymnasium.envs.classic_control.cartpole", {
     "CartPoleEnv": ("state", "steps_beyond_terminated"),
 })  # fmt: skip
@@ -195,7 +200,23 @@ _RUNNING: dict[tuple[str, str], tuple[Callable[[Any], dict], Callable[[Any, Mapp
                       setattr(w, "_update_running_mean", bool(s["update"])),
                       setattr(w, "discounted_reward", np.array(s["discounted"]))),
     ),
+    ("ale_py.env", "AtariEnv"): (lambda e: _ale_get(e), lambda e, s: _ale_set(e, s)),
 }  # fmt: skip
+
+
+# -- the Arcade Learning Environment ---------------------------------------------------------
+def _ale_get(env: Any) -> dict[str, Any]:
+    """The emulator's whole state with its random generator (sticky actions draw from it), as
+    the bytes ALE serialises it to."""
+    raw = env.ale.cloneState(include_rng=True).serialize()
+    return {"ale": np.frombuffer(raw, dtype=np.uint8).copy()}
+
+
+def _ale_set(env: Any, saved: Mapping[str, Any]) -> None:
+    import ale_py
+
+    raw = np.ascontiguousarray(saved["ale"], dtype=np.uint8).tobytes()
+    env.ale.restoreState(ale_py.ALEState(raw))
 
 
 # -- MuJoCo ----------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ def make_env_fns(
         env_spec(env)
         kwargs = dict(make_kwargs or {})
         fns: list[Callable[[], gym.Env]] = [
-            lambda: gym.make(env, **kwargs) for _ in range(num_envs)
+            lambda: make_gym_env(env, **kwargs) for _ in range(num_envs)
         ]
     elif callable(env):
         fns = [env] * num_envs
@@ -144,6 +144,48 @@ def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
     return cls, kwargs
 
 
+def stacked_space(space: gym.Space, frames: int) -> gym.Space:
+    """What a policy sees when the buffer stacks ``frames`` observations (``stack_num``):
+    ``space`` itself for 1, else a Box of shape ``(frames, *space.shape)``."""
+    if frames <= 1:
+        return space
+    if not isinstance(space, gym.spaces.Box):
+        raise ConfigError(
+            f"$.buffer.stack_num={frames} stacks observations, which needs a Box observation "
+            f"space; this env's is {space}"
+        )
+    low = np.broadcast_to(space.low, (frames, *space.shape))
+    high = np.broadcast_to(space.high, (frames, *space.shape))
+    return gym.spaces.Box(low, high, dtype=space.dtype)  # type: ignore[arg-type]
+
+
+#: gymnasium id namespaces whose envs a package registers when imported (gymnasium 1.x loads
+#: no env plugins by itself): namespace -> (module, how to install it)
+ENV_NAMESPACES: dict[str, tuple[str, str]] = {
+    "ALE": ("ale_py", "pip install 'rlblocks[atari]' (the Arcade Learning Environment, ale-py)"),
+}
+
+
+def import_env_namespace(env_id: str) -> None:
+    """Import the package that registers ``env_id``'s namespace (``ALE/Pong-v5`` -> ale_py), so
+    that plain ids work in every process; a clear error when it is not installed."""
+    namespace = env_id.rpartition(":")[2].partition("/")[0] if "/" in env_id else ""
+    known = ENV_NAMESPACES.get(namespace)
+    if known is None or known[0] in sys.modules:
+        return
+    module, install = known
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"env {env_id!r} needs the {module} package: {install}") from exc
+
+
+def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace."""
+    import_env_namespace(env_id)
+    return gym.make(env_id, **kwargs)
+
+
 def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec:
     """The registered spec of ``env_id``; ``"module:EnvId-v0"`` imports ``module`` first (as
     ``gymnasium.make`` does), which runs its code: ``trusted=False`` (an id read from someone's run
@@ -163,6 +205,7 @@ def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec
                 f"env {env_id!r}: cannot import {module!r} ({exc}); is it installed or on "
                 "PYTHONPATH?"
             ) from exc
+    import_env_namespace(env_id)
     try:
         return gym.spec(bare if sep else env_id)
     except gym.error.Error as exc:
@@ -232,8 +275,9 @@ def make_buffer(
     if unknown:
         known = sorted({*_BUFFER_OWN, *(k for d in per_part.values() for k in d)})
         hints = {k: difflib.get_close_matches(k, known, n=1) for k in unknown}
-        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
-                         for k, h in hints.items())
+        said = ", ".join(
+            f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items()
+        )
         raise ConfigError(
             f"buffer option(s) {said} belong to none of its parts {dict(parts)}; the options "
             f"are {known}"
@@ -252,9 +296,13 @@ def buffer_options(section: Any) -> dict[str, Any]:
     """The keyword arguments of :func:`make_buffer` a config's buffer section gives (its own
     fields and every part's options), without name, size and num_envs."""
     out: dict[str, Any] = {
-        "sampler": section.sampler, "relabel": section.relabel, "writer": section.writer,
-        "stack_num": section.stack_num, "ignore_obs_next": section.ignore_obs_next,
-        "storage": section.storage, "path": section.path,
+        "sampler": section.sampler,
+        "relabel": section.relabel,
+        "writer": section.writer,
+        "stack_num": section.stack_num,
+        "ignore_obs_next": section.ignore_obs_next,
+        "storage": section.storage,
+        "path": section.path,
     }
     for part in (section.options or {}).values():
         out.update(_options_dict(part))
@@ -498,23 +546,42 @@ class Experiment:
         )
         env_opts = _options_dict(c.env.options)
         source: EnvSource = self.env_factory if self.env_factory is not None else c.env.id
-        env_args: dict[str, Any] = {"make_kwargs": c.env.make_kwargs, "wrappers": c.env.wrappers}
-        self.train_envs = make_vector_env(
-            c.env.backend, source, c.env.num_envs, **env_args, **env_opts
-        )
-        self.test_envs = make_vector_env(
-            c.env.backend, source, c.env.num_test_envs, **env_args, **env_opts
-        )
-        space_o, space_a = self.train_envs.observation_space, self.train_envs.action_space
-        device = resolve_device(c.run.device)
-        self.policy = make_policy(c.algo_name, space_o, space_a, device=device, config=c.algo)
-        self.policy.seed(seed)
         training = self.algo_spec.training
         if training not in {"off-policy", "on-policy"}:
             raise ConfigError(
                 f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
                 "does not ship yet"
             )
+        frames = c.buffer.stack_num
+        if frames > 1 and training == "on-policy":
+            raise ConfigError(
+                f"$.buffer.stack_num: {c.algo_name!r} trains on-policy from a buffer emptied "
+                "after every update, so stacks read from it would lose the frames before each "
+                "collect; stack frames in the env instead (env.wrappers = "
+                '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
+                f"{frames}}}) and leave buffer.stack_num at 1"
+            )
+        self.train_envs = make_vector_env(
+            c.env.backend,
+            source,
+            c.env.num_envs,
+            make_kwargs=c.env.make_kwargs,
+            wrappers=[*c.env.wrappers, *c.env.train_wrappers],
+            **env_opts,
+        )
+        self.test_envs = make_vector_env(
+            c.env.backend,
+            source,
+            c.env.num_test_envs,
+            make_kwargs=c.env.make_kwargs,
+            wrappers=c.env.wrappers,
+            **env_opts,
+        )
+        space_o = stacked_space(self.train_envs.observation_space, frames)
+        space_a = self.train_envs.action_space
+        device = resolve_device(c.run.device)
+        self.policy = make_policy(c.algo_name, space_o, space_a, device=device, config=c.algo)
+        self.policy.seed(seed)
         buffer_kwargs = buffer_options(c.buffer)
         if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
             if self.run_dir is None:
@@ -541,9 +608,16 @@ class Experiment:
             )[0]()
             self.buffer.attach_env(self._probe_env)
         # train and test envs get disjoint seed ranges (a resumed run continues both streams)
-        self.train_collector = Collector(self.policy, self.train_envs, self.buffer, seed=seed)
+        self.train_collector = Collector(
+            self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames
+        )
         self.test_collector = Collector(
-            self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000
+            self.policy,
+            self.test_envs,
+            None,
+            exploration=False,
+            seed=seed + 100_000,
+            frame_stack=frames,
         )
         t = c.trainer
         common: dict[str, Any] = {

@@ -13,7 +13,8 @@ A policy declares ``view_requirements``, a dict from the name a column gets in i
     }
 
 Time ``t`` is a row of the buffer (``obs``, ``act``, ``rew`` of one step). Steps before the
-episode's first step or after its last stored step are zeros, so a view never mixes episodes.
+episode's first step or after its last stored step are zeros (or, with ``pad="edge"``, that
+first or last step repeated, as frame stacks usually are), so a view never mixes episodes.
 While acting only the past is known: ``obs`` with shifts <= 0, ``act`` and ``rew`` with shifts
 <= -1.
 
@@ -47,6 +48,8 @@ from rlblocks.errors import ConfigError
 _ACTING_COLUMNS = {"obs": 0, "act": -1, "rew": -1}
 #: What a reward view is when its requirement declares no space.
 _REWARD_SPACE = gym.spaces.Box(-np.inf, np.inf, (), np.float32)
+#: Suffix of the history of edge-padded views of a column (``obs@edge``).
+_EDGE = "@edge"
 #: Prefix of the buffer keys that hold acting views stored with their step.
 STORED_PREFIX = "view_"
 
@@ -109,9 +112,15 @@ class ViewRequirement:
     """Build this view for ``learn`` (from the buffer)."""
     used_for_acting: bool = True
     """Build this view for ``forward`` while collecting (past offsets only)."""
+    pad: str = field(default="zeros")
+    """What offsets outside the episode read: ``"zeros"``, or ``"edge"`` — the episode's first
+    observation repeated before its start (and its last stored step after its end), as the
+    buffer's ``stack_num`` and gymnasium's frame stacking do. ``"edge"`` is for ``obs`` views."""
 
     def __attrs_post_init__(self) -> None:
         parse_shift(self.shift)  # fail at construction, not in the loop
+        if self.pad not in ("zeros", "edge"):
+            raise ConfigError(f"ViewRequirement.pad={self.pad!r}: use 'zeros' or 'edge'")
 
     def column(self, name: str) -> str:
         return self.data_col or name
@@ -234,7 +243,8 @@ def training_views(
         for shift in req.offsets:
             idx, valid = shifted_index(buffer, indices, shift)
             value = _read(buffer, idx, column)
-            if not valid.all():
+            # links stop at the episode's ends, so an "edge" view already repeats them
+            if req.pad == "zeros" and not valid.all():
                 value = _zero_rows(value, np.flatnonzero(~valid))
             parts.append(_as_space(value, space, req.space is not None, name))
         out[name] = _stack(parts) if req.ranged else parts[0]
@@ -280,10 +290,16 @@ class ActingViews:
                     "only obs (shift <= 0), act and rew (shift <= -1) are known then; set "
                     "used_for_acting=False to use it for training only"
                 )
-            self.views[name] = (column, offsets, req.ranged)
+            if req.pad == "edge" and column != "obs":
+                raise ConfigError(
+                    f"view {name!r}: pad='edge' repeats an episode's first observation, so it "
+                    f"is for obs views; {column!r} has nothing before the first step"
+                )
+            key = column if req.pad == "zeros" else column + _EDGE
+            self.views[name] = (key, offsets, req.ranged)
             if req.used_for_training:
                 self.stored += (name,)
-            depth[column] = max(depth.get(column, 0), newest - min(offsets) + 1)
+            depth[key] = max(depth.get(key, 0), newest - min(offsets) + 1)
             if req.space is not None:
                 first, seen = declared.setdefault(column, (name, req.space))
                 if seen != req.space:
@@ -291,8 +307,10 @@ class ActingViews:
                         f"views of {column!r} declare different spaces ({seen} for {first!r} "
                         f"and {req.space} for {name!r}); one column has one space"
                     )
+        #: history arrays by column (``obs@edge``: the edge-padded observation history)
         self.history: dict[str, np.ndarray] = {}
-        for column, k in depth.items():
+        for key, k in depth.items():
+            column = key.partition("@")[0]
             space = (
                 declared[column][1]
                 if column in declared
@@ -304,33 +322,36 @@ class ActingViews:
                 or space.shape is None
             ):
                 raise ConfigError(f"acting views of {column!r} need a Box or discrete space")
-            self.history[column] = np.zeros((num_envs, k, *space.shape), dtype=space.dtype)
+            self.history[key] = np.zeros((num_envs, k, *space.shape), dtype=space.dtype)
 
     def __bool__(self) -> bool:
         return bool(self.views)
 
     def begin_episode(self, env_ids: np.ndarray, obs: Any) -> None:
         """Forget the history of ``env_ids`` and start it from their first observation."""
-        for column, hist in self.history.items():
+        for key, hist in self.history.items():
+            if key == "obs" + _EDGE:  # the first observation fills the whole history
+                hist[env_ids] = np.asarray(obs, dtype=hist.dtype)[:, None]
+                continue
             hist[env_ids] = 0
-            if column == "obs":
+            if key == "obs":
                 hist[env_ids, -1] = obs
 
     def record(self, env_ids: np.ndarray, act: Any, rew: Any, obs_next: Any) -> None:
         """Append one step of ``env_ids``: the action taken, its reward and the new observation."""
         new = {"obs": obs_next, "act": act, "rew": rew}
-        for column, hist in self.history.items():
+        for key, hist in self.history.items():
             rows = hist[env_ids]
             rows[:, :-1] = rows[:, 1:]
-            rows[:, -1] = new[column]
+            rows[:, -1] = new[key.partition("@")[0]]
             hist[env_ids] = rows
 
     def build(self, env_ids: np.ndarray) -> dict[str, np.ndarray]:
         """The acting views of ``env_ids`` (fresh arrays, in the history's dtype)."""
         out = {}
-        for name, (column, offsets, ranged) in self.views.items():
-            hist = self.history[column]
-            newest = _ACTING_COLUMNS[column]
+        for name, (key, offsets, ranged) in self.views.items():
+            hist = self.history[key]
+            newest = _ACTING_COLUMNS[key.partition("@")[0]]
             cols = [hist.shape[1] - 1 - (newest - s) for s in offsets]
             rows = hist[env_ids]
             out[name] = rows[:, cols] if ranged else rows[:, cols[0]]
@@ -340,3 +361,23 @@ class ActingViews:
         """The part of built ``views`` to write with the step (the ones training uses), under
         their buffer keys, so :func:`training_views` returns exactly what acting saw."""
         return {stored_key(name): views[name] for name in self.stored}
+
+
+def frame_stack_views(
+    k: int, requirements: Mapping[str, ViewRequirement] | None = None
+) -> dict[str, ViewRequirement]:
+    """``requirements`` plus the acting view that stacks the last ``k`` observations into
+    ``obs`` (``[B, k, ...]``, the first observation repeated at an episode's start, as the
+    buffer's ``stack_num = k`` stacks them for training, which is why it is not stored)."""
+    out = dict(requirements or {})
+    if k < 1:
+        raise ConfigError(f"frame_stack must be >= 1, got {k}")
+    if k == 1:
+        return out
+    if "obs" in out and not out["obs"].plain("obs"):
+        raise ConfigError(
+            "frame stacking builds the 'obs' view, but the policy declares its own 'obs' view; "
+            "stack frames with one of them"
+        )
+    out["obs"] = ViewRequirement("obs", shift=f"{1 - k}:0", pad="edge", used_for_training=False)
+    return out

@@ -1,5 +1,6 @@
 """Entry-point spec of C51: imports nothing heavier than attrs."""
 
+from rlblocks.env_families import atari_presets
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_c51.config import C51Config
 
@@ -11,6 +12,8 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    env_defaults=atari_presets("c51"),
     defaults={
         # returns of CartPole with gamma 0.9 stay within the default support [-10, 10]
         "algo": {"gamma": 0.9, "lr": 1e-3, "n_step": 3},

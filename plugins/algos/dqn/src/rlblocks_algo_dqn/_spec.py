@@ -1,5 +1,6 @@
 """Entry-point spec of DQN: imports nothing heavier than attrs."""
 
+from rlblocks.env_families import atari_presets
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_dqn.config import DQNConfig
 
@@ -11,6 +12,8 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    env_defaults=atari_presets("dqn"),
     defaults={
         "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 20},
         "buffer": {"size": 20_000},

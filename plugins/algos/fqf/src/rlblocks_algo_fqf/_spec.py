@@ -1,5 +1,6 @@
 """Entry-point spec of FQF: imports nothing heavier than attrs."""
 
+from rlblocks.env_families import atari_presets
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_fqf.config import FQFConfig
 
@@ -11,6 +12,8 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    env_defaults=atari_presets("fqf"),
     defaults={
         # CartPole: gamma 0.99 and two hidden layers of 64 as for IQN (Tianshou's CartPole
         # test: gamma 0.9, three layers of 64, threshold 195). fraction_lr 1e-5 with RMSProp:

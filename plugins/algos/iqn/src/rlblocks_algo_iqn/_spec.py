@@ -1,5 +1,6 @@
 """Entry-point spec of IQN: imports nothing heavier than attrs."""
 
+from rlblocks.env_families import atari_presets
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_iqn.config import IQNConfig
 
@@ -11,6 +12,8 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    env_defaults=atari_presets("iqn"),
     defaults={
         # CartPole: gamma 0.99 (Tianshou's CartPole test: 0.9, for a threshold of 195; QR-DQN
         # with 0.9 stalled under 300), 8 + 8 fractions per transition (Tianshou's 8 and 8; the

@@ -1,5 +1,6 @@
 """Entry-point spec of QR-DQN: imports nothing heavier than attrs."""
 
+from rlblocks.env_families import atari_presets
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_qrdqn.config import QRDQNConfig
 
@@ -11,6 +12,8 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    env_defaults=atari_presets("qrdqn"),
     defaults={
         # CartPole: quantiles need no bounded support, so gamma 0.99 (Tianshou's CartPole test
         # uses 0.9 for a threshold of 195; with 0.9, seed 0 stayed under 300 for 100k steps);

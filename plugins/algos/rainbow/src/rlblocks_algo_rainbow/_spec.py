@@ -1,5 +1,6 @@
 """Entry-point spec of Rainbow: imports nothing heavier than attrs."""
 
+from rlblocks.env_families import atari_presets
 from rlblocks.plugins.spec import AlgoSpec
 from rlblocks_algo_rainbow.config import RainbowConfig
 
@@ -11,13 +12,20 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    env_defaults=atari_presets("rainbow"),
     defaults={
         # returns of CartPole with gamma 0.9 stay within the default support [-10, 10]
         "algo": {"gamma": 0.9, "lr": 1e-3, "n_step": 3},
         "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 20},
         # prioritized replay (Schaul et al. 2016's alpha and beta), beta annealed to 1
-        "buffer": {"size": 20_000, "sampler": "prioritized", "alpha": 0.5, "beta": 0.4,
-                   "beta_anneal_steps": 100_000},
+        "buffer": {
+            "size": 20_000,
+            "sampler": "prioritized",
+            "alpha": 0.5,
+            "beta": 0.4,
+            "beta_anneal_steps": 100_000,
+        },
         "trainer": {
             "max_env_steps": 100_000,
             "step_per_collect": 8,
