@@ -504,6 +504,24 @@ def test_pickle_round_trip_nested():
     _assert_buffers_equal(copy.deepcopy(buf), buf)
 
 
+def test_hdf5_of_a_buffer_not_yet_full_holds_only_what_was_added(tmp_path):
+    # a checkpoint early in a 1M-frame Atari run must not write the whole preallocated storage
+    buf = ReplayBuffer(50_000)
+    frame = np.arange(64 * 64, dtype=np.uint8).reshape(1, 64, 64)
+    for i in range(300):
+        buf.add({"obs": frame + i % 7, "act": np.array([i % 3]), "rew": np.array([float(i)]),
+                 "terminated": np.array([i % 50 == 10]), "truncated": np.array([False])})
+    path = tmp_path / "partial.h5"
+    buf.save_hdf5(path)
+    assert os.path.getsize(path) < 0.1 * 50_000 * frame.nbytes
+    loaded = ReplayBuffer.load_hdf5(path)
+    _assert_buffers_equal(loaded, buf)
+    # and it keeps filling where it was
+    loaded.add({"obs": frame, "act": np.array([0]), "rew": np.array([1.0]),
+                "terminated": np.array([True]), "truncated": np.array([False])})
+    assert len(loaded) == 301 and loaded.prev(np.array([300]))[0] == 299
+
+
 def test_hdf5_of_empty_buffer(tmp_path):
     buf = ReplayBuffer(3, num_envs=2, stack_num=2)
     buf.save_hdf5(tmp_path / "e.h5")

@@ -277,10 +277,23 @@ class BufferFiles:
         if self._data is None:
             return
 
+        # a buffer that is not full yet writes only its valid rows: the datasets keep their
+        # full length, but chunks never written take no space in the file (and read as zeros)
+        valid = self.layout.valid_slots()
+        partial = isinstance(valid, slice) and len(range(*valid.indices(self.maxsize))) < (
+            self.maxsize
+        )
+
         def write(group: Any, tree: Tree) -> None:
             for key, node in tree.items():
                 if isinstance(node, dict):
                     write(group.create_group(key, track_order=True), node)
+                elif partial and node.size:
+                    ds = group.create_dataset(
+                        key, shape=node.shape, dtype=node.dtype, chunks=True,
+                        compression=compression,
+                    )
+                    ds[valid] = node[valid]
                 else:
                     group.create_dataset(key, data=node, compression=compression)
 

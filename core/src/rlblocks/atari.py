@@ -34,6 +34,7 @@ from rlblocks.env_families import ATARI_ENVS, atari100k_config, atari_env_config
 __all__ = [
     "ATARI_ENVS",
     "EpisodicLife",
+    "FireReset",
     "atari100k_config",
     "atari_env_config",
     "atari_presets",
@@ -86,6 +87,33 @@ class EpisodicLife(gym.Wrapper):
         self._last_obs = state["last_obs"]
 
 
+class FireReset(gym.Wrapper):
+    """Presses FIRE once after every reset, in games whose action set has it (Breakout waits for
+    it to launch the ball): a greedy policy that has not learnt to fire would otherwise stall
+    until the 108k-frame limit. Baselines' and Tianshou's Atari pipelines do the same."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
+        self.fire = meanings.index("FIRE") if "FIRE" in meanings else None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        obs, info = self.env.reset(seed=seed, options=options)
+        if self.fire is None:
+            return obs, info
+        obs, _, terminated, truncated, _ = self.env.step(self.fire)
+        if terminated or truncated:  # the press ended the episode (it cannot in practice)
+            obs, info = self.env.reset(options=options)
+        return obs, info
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """Nothing to keep (for :mod:`rlblocks.env_state`)."""
+        return {}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        pass
+
+
 def make_atari(
     env_id: str,
     *,
@@ -97,6 +125,7 @@ def make_atari(
     frame_skip: int = 4,
     screen_size: int = 84,
     full_action_space: bool = False,
+    fire_reset: bool = False,
     **make_kwargs: Any,
 ) -> gym.Env:
     """One env of the pipeline above (84x84 ``uint8`` frames, no stacking): what rlblocks' runs
@@ -105,7 +134,8 @@ def make_atari(
     from rlblocks.experiment import make_env_fns
 
     section = atari_env_config(
-        sticky, episodic_life, clip_rewards, noop_max, frame_skip, screen_size, full_action_space
-    )
+        sticky, episodic_life, clip_rewards, noop_max, frame_skip, screen_size,
+        full_action_space, fire_reset,
+    )  # fmt: skip
     wrappers = section["wrappers"] + (section["train_wrappers"] if train else [])
     return make_env_fns(env_id, 1, {**section["make_kwargs"], **make_kwargs}, wrappers)[0]()

@@ -50,9 +50,11 @@ def atari_env_config(
     frame_skip: int = 4,
     screen_size: int = 84,
     full_action_space: bool = False,
+    fire_reset: bool = False,
 ) -> dict[str, Any]:
-    """The ``env`` config section (make kwargs, wrappers, training-only wrappers) of the
-    pipeline above; ``sticky=None`` keeps the id's own sticky-action probability (0.25 in v5)."""
+    """The ``env`` config section (make kwargs, wrappers, training-only wrappers) of the Atari
+    pipeline (see :mod:`rlblocks.atari`); ``sticky=None`` keeps the id's own sticky-action
+    probability (0.25 in v5); ``fire_reset`` adds :class:`rlblocks.atari.FireReset`."""
     make_kwargs: dict[str, Any] = {"frameskip": 1, "full_action_space": full_action_space}
     if sticky is not None:
         make_kwargs["repeat_action_probability"] = float(sticky)
@@ -66,9 +68,12 @@ def atari_env_config(
                 "kwargs": {"min_reward": -1.0, "max_reward": 1.0},
             }
         )
+    wrappers: list[Any] = [_preprocessing(noop_max, frame_skip, screen_size)]
+    if fire_reset:
+        wrappers.append("rlblocks.atari:FireReset")
     return {
         "make_kwargs": make_kwargs,
-        "wrappers": [_preprocessing(noop_max, frame_skip, screen_size)],
+        "wrappers": wrappers,
         "train_wrappers": train,
     }
 
@@ -153,7 +158,9 @@ def atari100k_config(algo: str = "rainbow") -> dict[str, Any]:
         raise KeyError(f"the Atari 100k preset is Data-Efficient Rainbow's; got {algo!r}")
     common = atari_presets("rainbow")[ATARI_ENVS]
     der = {
-        "env": atari_env_config(sticky=0.0, episodic_life=True),
+        # FIRE after each reset (not in DER; Tianshou's pipeline has it): games like Breakout
+        # wait for it, and a greedy test policy that never fires would play 108k frames
+        "env": atari_env_config(sticky=0.0, episodic_life=True, fire_reset=True),
         "algo": {"lr": 1e-4, "adam_eps": 1.5e-4, "n_step": 20, "hidden_sizes": [256],
                  "noisy_sigma0": 0.1, "max_grad_norm": 10.0},
         "buffer": {"size": 100_000, "beta_anneal_steps": 100_000},
