@@ -157,6 +157,14 @@ class BufferConfig:
     has no options)."""
 
 
+def _fragment_needs_truncate(inst: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and inst.batch_mode != "truncate_episodes":
+        raise ValueError(
+            "is the exact number of steps per env of truncate_episodes collects; "
+            "complete_episodes collects whole episodes (leave it unset)"
+        )
+
+
 @define(kw_only=True)
 class TrainerConfig:
     """The training loop: how long, how often to collect, learn, test and checkpoint."""
@@ -165,6 +173,19 @@ class TrainerConfig:
     """Stop after this many env steps (summed over all training envs)."""
     step_per_collect: int = field(default=8, validator=[_int_at_least(1), _within_budget])
     """Env steps collected per training collect (at most ``max_env_steps``)."""
+    batch_mode: str = field(
+        default="truncate_episodes",
+        validator=check.one_of("truncate_episodes", "complete_episodes"),
+    )
+    """How training collects cut episodes (RLlib's names): ``truncate_episodes`` collects
+    ``step_per_collect`` steps (whole rounds of every env) and running episodes go on in the
+    next collect; ``complete_episodes`` collects whole episodes only, at least
+    ``step_per_collect`` steps, every env starting a fresh episode."""
+    rollout_fragment_length: int | None = field(
+        default=None, validator=[_optional_int_at_least(1), _fragment_needs_truncate]
+    )
+    """With ``truncate_episodes``: exactly this many steps of every env per collect (it then
+    replaces ``step_per_collect``; RLlib's ``rollout_fragment_length``)."""
     update_per_step: float = field(default=1.0, validator=_non_negative_number)
     """Gradient steps per collected env step (off-policy)."""
     batch_size: int = field(default=64, validator=_int_at_least(1))

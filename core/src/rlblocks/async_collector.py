@@ -156,12 +156,26 @@ class AsyncCollector(Collector):
         n_episode: int | None = None,
         random: bool = False,
         render: float | None = None,
+        *,
+        exact: bool = False,
+        fragment: int | None = None,
+        complete_episodes: bool = False,
     ) -> CollectStats:
         """Collect at least ``n_step`` env steps, or exactly ``n_episode`` whole episodes,
-        acting for each env as soon as its previous step is back."""
+        acting for each env as soon as its previous step is back. The other batch modes of
+        :meth:`Collector.collect` (``exact``, ``fragment``, ``complete_episodes``) need
+        envs that step together: they are the synchronous collector's."""
         if not self.is_async:
-            return super().collect(n_step=n_step, n_episode=n_episode, random=random,
-                                   render=render)
+            return super().collect(
+                n_step=n_step, n_episode=n_episode, random=random, render=render, exact=exact,
+                fragment=fragment, complete_episodes=complete_episodes,
+            )
+        if exact or fragment is not None or complete_episodes:
+            raise ValueError(
+                "exact, fragment and complete_episodes collects step envs together; with "
+                "asynchronous envs (wait_num / timeout) collect n_step or n_episode, or use the "
+                "synchronous Collector"
+            )
         if (n_step is None) == (n_episode is None):
             raise ValueError("pass exactly one of n_step or n_episode")
         if (n_step is not None and n_step <= 0) or (n_episode is not None and n_episode <= 0):

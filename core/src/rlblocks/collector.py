@@ -92,11 +92,13 @@ class _EpisodeTally:
     """What one ``collect`` call has done so far: steps, finished episodes and (in
     complete-episodes mode) how many episodes were started."""
 
-    __slots__ = ("episodes", "lengths", "n_episode", "returns", "started", "steps")
+    __slots__ = ("closing", "episodes", "lengths", "n_episode", "returns", "started", "steps")
 
     def __init__(self, n_episode: int | None, started: int) -> None:
         self.n_episode = n_episode
         self.started = started
+        #: complete-episodes mode has its steps: envs whose episode ends now retire
+        self.closing = False
         self.steps = 0
         self.episodes = 0
         self.returns: list[np.ndarray] = []
@@ -171,6 +173,9 @@ class Collector:
         self._state: Any = None
         self._ep_return = np.zeros(self.num_envs)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        #: steps each env has taken through this collector (exact collects step the envs that
+        #: have taken fewest, so envs stay within one step of each other)
+        self._env_steps = np.zeros(self.num_envs, dtype=np.int64)
         self._seed = seed
         self.total_steps = 0
         self.total_episodes = 0
@@ -220,6 +225,7 @@ class Collector:
             "random_next": self._random_next,
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
+            "env_steps": self._env_steps,
             "envs": None,
             "why": "",
         }
@@ -257,6 +263,8 @@ class Collector:
         self._random_next = int(state.get("random_next", 0))
         self.total_steps = int(state.get("total_steps", 0))
         self.total_episodes = int(state.get("total_episodes", 0))
+        if state.get("env_steps") is not None:
+            self._env_steps = np.asarray(state["env_steps"], dtype=np.int64).copy()
         entries = state.get("envs")
         if entries is not None:
             restore = getattr(self.envs, "restore", None)
@@ -348,9 +356,11 @@ class Collector:
         if every:
             self._ep_return += rew
             self._ep_len += 1
+            self._env_steps += 1
         else:
             self._ep_return[ids] += rew
             self._ep_len[ids] += 1
+            self._env_steps[ids] += 1
         done = terminated | truncated
         if not np.count_nonzero(done):
             return _NO_IDS
@@ -368,6 +378,8 @@ class Collector:
             restart = max(0, min(len(finished), tally.n_episode - tally.started))
             tally.started += restart
             keep_rows, retired = rows[:restart], finished[restart:]
+        elif tally.closing:
+            keep_rows, retired = rows[:0], finished
         else:
             keep_rows, retired = rows, _NO_IDS
         if len(keep_rows):
@@ -412,20 +424,46 @@ class Collector:
         n_episode: int | None = None,
         random: bool = False,
         render: float | None = None,
+        *,
+        exact: bool = False,
+        fragment: int | None = None,
+        complete_episodes: bool = False,
     ) -> CollectStats:
-        """Collect at least ``n_step`` env steps, or exactly ``n_episode`` whole episodes.
+        """Collect env steps in one of RLlib's batch modes, or ``n_episode`` whole episodes.
+
+        * ``n_step``: truncate-episodes mode. Every env steps each round, so this collects at
+          least ``n_step`` steps (rounded up to whole rounds); ``exact=True`` collects exactly
+          ``n_step``, the last round stepping only the envs that have stepped least.
+          Episodes in progress continue into the next call.
+        * ``fragment=L``: exactly ``L`` steps of every env (RLlib's ``rollout_fragment_length``;
+          ``L * num_envs`` steps in all).
+        * ``n_step`` with ``complete_episodes=True``: whole episodes only, at least ``n_step``
+          steps: every env starts a fresh episode, and once ``n_step`` steps are reached no new
+          episode starts while the running ones play to their ends.
+        * ``n_episode``: exactly that many whole episodes.
 
         ``random`` uses uniformly random actions (warm-up). ``render`` renders every env and
         sleeps that many seconds per step.
         """
+        if fragment is not None:
+            if n_step is not None or n_episode is not None:
+                raise ValueError("pass fragment alone: it sets the number of steps itself")
+            if fragment <= 0:
+                raise ValueError(f"fragment must be positive, got {fragment}")
+            n_step, exact = int(fragment) * self.num_envs, True
         if (n_step is None) == (n_episode is None):
-            raise ValueError("pass exactly one of n_step or n_episode")
+            raise ValueError("pass exactly one of n_step, fragment or n_episode")
         if n_step is not None and n_step <= 0:
             raise ValueError(f"n_step must be positive, got {n_step}")
         if n_episode is not None and n_episode <= 0:
             raise ValueError(f"n_episode must be positive, got {n_episode}")
+        if complete_episodes and (n_step is None or exact):
+            raise ValueError(
+                "complete_episodes takes n_step (the least number of steps) and collects whole "
+                "episodes, so it cannot be exact; for a number of episodes pass n_episode"
+            )
         start = time.perf_counter()
-        if n_episode is not None or self._obs is None:
+        if n_episode is not None or complete_episodes or self._obs is None:
             self.reset()
         policy, envs, buffer = self.policy, self.envs, self.buffer
         num_envs = self.num_envs
@@ -445,6 +483,13 @@ class Collector:
 
         with torch.inference_mode():
             while True:
+                left = -1 if n_step is None else n_step - tally.steps
+                if exact and left < len(active):  # the last round: the envs that stepped least
+                    fewest = np.argsort(self._env_steps[active], kind="stable")
+                    active = np.sort(active[fewest[:left]])
+                    all_active = False
+                elif complete_episodes and left <= len(active):
+                    tally.closing = True  # this round makes the steps: episodes ending retire
                 obs = self._obs if all_active else take_rows(self._obs, active)
                 views = None if self._views is None else self._views.build(active)
                 policy_out = None
@@ -508,12 +553,15 @@ class Collector:
                 if len(retired):
                     active = active[~np.isin(active, retired)]
                     all_active = False
-                if n_step is not None and tally.steps >= n_step:
+                if complete_episodes:
+                    if len(active) == 0:
+                        break
+                elif n_step is not None and tally.steps >= n_step:
                     break
                 if n_episode is not None and (tally.episodes >= n_episode or len(active) == 0):
                     break
 
-        if n_episode is not None:
+        if n_episode is not None or complete_episodes:
             # envs that sat idle hold stale observations: the next collect starts afresh
             self._obs = None
         self.total_steps += tally.steps

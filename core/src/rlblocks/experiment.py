@@ -633,6 +633,8 @@ class Experiment:
             "checkpoint_fn": self.save if self.run_dir is not None else None,
             "best_fn": self.save_best if self.run_dir is not None else None,
             "on_nonfinite": t.on_nonfinite,
+            "batch_mode": t.batch_mode,
+            "rollout_fragment_length": t.rollout_fragment_length,
         }
         self.trainer: BaseTrainer
         if training == "on-policy":

@@ -89,6 +89,10 @@ class TrainResult:
         return out
 
 
+#: The batch modes of training collects (RLlib's names; see BaseTrainer._collect_training_steps).
+BATCH_MODES = ("truncate_episodes", "complete_episodes")
+
+
 class BaseTrainer:
     """Shared trainer machinery; subclasses implement :meth:`_iterate` (one collect-and-learn)."""
 
@@ -112,7 +116,23 @@ class BaseTrainer:
         checkpoint_fn: Callable[[BaseTrainer], None] | None = None,
         best_fn: Callable[[BaseTrainer], None] | None = None,
         on_nonfinite: str = "raise",
+        batch_mode: str = "truncate_episodes",
+        rollout_fragment_length: int | None = None,
     ) -> None:
+        if batch_mode not in BATCH_MODES:
+            raise ConfigError(
+                f"trainer.batch_mode={batch_mode!r}: use one of {', '.join(BATCH_MODES)}"
+            )
+        if rollout_fragment_length is not None and (
+            batch_mode != "truncate_episodes" or rollout_fragment_length < 1
+        ):
+            raise ConfigError(
+                "trainer.rollout_fragment_length is the exact number of steps per env of a "
+                "truncate_episodes collect (an int >= 1); complete_episodes collects whole "
+                "episodes of at least step_per_collect steps"
+            )
+        self.batch_mode = batch_mode
+        self.rollout_fragment_length = rollout_fragment_length
         if max_env_steps <= 0:
             raise ValueError(f"max_env_steps must be positive, got {max_env_steps}")
         if on_nonfinite not in {"raise", "skip_update"}:
@@ -283,6 +303,18 @@ class BaseTrainer:
         if last >= 0 and st.env_step - last < self.test_interval / 4:
             return False
         return sum(self._train_returns) / len(self._train_returns) >= self.stop_reward
+
+    def _collect_training_steps(self, n_step: int) -> CollectStats:
+        """One training collect in the configured batch mode (RLlib's names):
+        ``truncate_episodes`` collects ``n_step`` steps (exactly ``rollout_fragment_length``
+        per env when that is set) and continues running episodes in the next collect;
+        ``complete_episodes`` collects whole episodes until at least ``n_step`` steps."""
+        collector = self.train_collector
+        if self.rollout_fragment_length is not None:
+            return collector.collect(fragment=self.rollout_fragment_length)
+        if self.batch_mode == "complete_episodes":
+            return collector.collect(n_step=n_step, complete_episodes=True)
+        return collector.collect(n_step=n_step)
 
     def _record_collect(self, stats: CollectStats) -> None:
         st = self.state
@@ -506,7 +538,7 @@ class OffPolicyTrainer(BaseTrainer):
     def _iterate(self) -> None:
         st = self.state
         self._announce_env_step()
-        stats = self.train_collector.collect(n_step=self.step_per_collect)
+        stats = self._collect_training_steps(self.step_per_collect)
         self._record_collect(stats)
         st.update_credit += self.update_per_step * stats.n_step
         n_updates = int(st.update_credit)
@@ -569,7 +601,7 @@ class OnPolicyTrainer(BaseTrainer):
         if self.episode_per_collect is not None:
             stats = self.train_collector.collect(n_episode=self.episode_per_collect)
         else:
-            stats = self.train_collector.collect(n_step=self.step_per_collect)
+            stats = self._collect_training_steps(self.step_per_collect)  # type: ignore[arg-type]
         self._record_collect(stats)
         maxsize = self.buffer.maxsize  # type: ignore[union-attr]
         if stats.n_step > maxsize:
