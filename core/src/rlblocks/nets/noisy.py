@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +43,9 @@ class NoisyLinear(nn.Module):
         # the current noise: buffers, so .to(device) moves them and checkpoints keep them
         self.register_buffer("eps_in", torch.zeros(in_features))
         self.register_buffer("eps_out", torch.zeros(out_features))
+        # eps_out x eps_in, kept between noise draws (each training forward reads it; a
+        # gradient step runs three of them): not saved, rebuilt from the two factors on load
+        self.register_buffer("eps_weight", torch.zeros(out_features, in_features), persistent=False)
         bound = 1.0 / math.sqrt(in_features)
         with torch.no_grad():
             self.weight_mu.uniform_(-bound, bound)
@@ -60,12 +64,18 @@ class NoisyLinear(nn.Module):
         """Draw new noise (used by training-mode forwards until the next call)."""
         self.eps_in.copy_(self._scaled(self.in_features, self.eps_in))
         self.eps_out.copy_(self._scaled(self.out_features, self.eps_out))
+        torch.outer(self.eps_out, self.eps_in, out=self.eps_weight)
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args)
+        with torch.no_grad():
+            torch.outer(self.eps_out, self.eps_in, out=self.eps_weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training:
             return F.linear(x, self.weight_mu, self.bias_mu)
-        weight = self.weight_mu + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
-        bias = self.bias_mu + self.bias_sigma * self.eps_out
+        weight = torch.addcmul(self.weight_mu, self.weight_sigma, self.eps_weight)
+        bias = torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
         return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
@@ -96,8 +106,22 @@ def noisy_mlp(
     return seq
 
 
+@torch.no_grad()
 def reset_noise(module: nn.Module) -> None:
-    """Draw new noise in every :class:`NoisyLinear` inside ``module``."""
-    for m in module.modules():
-        if isinstance(m, NoisyLinear):
-            m.reset_noise()
+    """Draw new noise in every :class:`NoisyLinear` inside ``module``: one draw of normals for
+    all of them (a gradient step resamples every layer, and small layers cost their launches,
+    not their arithmetic)."""
+    layers = [m for m in module.modules() if isinstance(m, NoisyLinear)]
+    if not layers:
+        return
+    first = layers[0].eps_in
+    x = torch.randn(sum(m.in_features + m.out_features for m in layers), device=first.device,
+                    dtype=first.dtype)  # fmt: skip
+    f = x.sign() * x.abs().sqrt()
+    at = 0
+    for m in layers:
+        m.eps_in.copy_(f[at : at + m.in_features])
+        at += m.in_features
+        m.eps_out.copy_(f[at : at + m.out_features])
+        at += m.out_features
+        torch.outer(m.eps_out, m.eps_in, out=m.eps_weight)
