@@ -163,6 +163,7 @@ def stacked_space(space: gym.Space, frames: int) -> gym.Space:
 #: no env plugins by itself): namespace -> (module, how to install it)
 ENV_NAMESPACES: dict[str, tuple[str, str]] = {
     "ALE": ("ale_py", "pip install 'rlblocks[atari]' (the Arcade Learning Environment, ale-py)"),
+    "rlblocks": ("rlblocks.envs", "it ships with rlblocks itself; reinstall rlblocks"),
 }
 
 

@@ -12,6 +12,7 @@ from rlblocks.nets.encoders import (
 )
 from rlblocks.nets.heads import Actor, Critic, orthogonal_init
 from rlblocks.nets.mlp import MLP, QNetwork, obs_dim
+from rlblocks.nets.recurrent import RecurrentBody, detach_state
 
 __all__ = [
     "MLP",
@@ -25,7 +26,9 @@ __all__ = [
     "ObsEncoder",
     "QEnsemble",
     "QNetwork",
+    "RecurrentBody",
     "SquashedGaussianActor",
+    "detach_state",
     "is_image_space",
     "make_encoder",
     "obs_dim",
