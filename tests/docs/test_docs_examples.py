@@ -24,7 +24,9 @@ _FENCE = re.compile(
     r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
     re.MULTILINE | re.DOTALL,
 )
-TUTORIALS = ("batch", "buffers", "vector-envs", "collector", "policy", "trainer", "hooks", "atari")
+TUTORIALS = (
+    "batch", "buffers", "vector-envs", "collector", "policy", "trainer", "hooks", "views", "atari",
+)  # fmt: skip
 
 
 def python_blocks(text: str) -> list[tuple[int, str, bool]]:
