@@ -304,3 +304,34 @@ def test_nstep_empty_and_validation():
     assert r.shape == i.shape == d.shape == (0,)
     with pytest.raises(ValueError, match="n_step"):
         nstep_return(buf, [0], 0.9, 0)
+
+
+def test_nstep_without_stored_obs_next_stops_before_an_unknown_next_observation():
+    """Frames stored once (ignore_obs_next): a walk that ends at a truncated step or at the
+    newest step of a running episode stops one step earlier, where obs_next is known."""
+
+    def fill(buf: ReplayBuffer) -> None:
+        # episode A: 3 steps, truncated; episode B: 3 steps so far, still running
+        for ep, end in (("A", True), ("B", False)):
+            base = 0 if ep == "A" else 10
+            for t in range(3):
+                buf.add({"obs": base + t, "act": 0, "rew": 1.0 + t, "terminated": False,
+                         "truncated": end and t == 2, "obs_next": base + t + 1})
+
+    stored, rebuilt = ReplayBuffer(10), ReplayBuffer(10, ignore_obs_next=True)
+    fill(stored)
+    fill(rebuilt)
+    gamma = 0.5
+    idx = np.array([0, 1, 3, 4, 2, 5])
+    r, boot, disc = nstep_return(rebuilt, idx, gamma, n_step=3)
+    # every walk of >= 2 steps ends at the step before the episode's last: its obs_next is the
+    # last step's obs, the true next observation
+    assert boot[:4].tolist() == [1, 1, 4, 4]
+    np.testing.assert_allclose(r[:4], [1 + 0.5 * 2, 2, 1 + 0.5 * 2, 2])
+    np.testing.assert_allclose(disc[:4], [0.25, 0.5, 0.25, 0.5])
+    np.testing.assert_array_equal(rebuilt[boot[:4]].obs_next, stored[boot[:4]].obs_next)
+    # a single step has no earlier step to stop at: as before
+    assert boot[4:].tolist() == [2, 5] and disc[4] == 0.5
+    # with obs_next stored, the full walk is kept
+    _r, boot_s, disc_s = nstep_return(stored, idx[:4], gamma, n_step=3)
+    assert boot_s.tolist() == [2, 2, 5, 5] and disc_s[0] == 0.125

@@ -253,10 +253,14 @@ def nstep_return(
         bootstrap_discount = gamma**m * (1 - terminated[j])                     # [B]
 
     so the target is ``partial_return + bootstrap_discount * V(buffer[bootstrap_index].obs_next)``.
-    Truncated and unfinished episodes bootstrap; terminated ones do not. (With
-    ``ignore_obs_next`` the obs_next of the newest step of an unfinished episode is not known and
-    the buffer returns that step's own obs; its weight is not zero, so prefer storing obs_next
-    when training off-policy on unfinished episodes.)
+    Truncated and unfinished episodes bootstrap; terminated ones do not.
+
+    A buffer with ``ignore_obs_next`` (frames stored once, as Atari runs do) rebuilds obs_next
+    from the next step's obs, so it does not know the obs_next of an episode's last stored step
+    when that step did not terminate (a time-limit truncation, or the newest step of a running
+    episode). A walk of ``m >= 2`` steps that ends there stops one step earlier instead, an exact
+    ``m - 1``-step target whose obs_next is that last step's obs; a single step (``m = 1``) has
+    no such fallback and bootstraps from its own obs.
     """
     if n_step < 1:
         raise ValueError(f"n_step must be >= 1, got {n_step}")
@@ -278,7 +282,17 @@ def nstep_return(
             break
         cur = np.where(alive, nxt, cur)
     assert partial is not None
-    dtype = np.result_type(partial.dtype, np.float32)
     terminated = np.asarray(buffer.get(cur, "terminated"), dtype=bool)  # type: ignore[attr-defined]
+    if getattr(buffer, "ignore_obs_next", False):
+        # the walk ended at a last stored step that did not terminate: its obs_next is unknown
+        back = ~terminated & (np.asarray(buffer.next(cur)) == cur) & (steps >= 2)
+        if back.any():
+            rew = np.asarray(buffer.get(cur, "rew"))  # type: ignore[attr-defined]
+            weight = np.where(back, np.power(gamma, (steps - 1).astype(np.float64)), 0.0)
+            partial = partial - weight.reshape(-1, *(1,) * (rew.ndim - 1)) * rew
+            steps = steps - back
+            cur = np.where(back, np.asarray(buffer.prev(cur)), cur)
+            terminated = np.where(back, False, terminated)
+    dtype = np.result_type(partial.dtype, np.float32)
     discount = np.where(terminated, 0.0, np.power(gamma, steps.astype(np.float64)))
     return partial.astype(dtype, copy=False), cur, discount.astype(dtype, copy=False)
