@@ -593,7 +593,9 @@ class Experiment:
             buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
         self.buffer = make_buffer(c.buffer.name, c.buffer.size, c.env.num_envs, **buffer_kwargs)
         abilities = BufferAbilities.of(self.buffer)
-        if self.algo_spec.recurrent and not abilities.sequences:
+        # off-policy recurrent learners sample windows from replay; on-policy ones (recurrent
+        # PPO) get the whole buffer in time order and cut their own windows
+        if self.algo_spec.recurrent and training == "off-policy" and not abilities.sequences:
             raise ConfigError(
                 f"$.buffer.sampler: algo {c.algo_name!r} is recurrent and learns from sequences, "
                 "but the buffer samples single transitions; set buffer.sampler=sequence (and "

@@ -1,0 +1,1 @@
+"""Recurrent PPO for rlblocks (``rlblocks train rppo``)."""
