@@ -36,7 +36,7 @@ from rlblocks.protocols import Buffer
 from rlblocks.returns import episodic_returns
 from rlblocks.schedules import linear_decay
 
-__all__ = ["OnPolicyPolicy", "Rollout"]
+__all__ = ["OnPolicyPolicy", "Rollout", "value_loss"]
 
 Rollout = dict[str, torch.Tensor]
 """A prepared update: ``obs`` (features ``[N, D]``), ``obs_next``, ``act``, ``logp_old``,
@@ -269,3 +269,16 @@ def _tensor_tree(x: Any, device: torch.device) -> Any:
     if isinstance(x, Batch | dict):
         return {k: _tensor_tree(x[k], device) for k in x.keys()}  # noqa: SIM118
     return torch.as_tensor(np.asarray(x), device=device)
+
+
+def value_loss(
+    value: torch.Tensor, ret: torch.Tensor, value_old: torch.Tensor | None = None, clip: float = 0.2
+) -> torch.Tensor:
+    """Mean squared error of ``value`` against the targets ``ret``; with ``value_old`` (the values
+    when the data was collected), PPO's clipped version: the larger of the plain error and the
+    error of ``value`` kept within ``clip`` of ``value_old``."""
+    err = (value - ret).pow(2)
+    if value_old is None:
+        return err.mean()
+    clipped = value_old + (value - value_old).clamp(-clip, clip)
+    return torch.max(err, (clipped - ret).pow(2)).mean()

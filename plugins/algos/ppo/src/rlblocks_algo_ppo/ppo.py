@@ -19,7 +19,7 @@ import gymnasium as gym
 import torch
 
 from rlblocks.batch import Batch
-from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks.onpolicy import OnPolicyPolicy, value_loss
 from rlblocks_algo_ppo.config import PPOConfig
 
 
@@ -68,12 +68,7 @@ class PPOPolicy(OnPolicyPolicy):
                 clip_loss = -surr.mean()
                 value = self.critic(feats)  # type: ignore[misc]
                 ret = mb["returns"]
-                if c.value_clip:
-                    v_old = mb["value_old"]
-                    v_clipped = v_old + (value - v_old).clamp(-eps, eps)
-                    vf_loss = torch.max((value - ret).pow(2), (v_clipped - ret).pow(2)).mean()
-                else:
-                    vf_loss = (value - ret).pow(2).mean()
+                vf_loss = value_loss(value, ret, mb["value_old"] if c.value_clip else None, eps)
                 entropy = dist.entropy().mean()
                 loss = clip_loss + c.vf_coef * vf_loss - c.ent_coef * entropy
                 self.optim_step.step(loss)

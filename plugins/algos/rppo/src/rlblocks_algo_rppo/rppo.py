@@ -59,7 +59,7 @@ from rlblocks.arraytree import take_rows
 from rlblocks.batch import Batch
 from rlblocks.errors import ConfigError
 from rlblocks.nets import Actor, Critic, RecurrentBody, make_encoder, obs_to_tensor
-from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks.onpolicy import OnPolicyPolicy, value_loss
 from rlblocks.protocols import Buffer
 from rlblocks.returns import gae
 from rlblocks_algo_rppo.config import RPPOConfig
@@ -376,12 +376,8 @@ class RPPOPolicy(OnPolicyPolicy):
                 clip_loss = -surr.mean()
                 value = value[valid]
                 ret = data["returns"][rows]
-                if c.value_clip:
-                    v_old = data["value_old"][rows]
-                    v_clipped = v_old + (value - v_old).clamp(-eps, eps)
-                    vf_loss = torch.max((value - ret).pow(2), (v_clipped - ret).pow(2)).mean()
-                else:
-                    vf_loss = (value - ret).pow(2).mean()
+                v_old = data["value_old"][rows] if c.value_clip else None
+                vf_loss = value_loss(value, ret, v_old, eps)
                 entropy = dist.entropy()[valid].mean()
                 loss = clip_loss + c.vf_coef * vf_loss - c.ent_coef * entropy
                 self.optim_step.step(loss)
