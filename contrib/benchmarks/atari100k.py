@@ -58,9 +58,12 @@ Contenders (each with its own published settings, nothing tuned here):
   ``trainer.test_interval`` = the budget (rlblocks always ends a run on a test of the final
   policy; with this, that is the only in-training test, and its seconds, measured through the
   ``rlblocks_log`` hook, are taken out of the training time), ``trainer.checkpoint_interval`` =
-  the budget (one checkpoint, at the end, which ``rlblocks.load`` reads; the preset writes one
-  every 25k steps, each with the replay buffer, 0.7 GB once it is full) and ``stop_reward`` = 1e12
-  (the whole budget runs). Evaluation: ``rlblocks.load(run_dir, which="latest").evaluate(
+  ``--checkpoint-every`` (default 10,000 env steps; each checkpoint holds the replay buffer, up
+  to 0.7 GB, and the run directory lives under ``--work-dir``, so a trial stopped by a signal or
+  a crash resumes bit-exactly from its last checkpoint when the script is run again; the
+  directory is removed once the trial is evaluated, unless ``--keep-runs``) and ``stop_reward`` =
+  1e12 (the whole budget runs). Training seconds add up over resumed parts.
+  Evaluation: ``rlblocks.load(run_dir, which="latest").evaluate(
   episodes=--test-episodes, seed=s + 10000)``: the run's own test env (its ``env.wrappers``
   without ``train_wrappers``) and test-mode policy on stacked frames.
 * Tianshou 2.0.1 with the defaults of its ``examples/atari/atari_rainbow.py`` (``main``'s keyword
@@ -95,15 +98,18 @@ Run (in /work/benchvenv, see README.md; it also needs ale-py and opencv-python-h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from typing import Any
 
 FRAMEWORKS = ("rlblocks", "tianshou")
@@ -253,24 +259,47 @@ def trial_rlblocks(args: argparse.Namespace) -> dict[str, Any]:
                 trainer.request_stop(f"cap of {cap:.0f} s reached")
 
     preset = atari.atari100k_config("rainbow")
-    with tempfile.TemporaryDirectory(prefix="rlblocks-atari100k-") as tmp:
-        run_dir = os.path.join(tmp, "run")
-        result = rlblocks.train(
-            "rainbow",
-            env=env_id_for(game),
-            seed=seed,
-            config=preset,
-            max_env_steps=steps,
-            # tests and checkpoints only at the end (the checkpoint is what load reads)
-            overrides=[f"trainer.test_interval={steps}", f"trainer.checkpoint_interval={steps}"],
-            stop_reward=STOP_NEVER,
-            device=args.device,
-            loggers=[],
-            progress=False,
-            quiet=True,
-            run_dir=run_dir,
-            hooks=[Watch()],
-        )
+    with contextlib.ExitStack() as stack:
+        if args.work_dir:
+            # a kept run directory: an interrupted trial resumes from its last checkpoint
+            run_dir = os.path.join(args.work_dir, f"rlblocks-{game}-s{seed}-{steps}")
+        else:
+            run_dir = os.path.join(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="rlblocks-atari100k-")),
+                "run",
+            )
+        saved = _saved_result(run_dir)
+        if saved is not None and (
+            saved.env_steps >= steps or str(saved.stop_reason).startswith("cap of")
+        ):
+            result = saved  # trained before; the evaluation did not finish
+        elif _has_checkpoint(run_dir):
+            result = rlblocks.resume(run_dir, hooks=[Watch()])
+        else:
+            if os.path.isdir(run_dir):
+                shutil.rmtree(run_dir)  # began, died before its first checkpoint
+            result = rlblocks.train(
+                "rainbow",
+                env=env_id_for(game),
+                seed=seed,
+                config=preset,
+                max_env_steps=steps,
+                # one test, at the end; checkpoints (with the buffer) as often as --checkpoint-every
+                overrides=[
+                    f"trainer.test_interval={steps}",
+                    f"trainer.checkpoint_interval={min(steps, args.checkpoint_every)}",
+                ],
+                stop_reward=STOP_NEVER,
+                device=args.device,
+                loggers=[],
+                progress=False,
+                quiet=True,
+                run_dir=run_dir,
+                hooks=[Watch()],
+            )
+        if str(result.stop_reason).startswith("interrupted"):
+            # stopped by a signal: not a result; the next run resumes from the checkpoint
+            return {"error": f"{result.stop_reason} at {result.env_steps} env steps"}
         env_config = None
         config_file = os.path.join(run_dir, "config.json")
         if os.path.exists(config_file):
@@ -280,6 +309,8 @@ def trial_rlblocks(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         ev = agent.evaluate(episodes=args.test_episodes, seed=seed + EVAL_SEED_OFFSET)
         eval_seconds = time.perf_counter() - t0
+        if args.work_dir and not args.keep_runs:
+            shutil.rmtree(run_dir, ignore_errors=True)
     wall = float(result.wall_seconds)
     return {
         "returns": [float(x) for x in ev.returns],
@@ -295,6 +326,20 @@ def trial_rlblocks(args: argparse.Namespace) -> dict[str, Any]:
         "env_config": env_config,
         "versions": _versions("rlblocks", "torch", "gymnasium", "ale-py"),
     }
+
+
+def _has_checkpoint(run_dir: str) -> bool:
+    ckpt = os.path.join(run_dir, "checkpoints")
+    return os.path.isdir(ckpt) and any(e.name.startswith("gen-") for e in os.scandir(ckpt))
+
+
+def _saved_result(run_dir: str) -> Any:
+    """The run's result.json as an object with the fields the trial reads (None: none yet)."""
+    path = os.path.join(run_dir, "result.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return types.SimpleNamespace(**json.load(f))
 
 
 def trial_tianshou(args: argparse.Namespace) -> dict[str, Any]:
@@ -489,7 +534,13 @@ def run_trial(fw: str, game: str, seed: int, args: argparse.Namespace) -> dict[s
         args.device,
         "--tianshou-anneal",
         args.tianshou_anneal,
+        "--work-dir",
+        args.work_dir,
+        "--checkpoint-every",
+        str(args.checkpoint_every),
     ]
+    if args.keep_runs:
+        cmd.append("--keep-runs")
     if args.cap:
         cmd += ["--cap", str(args.cap)]
     base = {
@@ -655,6 +706,16 @@ def main(argv: list[str] | None = None) -> int:
         help="Tianshou's epsilon and beta schedules: the example's horizons (1M and 5M env "
         "steps) or the budget",
     )
+    parser.add_argument(
+        "--work-dir",
+        default=os.path.join(os.path.expanduser("~"), ".cache", "rlblocks-atari100k"),
+        help="where rlblocks trials keep their run directories, so that an interrupted trial "
+        "resumes from its last checkpoint ('' for a temporary directory)",
+    )
+    parser.add_argument(
+        "--checkpoint-every", type=int, default=10_000, help="env steps between checkpoints"
+    )
+    parser.add_argument("--keep-runs", action="store_true", help="keep finished run directories")
     parser.add_argument("--out-dir", default="docs/benchmarks/atari100k")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--_trial", choices=FRAMEWORKS, default=None, help=argparse.SUPPRESS)
