@@ -392,7 +392,7 @@ def test_an_unknown_field_gets_a_did_you_mean_hint_and_the_fields() -> None:
 def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
     assert config_error("trainer.zzz=1") == (
         "$.trainer.zzz: unknown field; fields of trainer: max_env_steps, step_per_collect, "
-        "batch_mode, rollout_fragment_length, "
+        "batch_mode, rollout_fragment_length, count_steps_by, "
         "update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
         "test_in_training, test_screen_episodes, stop_reward, checkpoint_interval, "
         "repeat_per_collect, episode_per_collect, on_nonfinite"

@@ -26,6 +26,7 @@ _FENCE = re.compile(
 )
 TUTORIALS = (
     "batch", "buffers", "vector-envs", "collector", "policy", "trainer", "hooks", "views", "atari",
+    "multiagent",
 )  # fmt: skip
 
 

@@ -186,6 +186,12 @@ class TrainerConfig:
     )
     """With ``truncate_episodes``: exactly this many steps of every env per collect (it then
     replaces ``step_per_collect``; RLlib's ``rollout_fragment_length``)."""
+    count_steps_by: str = field(
+        default="env_steps", validator=check.one_of("env_steps", "agent_steps")
+    )
+    """Multi-agent envs: what step counts (budget, collects, tests) count - ``env_steps`` (one
+    per env step, however many agents act) or ``agent_steps`` (one per agent transition;
+    RLlib's ``count_steps_by``). The same for single-agent envs."""
     update_per_step: float = field(default=1.0, validator=_non_negative_number)
     """Gradient steps per collected env step (off-policy)."""
     batch_size: int = field(default=64, validator=_int_at_least(1))

@@ -428,11 +428,18 @@ def load(
         spec_lookup,
         stacked_space,
     )
+    from rlblocks.multiagent import is_multiagent_id
 
     ckpt, config_file = _resolve(path, which)
     config = cfg.read_config(config_file, spec_lookup)
     dev = resolve_device(device or "cpu")
     env_id = config.env.id
+    if is_multiagent_id(env_id):
+        raise ConfigError(
+            f"{config_file.parent} trained on the multi-agent env {env_id!r}; rlblocks.load "
+            "loads single-agent runs for now (the shared policy's weights are in the run's "
+            "checkpoints: best.pt, latest.pt)"
+        )
     env_spec(env_id, trusted=trust_imports)
     try:
         probe = make_env_fns(

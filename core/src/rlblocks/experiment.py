@@ -20,6 +20,7 @@ import contextlib
 import datetime as _dt
 import difflib
 import importlib
+import inspect
 import math
 import os
 import platform
@@ -50,6 +51,13 @@ from rlblocks.checkpoint import (
 from rlblocks.collector import Collector
 from rlblocks.console import ConsoleReporter
 from rlblocks.errors import BufferFileError, CheckpointError, ConfigError
+from rlblocks.multiagent import (
+    MultiAgentCollector,
+    MultiAgentVectorEnv,
+    is_multiagent_id,
+    multiagent_factory,
+    multiagent_wrappers,
+)
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.plugins.spec import AlgoSpec, PluginSpec
@@ -316,9 +324,12 @@ def make_policy(
     action_space: gym.Space,
     device: str = "cpu",
     config: Any = None,
+    state_space: gym.Space | None = None,
     **fields: Any,
 ) -> Any:
-    """Build an algorithm's policy by name; ``fields`` override its config's defaults."""
+    """Build an algorithm's policy by name; ``fields`` override its config's defaults.
+    ``state_space``: a multi-agent env's global state space, for policies whose constructor
+    takes one (centralised critics); others do not get it."""
     reg = get_registry("algo")
     spec = reg.spec(name)
     _check_spaces(spec, observation_space, action_space)
@@ -327,7 +338,10 @@ def make_policy(
     elif fields:
         config = attrs.evolve(config, **fields)
     cls = reg.load(name)
-    return cls(observation_space, action_space, config=config, device=device)
+    extra: dict[str, Any] = {}
+    if "state_space" in inspect.signature(cls).parameters:
+        extra["state_space"] = state_space
+    return cls(observation_space, action_space, config=config, device=device, **extra)
 
 
 def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -529,6 +543,8 @@ class Experiment:
         c = self.config
         if c.trainer.stop_reward is not None:
             return c.trainer.stop_reward
+        if is_multiagent_id(c.env.id):
+            return None  # PettingZoo envs declare no reward threshold
         try:
             return env_spec(c.env.id).reward_threshold
         except ConfigError:
@@ -562,26 +578,33 @@ class Experiment:
                 '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
                 f"{frames}}}) and leave buffer.stack_num at 1"
             )
-        self.train_envs = make_vector_env(
-            c.env.backend,
-            source,
-            c.env.num_envs,
-            make_kwargs=c.env.make_kwargs,
-            wrappers=[*c.env.wrappers, *c.env.train_wrappers],
-            **env_opts,
-        )
-        self.test_envs = make_vector_env(
-            c.env.backend,
-            source,
-            c.env.num_test_envs,
-            make_kwargs=c.env.make_kwargs,
-            wrappers=c.env.wrappers,
-            **env_opts,
-        )
-        space_o = stacked_space(self.train_envs.observation_space, frames)
-        space_a = self.train_envs.action_space
+        multi = self.env_factory is None and is_multiagent_id(c.env.id)
+        if multi:
+            space_o, space_a = self._multiagent_envs()
+        else:
+            self.train_envs = make_vector_env(
+                c.env.backend,
+                source,
+                c.env.num_envs,
+                make_kwargs=c.env.make_kwargs,
+                wrappers=[*c.env.wrappers, *c.env.train_wrappers],
+                **env_opts,
+            )
+            self.test_envs = make_vector_env(
+                c.env.backend,
+                source,
+                c.env.num_test_envs,
+                make_kwargs=c.env.make_kwargs,
+                wrappers=c.env.wrappers,
+                **env_opts,
+            )
+            space_o = stacked_space(self.train_envs.observation_space, frames)
+            space_a = self.train_envs.action_space
         device = resolve_device(c.run.device)
-        self.policy = make_policy(c.algo_name, space_o, space_a, device=device, config=c.algo)
+        self.policy = make_policy(
+            c.algo_name, space_o, space_a, device=device, config=c.algo,
+            state_space=self.train_envs.state_space if multi else None,
+        )  # fmt: skip
         self.policy.seed(seed)
         buffer_kwargs = buffer_options(c.buffer)
         if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
@@ -591,7 +614,9 @@ class Experiment:
                     "buffer.path or give the run a directory"
                 )
             buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
-        self.buffer = make_buffer(c.buffer.name, c.buffer.size, c.env.num_envs, **buffer_kwargs)
+        # a multi-agent run's buffer has one chain of steps per agent slot (env x agent)
+        lanes = self.train_envs.num_slots if multi else c.env.num_envs
+        self.buffer = make_buffer(c.buffer.name, c.buffer.size, lanes, **buffer_kwargs)
         abilities = BufferAbilities.of(self.buffer)
         # off-policy recurrent learners sample windows from replay; on-policy ones (recurrent
         # PPO) get the whole buffer in time order and cut their own windows
@@ -610,19 +635,30 @@ class Experiment:
                 self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
             )[0]()
             self.buffer.attach_env(self._probe_env)
-        # train and test envs get disjoint seed ranges (a resumed run continues both streams)
-        self.train_collector = Collector(
-            self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames
-        )
-        self.test_collector = Collector(
-            self.policy,
-            self.test_envs,
-            None,
-            exploration=False,
-            seed=seed + 100_000,
-            frame_stack=frames,
-        )
         t = c.trainer
+        # train and test envs get disjoint seed ranges (a resumed run continues both streams)
+        if multi:
+            self.train_collector = MultiAgentCollector(
+                self.policy, self.train_envs, self.buffer, seed=seed,
+                count_steps_by=t.count_steps_by,
+            )  # fmt: skip
+            self.test_collector = MultiAgentCollector(
+                self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000,
+                count_steps_by=t.count_steps_by,
+            )  # fmt: skip
+            self._check_multiagent_buffer()
+        else:
+            self.train_collector = Collector(
+                self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames
+            )
+            self.test_collector = Collector(
+                self.policy,
+                self.test_envs,
+                None,
+                exploration=False,
+                seed=seed + 100_000,
+                frame_stack=frames,
+            )
         common: dict[str, Any] = {
             "max_env_steps": t.max_env_steps,
             "batch_size": t.batch_size,
@@ -664,6 +700,60 @@ class Experiment:
             )
         self.trainer.run_dir = self.run_dir
         return self.trainer
+
+    def _multiagent_envs(self) -> tuple[gym.Space, gym.Space]:
+        """Train and test envs of a PettingZoo ``env.id``; the spaces of the policy all agents
+        share (parameter sharing: one policy acts for every agent)."""
+        c = self.config
+        if c.buffer.stack_num > 1:
+            raise ConfigError(
+                "$.buffer.stack_num: multi-agent runs do not stack frames from the buffer; "
+                "stack them with a PettingZoo wrapper (env.wrappers) instead"
+            )
+        factory = multiagent_factory(c.env.id, c.env.make_kwargs)
+        train_w = multiagent_wrappers([*c.env.wrappers, *c.env.train_wrappers])
+        test_w = multiagent_wrappers(c.env.wrappers)
+
+        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> MultiAgentVectorEnv:
+            def make() -> Any:
+                env = factory()
+                for w in wrappers:
+                    env = w(env)
+                return env
+
+            return MultiAgentVectorEnv([make] * n)
+
+        self.train_envs = envs(c.env.num_envs, train_w)
+        self.test_envs = envs(c.env.num_test_envs, test_w)
+        agents = self.train_envs.agents
+        obs = {repr(self.train_envs.observation_space(a)) for a in agents}
+        act = {repr(self.train_envs.action_space(a)) for a in agents}
+        if len(obs) > 1 or len(act) > 1:
+            raise ConfigError(
+                f"env {c.env.id!r}: the agents {agents} have different observation or action "
+                "spaces, and a run shares one policy among all agents; train them with "
+                "rlblocks.multiagent.MultiAgentCollector and a policy per agent group"
+            )
+        return (
+            self.train_envs.observation_space(agents[0]),
+            self.train_envs.action_space(agents[0]),
+        )
+
+    def _check_multiagent_buffer(self) -> None:
+        """An on-policy buffer must hold a whole collect of agent transitions."""
+        c, t = self.config, self.config.trainer
+        if self.algo_spec.training != "on-policy" or t.step_per_collect is None:
+            return
+        per_step = self.train_envs.num_agents if t.count_steps_by == "env_steps" else 1
+        lanes = self.train_envs.num_slots
+        need = (t.step_per_collect + c.env.num_envs) * per_step + lanes
+        if c.buffer.size < need:
+            raise ConfigError(
+                f"$.buffer.size: one collect of step_per_collect={t.step_per_collect} "
+                f"{t.count_steps_by} stores up to {need} agent transitions over "
+                f"{self.train_envs.num_agents} agents x {c.env.num_envs} envs; set buffer.size "
+                f">= {need}"
+            )
 
     def _hook_objects(self) -> list[object]:
         c = self.config
@@ -1006,7 +1096,9 @@ def resume(
     if not config_file.is_file():
         raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
     resolved = cfg.read_config(config_file, spec_lookup)
-    if env is None:
+    if env is None and is_multiagent_id(resolved.env.id):
+        multiagent_factory(resolved.env.id, trusted=trust_imports)
+    elif env is None:
         env_spec(resolved.env.id, trusted=trust_imports)
     finished = _finished(run_dir)
     if overrides:

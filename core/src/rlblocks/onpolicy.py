@@ -159,6 +159,22 @@ class OnPolicyPolicy(BasePolicy):
         assert self.critic is not None
         return self.critic(self.features(inputs))
 
+    def critic_value(
+        self, data: Rollout, features: torch.Tensor | None = None, next_obs: bool = False
+    ) -> torch.Tensor:
+        """V of rollout rows ``data`` (or of their next observations), from the observation
+        ``features`` when the caller has them. A centralised critic (MAPPO's) overrides this to
+        read what else the rollout holds (see :meth:`rollout_extras`)."""
+        assert self.critic is not None
+        if features is None:
+            features = self.features(data["obs_next" if next_obs else "obs"])
+        return self.critic(features)
+
+    def rollout_extras(self, batch: Batch) -> Rollout:
+        """Tensors besides observations and actions that minibatches should carry (none here;
+        e.g. the global state of a multi-agent env for a centralised critic)."""
+        return {}
+
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
         """Prepare the rollout once: features, ``logp_old``, advantages and returns (GAE with
         partial-episode bootstrapping), all as tensors in ``batch``."""
@@ -176,6 +192,7 @@ class OnPolicyPolicy(BasePolicy):
         if self.critic is not None:
             data["obs_next"] = self._inputs(batch.obs_next)
         data.update(self._view_tensors(batch))
+        data.update(self.rollout_extras(batch))
         with torch.no_grad():
             data["logp_old"] = self.dist(self.features(obs)).log_prob(data["act"])
         self.compute_advantages(data, update_stats=True)
@@ -209,8 +226,9 @@ class OnPolicyPolicy(BasePolicy):
             ret_t = torch.as_tensor(ret, dtype=torch.float32, device=self.device)
             data["returns"] = data["adv"] = ret_t
             return
-        v = self.values(data["obs"])
-        v_next = self.values(data["obs_next"])
+        with torch.no_grad():
+            v = self.critic_value(data)
+            v_next = self.critic_value(data, next_obs=True)
         scale = float(self.ret_rms.std) if self.ret_rms is not None else 1.0
         returns, adv = episodic_returns(
             self._buffer,

@@ -66,7 +66,7 @@ class PPOPolicy(OnPolicyPolicy):
                 if c.dual_clip is not None:
                     surr = torch.where(adv < 0, torch.max(surr, c.dual_clip * adv), surr)
                 clip_loss = -surr.mean()
-                value = self.critic(feats)  # type: ignore[misc]
+                value = self.critic_value(mb, feats)
                 ret = mb["returns"]
                 vf_loss = value_loss(value, ret, mb["value_old"] if c.value_clip else None, eps)
                 entropy = dist.entropy().mean()

@@ -1,0 +1,1 @@
+"""Independent PPO (IPPO) for rlblocks' multi-agent runs."""

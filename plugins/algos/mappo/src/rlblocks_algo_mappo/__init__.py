@@ -1,0 +1,1 @@
+"""MAPPO (multi-agent PPO with a centralised critic) for rlblocks."""
