@@ -10,13 +10,13 @@ import torch
 pytest.importorskip("mpe2")
 
 from mpe2 import simple_spread_v3
-from rlblocks_algo_mappo.config import MAPPOConfig
-from rlblocks_algo_mappo.mappo import MAPPOPolicy
 
 import rlblocks
 from rlblocks.errors import ConfigError
 from rlblocks.experiment import make_buffer, make_policy
 from rlblocks.multiagent import MultiAgentCollector, MultiAgentVectorEnv
+from rlblocks_algo_mappo.config import MAPPOConfig
+from rlblocks_algo_mappo.mappo import MAPPOPolicy
 
 
 def _envs(n: int = 2) -> MultiAgentVectorEnv:
