@@ -16,6 +16,7 @@ from rlblocks.envs import MASKED_CARTPOLE_ID
 from rlblocks.experiment import spec_lookup
 from rlblocks.plugins import hookimpl
 from rlblocks.returns import gae
+from rlblocks.views import training_views
 from rlblocks_algo_rppo.config import RPPOConfig
 from rlblocks_algo_rppo.rppo import RPPOPolicy
 
@@ -60,6 +61,13 @@ def prepared(policy: RPPOPolicy, buf) -> tuple[Batch, Batch, np.ndarray]:
     """``(stored rows, prepared rollout, order)``: ``rollout[k]`` is ``rows[order[k]]``."""
     idx = buf.sample_index(0)
     rows = buf[idx]
+    if policy.view_requirements:  # as BasePolicy.update adds them
+        rows.update(
+            training_views(
+                buf, idx, policy.view_requirements, policy.observation_space,
+                policy.action_space, batch=rows,
+            )
+        )  # fmt: skip
     order = np.argsort(buf.env_id[idx], kind="stable")
     with torch.no_grad():
         data = policy.process_fn(rows, buf, idx)
@@ -138,6 +146,39 @@ def test_windows_from_stored_states_reproduce_the_log_probs_of_acting(
     # every real step is in exactly one window
     cells = data.win_idx[data.win_mask]
     assert sorted(cells.tolist()) == list(range(len(acting)))
+
+
+@pytest.mark.parametrize("env_id", [MASKED_CARTPOLE_ID, "Pendulum-v1"], ids=["discrete", "box"])
+def test_previous_actions_and_rewards_reach_acting_and_the_windows_alike(env_id: str) -> None:
+    """With prev_action_reward the memories also read the step before's action and reward,
+    as views the collector built while acting and stored; replayed windows see the same."""
+    config = RPPOConfig(prev_action_reward=True, seq_len=7, ortho_init=False)
+    policy, buf = collected(env_id, config, max_episode_steps=23)
+    rows, data, order = prepared(policy, buf)
+    acting = np.asarray(rows.policy.logp)[order]
+    assert np.abs(data.logp_old.numpy() - acting).max() <= 5e-6
+    idx = buf.sample_index(0)
+    prev = buf.prev(idx)
+    inside = prev != idx  # the step before is stored too
+    assert inside.sum() > 10
+    np.testing.assert_allclose(
+        np.asarray(rows.prev_rew)[inside], np.asarray(buf[prev].rew)[inside], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(rows.prev_act)[inside], np.asarray(buf[prev].act)[inside], rtol=1e-6
+    )
+    # the inputs matter: another previous reward gives another action distribution
+    obs = np.asarray(rows.obs)[:4]
+    pa = np.asarray(rows.prev_act)[:4]
+    policy.eval()
+    state = policy.initial_state(4)
+    out = [
+        policy(Batch(obs=obs, prev_act=pa, prev_rew=np.full(4, r, np.float32)), state)
+        for r in (0.0, 5.0)
+    ]
+    assert not np.allclose(out[0].policy.logp, out[1].policy.logp) or not np.array_equal(
+        out[0].act, out[1].act
+    )
 
 
 def test_values_and_bootstraps_follow_each_trajectory_memory() -> None:

@@ -36,6 +36,11 @@ class RPPOConfig(OnPolicyConfig):
     backpropagation-through-time horizon); each window starts from the state stored with its
     first step. trainer.batch_size counts env steps: a minibatch is batch_size // seq_len
     windows (at least one)."""
+    prev_action_reward: bool = False
+    """Feed each step's previous action (one-hot for discrete actions) and previous reward to
+    both memories beside the observation (RLlib's lstm_use_prev_action / lstm_use_prev_reward).
+    They reach the policy as trajectory views (``prev_act``, ``prev_rew``), which the collector
+    builds while acting and stores with the step; zeros at an episode's first step."""
     clip_ratio: float = field(default=0.2, validator=check.positive)
     """epsilon of the clipped surrogate: the ratio pi/pi_old is clipped to [1-eps, 1+eps]."""
     value_clip: bool = False

@@ -62,6 +62,7 @@ from rlblocks.nets import Actor, Critic, RecurrentBody, make_encoder, obs_to_ten
 from rlblocks.onpolicy import OnPolicyPolicy, value_loss
 from rlblocks.protocols import Buffer
 from rlblocks.returns import gae
+from rlblocks.views import ViewRequirement
 from rlblocks_algo_rppo.config import RPPOConfig
 
 __all__ = ["RPPOPolicy"]
@@ -104,8 +105,14 @@ class RPPOPolicy(OnPolicyPolicy):
             critic=Critic(size, hidden, c.activation, c.ortho_init),
         )
         self.config: RPPOConfig
-        self.actor_rnn = RecurrentBody(feat_dim, size, c.cell, c.rnn_layers)
-        self.critic_rnn = RecurrentBody(feat_dim, size, c.cell, c.rnn_layers)
+        #: width of the previous action and reward inputs (0 without them)
+        self.prev_dim = 0
+        if c.prev_action_reward:
+            self.prev_dim = _action_width(action_space) + 1
+            self.view_requirements["prev_act"] = ViewRequirement("act", shift=-1)
+            self.view_requirements["prev_rew"] = ViewRequirement("rew", shift=-1)
+        self.actor_rnn = RecurrentBody(feat_dim + self.prev_dim, size, c.cell, c.rnn_layers)
+        self.critic_rnn = RecurrentBody(feat_dim + self.prev_dim, size, c.cell, c.rnn_layers)
         self.to(self.device)
         #: the encoder has weights of its own: minibatches then carry raw observations
         self.learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
@@ -142,6 +149,8 @@ class RPPOPolicy(OnPolicyPolicy):
         """Act on ``batch.obs [B, ...]`` from ``state`` (None: fresh episodes). Returns
         ``act``, the new ``state`` and ``policy``: the state entering this step and ``logp``."""
         feats = self.encode(batch.obs)
+        if self.prev_dim:
+            feats = torch.cat([feats, self._prev(batch.prev_act, batch.prev_rew)], dim=-1)
         if state is None:
             state = self.initial_state(feats.shape[0])
         actor_in = self._part(state, "actor")
@@ -168,6 +177,27 @@ class RPPOPolicy(OnPolicyPolicy):
             state=new_state,
             policy=Batch(logp=dist.log_prob(act), **entering),
         )
+
+    def _prev(self, act: Any, rew: Any) -> torch.Tensor:
+        """The previous-action-and-reward input ``[B, prev_dim]``: the action one-hot (one per
+        dimension for MultiDiscrete) or as is (Box), then the reward."""
+        a = torch.as_tensor(np.asarray(act), device=self.device)
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            a_in = nn.functional.one_hot(a.long().flatten() - int(space.start), int(space.n))
+        elif isinstance(space, gym.spaces.MultiDiscrete):
+            nvec = [int(n) for n in np.asarray(space.nvec).flatten()]
+            a_flat = a.long().reshape(len(a), -1)
+            a_in = torch.cat(
+                [nn.functional.one_hot(a_flat[:, i], n) for i, n in enumerate(nvec)], dim=-1
+            )
+        else:
+            a_in = a.reshape(len(a), -1)
+        r = torch.as_tensor(np.asarray(rew), dtype=torch.float32, device=self.device)
+        return torch.cat([a_in.float(), r.reshape(-1, 1)], dim=-1)
+
+    def _with_prev(self, feats: torch.Tensor, prev: torch.Tensor | None) -> torch.Tensor:
+        return feats if prev is None else torch.cat([feats, prev], dim=-1)
 
     # -- preparing an update --------------------------------------------------------------------
     def _prepare_inputs(self, obs: Any) -> Any:
@@ -245,6 +275,13 @@ class RPPOPolicy(OnPolicyPolicy):
             "terminated": term,
             "piece_end": piece_end,
         }
+        if self.prev_dim:
+            # a step's inputs: the action and reward before it (stored views, as acting saw
+            # them); an inserted bootstrap observation follows its step's own action and reward
+            data["prev"] = self._prev(
+                np.asarray(batch.prev_act)[order], np.asarray(batch.prev_rew)[order]
+            )
+            data["aug_prev"] = self._prev(np.asarray(batch.act)[order][extra], rew[extra])
 
         # learning windows: each trajectory cut every seq_len steps
         lengths = np.bincount(traj)
@@ -278,6 +315,8 @@ class RPPOPolicy(OnPolicyPolicy):
         c = self.config
         n = len(data["act"])
         feats = torch.cat([self.features(data["obs"]), self.features(data["aug_inputs"])])
+        if self.prev_dim:
+            feats = torch.cat([feats, torch.cat([data["prev"], data["aug_prev"]])], dim=-1)
         starts = data["aug_starts"]
         grid = feats.new_zeros((*starts.shape, feats.shape[-1]))
         traj, pos = data["aug_traj"], data["aug_pos"]
@@ -318,7 +357,9 @@ class RPPOPolicy(OnPolicyPolicy):
         episode starts inside it."""
         idx = data["win_idx"][wids]
         w, t_len = idx.shape
-        x = self.features(_take(data["obs"], idx.flatten())).view(w, t_len, -1)
+        flat = idx.flatten()
+        prev = data["prev"][flat] if self.prev_dim else None
+        x = self._with_prev(self.features(_take(data["obs"], flat)), prev).view(w, t_len, -1)
         starts = data["win_starts"][wids]
         state0 = data["win_state0"]
         y, _ = self.actor_rnn.sequence(x, self._state_of(state0, "actor", wids), starts)
@@ -417,3 +458,12 @@ def _take(x: Any, idx: torch.Tensor) -> Any:
     if isinstance(x, torch.Tensor):
         return x[idx]
     return {k: _take(x[k], idx) for k in x.keys()}  # noqa: SIM118 (dicts and Batches)
+
+
+def _action_width(space: gym.Space) -> int:
+    """Width of an action as a previous-action input (see ``RPPOPolicy._prev``)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.asarray(space.nvec).sum())
+    return int(gym.spaces.flatdim(space))
