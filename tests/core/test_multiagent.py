@@ -342,3 +342,41 @@ def test_recurrent_state_is_carried_per_slot_and_zeroed_at_agent_episode_ends() 
     obs = np.asarray(batch.obs)
     birth = obs[:, 3]  # the agent's first step in its episode is at t == birth
     np.testing.assert_array_equal(np.asarray(batch.policy.seen), obs[:, 1] - birth)
+
+
+def test_one_trainer_trains_a_policy_per_agent_group() -> None:
+    """Policy mapping under the on-policy trainer: a PolicyGroup and a BufferGroup make two
+    PPO policies (one for agent_0, one shared by the others) look like one."""
+    pytest.importorskip("mpe2")
+    import torch
+    from mpe2 import simple_spread_v3
+
+    from rlblocks.experiment import make_policy
+    from rlblocks.multiagent import BufferGroup, PolicyGroup
+    from rlblocks.trainer import OnPolicyTrainer
+
+    make = lambda: simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)  # noqa: E731
+    train_envs, test_envs = MultiAgentVectorEnv([make] * 2), MultiAgentVectorEnv([make] * 2)
+    space_o, space_a = train_envs.observation_space("agent_0"), train_envs.action_space("agent_0")
+    torch.manual_seed(0)
+    group = PolicyGroup(
+        leader=make_policy("ppo", space_o, space_a), rest=make_policy("ppo", space_o, space_a)
+    )
+    buffers = BufferGroup({n: make_buffer("replay", 1_000, train_envs.num_slots) for n in group})
+    mapping = {"agent_0": "leader", "agent_1": "rest", "agent_2": "rest"}
+    before = {n: [q.detach().clone() for q in p.parameters()] for n, p in group.items()}
+    collector = MultiAgentCollector(group, train_envs, buffers, mapping=mapping, seed=0)
+    tester = MultiAgentCollector(group, test_envs, None, mapping=mapping, exploration=False)
+    trainer = OnPolicyTrainer(
+        group, collector, tester, buffers, step_per_collect=100, repeat_per_collect=2,
+        batch_size=64, max_env_steps=300, test_interval=300, test_episodes=2,
+    )  # fmt: skip
+    result = trainer.run()
+    assert result.env_steps == 300
+    assert result.gradient_steps > 0
+    for name, policy in group.items():
+        assert any(not torch.equal(a, b) for a, b in zip(before[name], policy.parameters()))
+    assert len(buffers) == 0  # emptied after each update, like one on-policy buffer
+    state = group.state_dict()
+    assert set(state) == {"leader", "rest"}
+    group.load_state_dict(state)

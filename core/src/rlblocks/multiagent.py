@@ -788,3 +788,68 @@ class MultiAgentCollector:
             lengths=np.asarray(lengths, dtype=np.int64),
             seconds=time.perf_counter() - start,
         )
+
+
+# -- several policies under one trainer -----------------------------------------------------------
+class BufferGroup(dict):
+    """Buffers by policy name, seen by a trainer as one buffer (sizes, length, reset)."""
+
+    @property
+    def maxsize(self) -> int:
+        """The smallest member's size: no member may overflow within one collect."""
+        return min(int(b.maxsize) for b in self.values())
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return sum(len(b) for b in self.values())
+
+    def reset(self, keep_statistics: bool = False) -> None:
+        for b in self.values():
+            try:
+                b.reset(keep_statistics=keep_statistics)
+            except TypeError:  # a buffer whose reset takes no arguments
+                b.reset()
+
+
+class PolicyGroup(dict):
+    """Policies by name, seen by a trainer as one policy: ``update`` updates each on its own
+    buffer of a :class:`BufferGroup` and reports ``<name>/<statistic>``; modes, env steps,
+    schedules and weights go to every member. The multi-agent collector takes it as its
+    policies (a mapping)."""
+
+    @property
+    def training(self) -> bool:
+        return all(p.training for p in self.values())
+
+    def train(self, mode: bool = True) -> PolicyGroup:
+        for p in self.values():
+            p.train(mode)
+        return self
+
+    def eval(self) -> PolicyGroup:
+        return self.train(False)
+
+    def set_env_step(self, env_step: int) -> None:
+        for p in self.values():
+            p.set_env_step(env_step)
+
+    def schedule_stats(self) -> dict[str, float]:
+        return {f"{n}/{k}": v for n, p in self.items() for k, v in p.schedule_stats().items()}
+
+    def update(self, sample_size: int, buffer: Any, **kwargs: Any) -> dict[str, float]:
+        if not isinstance(buffer, Mapping):
+            raise TypeError("a PolicyGroup learns from a BufferGroup (buffers by policy name)")
+        out: dict[str, float] = {}
+        steps = 0
+        for name, policy in self.items():
+            stats = dict(policy.update(sample_size, buffer[name], **kwargs))
+            steps = max(steps, int(stats.pop("gradient_steps", 1)))
+            out.update({f"{name}/{k}": v for k, v in stats.items()})
+        out["gradient_steps"] = steps
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {n: p.state_dict() for n, p in self.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for n, p in self.items():
+            p.load_state_dict(state[n])
