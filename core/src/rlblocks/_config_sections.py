@@ -100,8 +100,23 @@ class EnvConfig:
     )
     """Wrappers around the training envs only, outside ``wrappers`` (reward clipping, a lost life
     ending the learning episode): test episodes keep the env's own rewards and episodes."""
+    policy_mapping: dict[str, str] = field(
+        factory=dict, validator=lambda _i, _a, v: _check_policy_mapping(v)
+    )
+    """Multi-agent envs: agent name (or ``fnmatch`` pattern; the first match wins) -> policy
+    name, one policy (with its own buffer) per name, e.g. ``{speaker_0 = "speaker",
+    "listener_*" = "listener"}``. Empty: every agent shares one policy."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("env", "backend")})
     """The backend's own config instance (its spec's ``config``); None when it has none."""
+
+
+def _check_policy_mapping(value: Any) -> None:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
+    ):
+        raise ValueError(
+            f"env.policy_mapping must map agent names or patterns to policy names, got {value!r}"
+        )
 
 
 def _check_wrappers(value: Any, where: str = "env.wrappers") -> None:

@@ -52,8 +52,11 @@ from rlblocks.collector import Collector
 from rlblocks.console import ConsoleReporter
 from rlblocks.errors import BufferFileError, CheckpointError, ConfigError
 from rlblocks.multiagent import (
+    BufferGroup,
     MultiAgentCollector,
     MultiAgentVectorEnv,
+    PolicyGroup,
+    group_agents,
     is_multiagent_id,
     multiagent_factory,
     multiagent_wrappers,
@@ -66,6 +69,11 @@ from rlblocks.runs import TestRecorder
 from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
 
 EnvSource = str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
+
+
+def envs_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
+    """An agent's observation and action spaces."""
+    return envs.observation_space(agent), envs.action_space(agent)
 
 
 def spec_lookup(kind: str, name: str) -> PluginSpec:
@@ -601,10 +609,22 @@ class Experiment:
             space_o = stacked_space(self.train_envs.observation_space, frames)
             space_a = self.train_envs.action_space
         device = resolve_device(c.run.device)
-        self.policy = make_policy(
-            c.algo_name, space_o, space_a, device=device, config=c.algo,
-            state_space=self.train_envs.state_space if multi else None,
-        )  # fmt: skip
+        #: multi-agent runs with env.policy_mapping: agent -> policy name (None: one policy)
+        self.agent_policy: dict[str, str] | None = None
+        if multi and len(set(c.env.policy_mapping.values())) > 1:
+            self.agent_policy = group_agents(self.train_envs.agents, c.env.policy_mapping)
+            self.policy = PolicyGroup({
+                name: make_policy(
+                    c.algo_name, *self._group_spaces(name), device=device, config=c.algo,
+                    state_space=self.train_envs.state_space,
+                )
+                for name in dict.fromkeys(self.agent_policy.values())
+            })  # fmt: skip
+        else:
+            self.policy = make_policy(
+                c.algo_name, space_o, space_a, device=device, config=c.algo,
+                state_space=self.train_envs.state_space if multi else None,
+            )  # fmt: skip
         self.policy.seed(seed)
         buffer_kwargs = buffer_options(c.buffer)
         if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
@@ -616,8 +636,19 @@ class Experiment:
             buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
         # a multi-agent run's buffer has one chain of steps per agent slot (env x agent)
         lanes = self.train_envs.num_slots if multi else c.env.num_envs
-        self.buffer = make_buffer(c.buffer.name, c.buffer.size, lanes, **buffer_kwargs)
-        abilities = BufferAbilities.of(self.buffer)
+        if isinstance(self.policy, PolicyGroup):  # a buffer per policy
+            self.buffer = BufferGroup({
+                name: make_buffer(c.buffer.name, c.buffer.size, lanes, **{
+                    **buffer_kwargs,
+                    "path": None if buffer_kwargs["path"] is None
+                    else str(Path(buffer_kwargs["path"]) / name),
+                })
+                for name in self.policy
+            })  # fmt: skip
+            abilities = BufferAbilities.of(next(iter(self.buffer.values())))
+        else:
+            self.buffer = make_buffer(c.buffer.name, c.buffer.size, lanes, **buffer_kwargs)
+            abilities = BufferAbilities.of(self.buffer)
         # off-policy recurrent learners sample windows from replay; on-policy ones (recurrent
         # PPO) get the whole buffer in time order and cut their own windows
         if self.algo_spec.recurrent and training == "off-policy" and not abilities.sequences:
@@ -627,7 +658,10 @@ class Experiment:
                 "buffer.length, the window)"
             )
         if abilities.seedable:
-            self.buffer.seed(seed)
+            for i, member in enumerate(
+                self.buffer.values() if isinstance(self.buffer, BufferGroup) else [self.buffer]
+            ):
+                member.seed(seed + 7919 * i)
         if abilities.env_attached:
             # buffers that need the env's own functions (hindsight relabelling takes
             # compute_reward from a goal env) get a local instance of the run's env
@@ -639,12 +673,12 @@ class Experiment:
         # train and test envs get disjoint seed ranges (a resumed run continues both streams)
         if multi:
             self.train_collector = MultiAgentCollector(
-                self.policy, self.train_envs, self.buffer, seed=seed,
-                count_steps_by=t.count_steps_by,
+                self.policy, self.train_envs, self.buffer, mapping=self.agent_policy,
+                seed=seed, count_steps_by=t.count_steps_by,
             )  # fmt: skip
             self.test_collector = MultiAgentCollector(
-                self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000,
-                count_steps_by=t.count_steps_by,
+                self.policy, self.test_envs, None, mapping=self.agent_policy, exploration=False,
+                seed=seed + 100_000, count_steps_by=t.count_steps_by,
             )  # fmt: skip
             self._check_multiagent_buffer()
         else:
@@ -726,18 +760,31 @@ class Experiment:
         self.train_envs = envs(c.env.num_envs, train_w)
         self.test_envs = envs(c.env.num_test_envs, test_w)
         agents = self.train_envs.agents
+        if len(set(c.env.policy_mapping.values())) > 1:  # each policy takes its own spaces
+            return envs_spaces(self.train_envs, agents[0])
         obs = {repr(self.train_envs.observation_space(a)) for a in agents}
         act = {repr(self.train_envs.action_space(a)) for a in agents}
         if len(obs) > 1 or len(act) > 1:
             raise ConfigError(
                 f"env {c.env.id!r}: the agents {agents} have different observation or action "
-                "spaces, and a run shares one policy among all agents; train them with "
-                "rlblocks.multiagent.MultiAgentCollector and a policy per agent group"
+                "spaces, and a run shares one policy among all agents unless env.policy_mapping "
+                "gives them policies of their own, e.g. --set 'env.policy_mapping="
+                f'{{"{agents[0]}": "first", "*": "others"}}\''
             )
-        return (
-            self.train_envs.observation_space(agents[0]),
-            self.train_envs.action_space(agents[0]),
-        )
+        return envs_spaces(self.train_envs, agents[0])
+
+    def _group_spaces(self, name: str) -> tuple[gym.Space, gym.Space]:
+        """The spaces of policy ``name``'s agents, which must agree."""
+        envs = self.train_envs
+        mapping = group_agents(envs.agents, self.config.env.policy_mapping)
+        agents = [a for a in envs.agents if mapping[a] == name]
+        spaces = {(repr(envs.observation_space(a)), repr(envs.action_space(a))) for a in agents}
+        if len(spaces) > 1:
+            raise ConfigError(
+                f"$.env.policy_mapping: policy {name!r} acts for {agents}, whose observation or "
+                "action spaces differ; give them policies of their own"
+            )
+        return envs_spaces(envs, agents[0])
 
     def _check_multiagent_buffer(self) -> None:
         """An on-policy buffer must hold a whole collect of agent transitions."""

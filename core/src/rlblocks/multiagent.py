@@ -22,12 +22,13 @@ It counts ``env_steps`` (one per env ``step`` call, any number of agents) or ``a
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -353,6 +354,45 @@ def multiagent_wrappers(items: Sequence[Any]) -> list[Callable[[Any], Any]]:
 
         out.append(wrap)
     return out
+
+
+class SingleAgentParallelEnv:
+    """A gymnasium env as a one-agent parallel env (agent ``"agent_0"``) whose global state is
+    its flattened observation: multi-agent algorithms (MAPPO) then run on single-agent envs, as
+    the conformance kit's probes do."""
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "single_agent_v0"}
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self.possible_agents = ["agent_0"]
+        self.agents: list[str] = []
+        self.state_space = gym.spaces.flatten_space(env.observation_space)
+        self._obs: Any = None
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return self.env.observation_space
+
+    def action_space(self, agent: str) -> gym.Space:
+        return self.env.action_space
+
+    def state(self) -> np.ndarray:
+        return gym.spaces.flatten(self.env.observation_space, self._obs)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self._obs, info = self.env.reset(seed=seed, options=options)
+        self.agents = ["agent_0"]
+        return {"agent_0": self._obs}, {"agent_0": info}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        self._obs, rew, term, trunc, info = self.env.step(actions["agent_0"])
+        if term or trunc:
+            self.agents = []
+        one = lambda x: {"agent_0": x}  # noqa: E731
+        return one(self._obs), one(float(rew)), one(bool(term)), one(bool(trunc)), one(info)
+
+    def close(self) -> None:
+        self.env.close()
 
 
 def make_multiagent_env(
@@ -790,6 +830,24 @@ class MultiAgentCollector:
         )
 
 
+def group_agents(agents: Sequence[str], mapping: Mapping[str, str]) -> dict[str, str]:
+    """Agent -> policy name from ``env.policy_mapping`` (names or fnmatch patterns, the first
+    match wins); every agent must match one."""
+    out: dict[str, str] = {}
+    for agent in agents:
+        for pattern, name in mapping.items():
+            if fnmatch.fnmatchcase(agent, pattern):
+                out[agent] = name
+                break
+    missing = [a for a in agents if a not in out]
+    if missing:
+        raise ConfigError(
+            f"$.env.policy_mapping: agents {missing} match no entry; map every agent of "
+            f"{list(agents)} (a pattern such as '*' catches the rest)"
+        )
+    return out
+
+
 # -- several policies under one trainer -----------------------------------------------------------
 class BufferGroup(dict):
     """Buffers by policy name, seen by a trainer as one buffer (sizes, length, reset)."""
@@ -831,6 +889,17 @@ class PolicyGroup(dict):
     def set_env_step(self, env_step: int) -> None:
         for p in self.values():
             p.set_env_step(env_step)
+
+    def seed(self, seed: int | None) -> None:
+        for i, p in enumerate(self.values()):
+            p.seed(None if seed is None else seed + 7919 * i)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {n: p.extra_state() for n, p in self.items()}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        for n, p in self.items():
+            p.load_extra_state(state.get(n, {}))
 
     def schedule_stats(self) -> dict[str, float]:
         return {f"{n}/{k}": v for n, p in self.items() for k, v in p.schedule_stats().items()}

@@ -62,6 +62,13 @@ def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_s
     from rlblocks.checkpoint import load_checkpoint, save_checkpoint
 
     torch.manual_seed(0)
+    from rlblocks.plugins.registry import get_registry
+
+    if getattr(get_registry("algo").load(name), "needs_global_state", False):
+        # a centralised critic learns from a multi-agent env's global state: the probe is the
+        # same env as a one-agent PettingZoo-style env (its state: the observation)
+        _check_multiagent(name, spec, env_id, collect_steps, batch_size)
+        return
     envs = rlblocks.make_vector_env("dummy", env_id, num_envs=4, seed=0)
     try:
         policy = rlblocks.make_policy(name, envs.observation_space, envs.action_space)
@@ -101,6 +108,67 @@ def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_s
             save_checkpoint(path, {"policy": policy.state_dict(), "extra": policy.extra_state()})
             loaded = load_checkpoint(path)
         fresh = rlblocks.make_policy(name, envs.observation_space, envs.action_space)
+        fresh.load_state_dict(loaded["policy"])
+        fresh.load_extra_state(loaded["extra"])
+        fresh.eval()
+        again = np.asarray(fresh(Batch(obs=obs)).act)
+        assert np.allclose(again, expected), (
+            f"{where}: a policy restored from a checkpoint acts differently in eval mode"
+        )
+    finally:
+        envs.close()
+
+
+def _check_multiagent(
+    name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int
+) -> None:
+    """:func:`_check_on_env` for algorithms that need a multi-agent env's global state."""
+    import gymnasium as gym
+
+    import rlblocks
+    from rlblocks.batch import Batch
+    from rlblocks.checkpoint import load_checkpoint, save_checkpoint
+    from rlblocks.multiagent import (
+        MultiAgentCollector,
+        MultiAgentVectorEnv,
+        SingleAgentParallelEnv,
+    )
+
+    envs = MultiAgentVectorEnv([lambda: SingleAgentParallelEnv(gym.make(env_id))] * 4)
+    try:
+        space_o, space_a = envs.observation_space("agent_0"), envs.action_space("agent_0")
+
+        def make() -> Any:
+            return rlblocks.make_policy(name, space_o, space_a, state_space=envs.state_space)
+
+        policy = make()
+        where = f"{name} on {env_id} (one agent)"
+        obs = np.stack(envs.reset(seed=0).ready_obs)
+        policy.eval()
+        act = np.asarray(policy(Batch(obs=obs)).act)
+        assert len(act) == 4, f"{where}: forward gave {len(act)} actions for 4 observations"
+        for a in policy.map_action(act):
+            assert space_a.contains(np.asarray(a, dtype=space_a.dtype)), (
+                f"{where}: map_action gave {a!r}, outside {space_a}"
+            )
+        policy.train()
+        buffer = rlblocks.make_buffer("replay", size=4 * collect_steps, num_envs=envs.num_slots)
+        stats = MultiAgentCollector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
+        assert len(buffer) == stats.n_step, f"{where}: the buffer misses collected steps"
+        if spec.training == "on-policy":
+            result = policy.update(0, buffer, batch_size=batch_size, repeat=1)
+        else:
+            result = policy.update(batch_size, buffer)
+        assert isinstance(result, dict) and result, f"{where}: update must return statistics"
+        for key, value in result.items():
+            assert math.isfinite(float(value)), f"{where}: update stat {key}={value} not finite"
+        policy.eval()
+        expected = np.asarray(policy(Batch(obs=obs)).act)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "ckpt.pt"
+            save_checkpoint(path, {"policy": policy.state_dict(), "extra": policy.extra_state()})
+            loaded = load_checkpoint(path)
+        fresh = make()
         fresh.load_state_dict(loaded["policy"])
         fresh.load_extra_state(loaded["extra"])
         fresh.eval()

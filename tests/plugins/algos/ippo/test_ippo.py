@@ -108,3 +108,51 @@ def test_ippo_learns_cooperative_navigation(tmp_path) -> None:
     assert result.solved, (result.best_test_return, tests.returns)
     assert tests.returns[0] < THRESHOLD - 3  # it learned: the first test was far below
     assert np.isfinite(tests.returns).all()
+
+
+SPEAKER_LISTENER = "mpe2.simple_speaker_listener_v4:parallel_env"
+MAPPING = {"speaker_0": "speaker", "listener_*": "listener"}
+
+
+def test_agents_with_different_spaces_need_a_policy_mapping(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"env\.policy_mapping"):
+        rlblocks.train(
+            "ippo", env=SPEAKER_LISTENER, seed=0, max_env_steps=800, loggers=[], quiet=True,
+            run_dir=tmp_path / "run", overrides=['env.make_kwargs={"continuous_actions": false}'],
+        )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"agents \['listener_0'\] match no entry"):
+        rlblocks.train(
+            "ippo", env=SPEAKER_LISTENER, seed=0, max_env_steps=800, loggers=[], quiet=True,
+            run_dir=tmp_path / "run2",
+            overrides=['env.make_kwargs={"continuous_actions": false}',
+                       'env.policy_mapping={"speaker_0": "a", "nobody": "b"}'],
+        )  # fmt: skip
+
+
+def test_a_policy_per_agent_by_name_trains_checkpoints_and_resumes(tmp_path) -> None:
+    """Speaker and listener (different spaces) each get a policy and a buffer of their own;
+    both learn, both are checkpointed, and a resumed run continues them."""
+    run = tmp_path / "run"
+    overrides = [
+        'env.make_kwargs={"continuous_actions": false}',
+        f"env.policy_mapping={json.dumps(MAPPING)}",
+        "trainer.test_interval=800", "trainer.test_episodes=2",
+        "trainer.checkpoint_interval=400",
+    ]  # fmt: skip
+    result = rlblocks.train(
+        "ippo", env=SPEAKER_LISTENER, seed=0, max_env_steps=800, loggers=[], progress=False,
+        quiet=True, run_dir=run, overrides=overrides,
+    )  # fmt: skip
+    assert result.env_steps == 800
+    from rlblocks.checkpoint import load_checkpoint
+
+    ckpt = sorted((run / "checkpoints").glob("gen-*"))[-1] / "latest.pt"
+    weights = load_checkpoint(ckpt)["policy"]
+    assert set(weights) == {"speaker", "listener"}
+    first = {k: v for k, v in weights["speaker"].items() if k.endswith("weight")}
+    listener_first = {k: v for k, v in weights["listener"].items() if k.endswith("weight")}
+    assert {tuple(v.shape) for v in first.values()} != {
+        tuple(v.shape) for v in listener_first.values()
+    }
+    resumed = rlblocks.resume(run, overrides=["trainer.max_env_steps=1200"])
+    assert resumed.env_steps == 1200
