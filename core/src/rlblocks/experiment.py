@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from rlblocks import config as cfg
+from rlblocks._imports import import_entry
 from rlblocks.checkpoint import (
     GenerationStore,
     check_file,
@@ -148,13 +149,8 @@ def make_env_fns(
 
 def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
     """The wrapper class and kwargs of one ``env.wrappers`` entry."""
+    cls, kwargs = import_entry(item, "env.wrappers")
     path = item["path"] if isinstance(item, Mapping) else item
-    kwargs = dict(item.get("kwargs", {})) if isinstance(item, Mapping) else {}
-    module, _, name = str(path).partition(":")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"env.wrappers: cannot import {path!r} ({exc})") from exc
     if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper | gym.ObservationWrapper)):
         raise ConfigError(f"env.wrappers: {path!r} is not a gymnasium wrapper class")
     return cls, kwargs

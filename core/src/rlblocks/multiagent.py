@@ -34,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlblocks._imports import import_entry
 from rlblocks.batch import Batch
 from rlblocks.collector import CollectStats, _to_numpy, _to_numpy_tree
 from rlblocks.errors import ConfigError
@@ -335,13 +336,7 @@ def multiagent_wrappers(items: Sequence[Any]) -> list[Callable[[Any], Any]]:
     wrappers, innermost first."""
     out = []
     for item in items:
-        path = item["path"] if isinstance(item, Mapping) else item
-        kwargs = dict(item.get("kwargs", {})) if isinstance(item, Mapping) else {}
-        module, _, name = str(path).partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"env.wrappers: cannot import {path!r} ({exc})") from exc
+        cls, kwargs = import_entry(item, "env.wrappers")
 
         def wrap(env: Any, cls: Any = cls, kwargs: dict[str, Any] = kwargs) -> Any:
             try:
