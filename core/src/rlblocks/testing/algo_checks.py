@@ -59,11 +59,9 @@ def _check_config_resolves(name: str) -> None:
 def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int) -> None:
     import rlblocks
     from rlblocks.batch import Batch
-    from rlblocks.checkpoint import load_checkpoint, save_checkpoint
-
-    torch.manual_seed(0)
     from rlblocks.plugins.registry import get_registry
 
+    torch.manual_seed(0)
     if getattr(get_registry("algo").load(name), "needs_global_state", False):
         # a centralised critic learns from a multi-agent env's global state: the probe is the
         # same env as a one-agent PettingZoo-style env (its state: the observation)
@@ -71,52 +69,70 @@ def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_s
         return
     envs = rlblocks.make_vector_env("dummy", env_id, num_envs=4, seed=0)
     try:
-        policy = rlblocks.make_policy(name, envs.observation_space, envs.action_space)
+
+        def make() -> Any:
+            return rlblocks.make_policy(name, envs.observation_space, envs.action_space)
+
+        policy = make()
         where = f"{name} on {env_id}"
         obs, _ = envs.reset(seed=0)
 
         # acting: one action per row, inside the env's action space after map_action
         policy.eval()
-        out = policy(Batch(obs=obs))
-        act = np.asarray(out.act)
-        assert len(act) == 4, f"{where}: forward gave {len(act)} actions for 4 observations"
-        env_act = policy.map_action(act)
-        for a in env_act:
-            assert envs.action_space.contains(np.asarray(a, dtype=envs.action_space.dtype)), (
-                f"{where}: map_action gave {a!r}, outside {envs.action_space}"
-            )
+        _check_acting(policy, policy(Batch(obs=obs)).act, envs.action_space, where)
 
         # collecting and learning as the trainers do
         policy.train()
         buffer = rlblocks.make_buffer("replay", size=4 * collect_steps, num_envs=4)
-        collector = rlblocks.Collector(policy, envs, buffer, seed=0)
-        stats = collector.collect(n_step=collect_steps)
-        assert len(buffer) == stats.n_step, f"{where}: the buffer misses collected steps"
-        if spec.training == "on-policy":
-            result = policy.update(0, buffer, batch_size=batch_size, repeat=1)
-        else:
-            result = policy.update(batch_size, buffer)
-        assert isinstance(result, dict) and result, f"{where}: update must return statistics"
-        for key, value in result.items():
-            assert math.isfinite(float(value)), f"{where}: update stat {key}={value} not finite"
-
-        # checkpoints: weights and extra state survive a weights_only round trip
-        policy.eval()
-        expected = np.asarray(policy(Batch(obs=obs)).act)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ckpt.pt"
-            save_checkpoint(path, {"policy": policy.state_dict(), "extra": policy.extra_state()})
-            loaded = load_checkpoint(path)
-        fresh = rlblocks.make_policy(name, envs.observation_space, envs.action_space)
-        fresh.load_state_dict(loaded["policy"])
-        fresh.load_extra_state(loaded["extra"])
-        fresh.eval()
-        again = np.asarray(fresh(Batch(obs=obs)).act)
-        assert np.allclose(again, expected), (
-            f"{where}: a policy restored from a checkpoint acts differently in eval mode"
-        )
+        stats = rlblocks.Collector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
+        _check_update(policy, spec, buffer, stats.n_step, batch_size, where)
+        _check_round_trip(policy, make, obs, where)
     finally:
         envs.close()
+
+
+def _check_acting(policy: Any, act: Any, space: Any, where: str) -> None:
+    act = np.asarray(act)
+    assert len(act) == 4, f"{where}: forward gave {len(act)} actions for 4 observations"
+    for a in policy.map_action(act):
+        assert space.contains(np.asarray(a, dtype=space.dtype)), (
+            f"{where}: map_action gave {a!r}, outside {space}"
+        )
+
+
+def _check_update(
+    policy: Any, spec: Any, buffer: Any, collected: int, batch_size: int, where: str
+) -> None:
+    """Every collected step is in the buffer; one update returns finite statistics."""
+    assert len(buffer) == collected, f"{where}: the buffer misses collected steps"
+    if spec.training == "on-policy":
+        result = policy.update(0, buffer, batch_size=batch_size, repeat=1)
+    else:
+        result = policy.update(batch_size, buffer)
+    assert isinstance(result, dict) and result, f"{where}: update must return statistics"
+    for key, value in result.items():
+        assert math.isfinite(float(value)), f"{where}: update stat {key}={value} not finite"
+
+
+def _check_round_trip(policy: Any, make: Any, obs: Any, where: str) -> None:
+    """Weights and extra state survive a weights_only checkpoint round trip into ``make()``."""
+    from rlblocks.batch import Batch
+    from rlblocks.checkpoint import load_checkpoint, save_checkpoint
+
+    policy.eval()
+    expected = np.asarray(policy(Batch(obs=obs)).act)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ckpt.pt"
+        save_checkpoint(path, {"policy": policy.state_dict(), "extra": policy.extra_state()})
+        loaded = load_checkpoint(path)
+    fresh = make()
+    fresh.load_state_dict(loaded["policy"])
+    fresh.load_extra_state(loaded["extra"])
+    fresh.eval()
+    again = np.asarray(fresh(Batch(obs=obs)).act)
+    assert np.allclose(again, expected), (
+        f"{where}: a policy restored from a checkpoint acts differently in eval mode"
+    )
 
 
 def _check_multiagent(
@@ -127,7 +143,6 @@ def _check_multiagent(
 
     import rlblocks
     from rlblocks.batch import Batch
-    from rlblocks.checkpoint import load_checkpoint, save_checkpoint
     from rlblocks.multiagent import (
         MultiAgentCollector,
         MultiAgentVectorEnv,
@@ -145,36 +160,11 @@ def _check_multiagent(
         where = f"{name} on {env_id} (one agent)"
         obs = np.stack(envs.reset(seed=0).ready_obs)
         policy.eval()
-        act = np.asarray(policy(Batch(obs=obs)).act)
-        assert len(act) == 4, f"{where}: forward gave {len(act)} actions for 4 observations"
-        for a in policy.map_action(act):
-            assert space_a.contains(np.asarray(a, dtype=space_a.dtype)), (
-                f"{where}: map_action gave {a!r}, outside {space_a}"
-            )
+        _check_acting(policy, policy(Batch(obs=obs)).act, space_a, where)
         policy.train()
         buffer = rlblocks.make_buffer("replay", size=4 * collect_steps, num_envs=envs.num_slots)
         stats = MultiAgentCollector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
-        assert len(buffer) == stats.n_step, f"{where}: the buffer misses collected steps"
-        if spec.training == "on-policy":
-            result = policy.update(0, buffer, batch_size=batch_size, repeat=1)
-        else:
-            result = policy.update(batch_size, buffer)
-        assert isinstance(result, dict) and result, f"{where}: update must return statistics"
-        for key, value in result.items():
-            assert math.isfinite(float(value)), f"{where}: update stat {key}={value} not finite"
-        policy.eval()
-        expected = np.asarray(policy(Batch(obs=obs)).act)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ckpt.pt"
-            save_checkpoint(path, {"policy": policy.state_dict(), "extra": policy.extra_state()})
-            loaded = load_checkpoint(path)
-        fresh = make()
-        fresh.load_state_dict(loaded["policy"])
-        fresh.load_extra_state(loaded["extra"])
-        fresh.eval()
-        again = np.asarray(fresh(Batch(obs=obs)).act)
-        assert np.allclose(again, expected), (
-            f"{where}: a policy restored from a checkpoint acts differently in eval mode"
-        )
+        _check_update(policy, spec, buffer, stats.n_step, batch_size, where)
+        _check_round_trip(policy, make, obs, where)
     finally:
         envs.close()
