@@ -35,8 +35,10 @@ import numpy as np
 import torch
 
 from rlblocks._imports import import_entry
+from rlblocks.arraytree import put_rows, take_rows
+from rlblocks.async_collector import _rows_like_state
 from rlblocks.batch import Batch
-from rlblocks.collector import CollectStats, _to_numpy, _to_numpy_tree
+from rlblocks.collector import CollectStats, _reset_state_rows, _to_numpy, _to_numpy_tree
 from rlblocks.errors import ConfigError
 
 COUNT_STEPS_BY = ("env_steps", "agent_steps")
@@ -419,39 +421,6 @@ def _row(tree: Any, i: int) -> Any:
     return tree[i]
 
 
-def _zero_state_rows(state: Any, rows: np.ndarray) -> None:
-    if state is None:
-        return
-    if isinstance(state, dict | Batch):
-        for key in list(state.keys()):
-            _zero_state_rows(state[key], rows)
-        return
-    state[rows] = 0
-
-
-def _state_like(state: Any, n: int) -> Any:
-    if isinstance(state, torch.Tensor):
-        return torch.zeros((n, *state.shape[1:]), dtype=state.dtype, device=state.device)
-    if isinstance(state, dict | Batch):
-        return {k: _state_like(v, n) for k, v in state.items()}
-    state = np.asarray(state)
-    return np.zeros((n, *state.shape[1:]), dtype=state.dtype)
-
-
-def _take(state: Any, rows: np.ndarray) -> Any:
-    if isinstance(state, dict | Batch):
-        return {k: _take(v, rows) for k, v in state.items()}
-    return state[torch.as_tensor(rows) if isinstance(state, torch.Tensor) else rows]
-
-
-def _put(state: Any, rows: np.ndarray, value: Any) -> None:
-    if isinstance(state, dict | Batch):
-        for k in list(state.keys()):
-            _put(state[k], rows, value[k])
-        return
-    state[torch.as_tensor(rows) if isinstance(state, torch.Tensor) else rows] = value
-
-
 class MultiAgentCollector:
     """Collects from a :class:`MultiAgentVectorEnv` with one policy per agent group.
 
@@ -652,7 +621,7 @@ class MultiAgentCollector:
             else:
                 state = self._state.get(name)
                 result = policy(
-                    Batch(obs=o, agent=agent), None if state is None else _take(state, slots)
+                    Batch(obs=o, agent=agent), None if state is None else take_rows(state, slots)
                 )
                 act = _to_numpy(result.act)
                 if self.exploration and policy.training:
@@ -661,8 +630,8 @@ class MultiAgentCollector:
                 new_state = result.get("state", None)
                 if new_state is not None:
                     if state is None:
-                        state = self._state[name] = _state_like(new_state, self.envs.num_slots)
-                    _put(state, slots, new_state)
+                        state = self._state[name] = _rows_like_state(new_state, self.envs.num_slots)
+                    put_rows(state, slots, new_state)
                 p_out = result.get("policy", None)
                 if p_out is not None:
                     out_rows = _to_numpy_tree(p_out)
@@ -787,7 +756,7 @@ class MultiAgentCollector:
                     np.add.at(self._env_agents, envs.slot_env[done_slots], 1)
                     self._agent_return[done_slots] = 0
                     for state in self._state.values():
-                        _zero_state_rows(state, done_slots)
+                        _reset_state_rows(state, done_slots)
                 for e in res.ended_envs:
                     if retired[e]:
                         continue
