@@ -84,8 +84,8 @@ class OnPolicyPolicy(BasePolicy):
         feat_dim = int(getattr(self.encoder, "out_dim", 0))
         if feat_dim <= 0 and (actor is None or (use_critic and critic is None)):
             raise ConfigError("a custom encoder needs an out_dim attribute (its feature width)")
-        self._learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
-        if self._learn_encoder and c.obs_norm:
+        self.learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
+        if self.learn_encoder and c.obs_norm:
             raise ConfigError(
                 "obs_norm normalises fixed features; set obs_norm=false with a learnable encoder "
                 "(image observations get a CNN unless images='flatten')"
@@ -141,17 +141,17 @@ class OnPolicyPolicy(BasePolicy):
         )  # fmt: skip
 
     # -- preparing an update --------------------------------------------------------------------
-    def _inputs(self, obs: Any) -> Any:
+    def prepare_inputs(self, obs: Any) -> Any:
         """What minibatches hold for ``obs``: fixed features, or raw tensors when the encoder
         learns."""
-        if self._learn_encoder:
+        if self.learn_encoder:
             return obs_to_tensor(obs, self.device)
         with torch.no_grad():
             return self.encode(obs)
 
     def features(self, inputs: Any) -> torch.Tensor:
-        """Features of minibatch ``inputs`` (see :meth:`_inputs`)."""
-        return self.encode(inputs) if self._learn_encoder else inputs
+        """Features of minibatch ``inputs`` (see :meth:`prepare_inputs`)."""
+        return self.encode(inputs) if self.learn_encoder else inputs
 
     @torch.no_grad()
     def values(self, inputs: Any) -> torch.Tensor:
@@ -182,7 +182,7 @@ class OnPolicyPolicy(BasePolicy):
             with torch.no_grad():
                 self.obs_rms.update(self.encoder(obs_to_tensor(batch.obs, self.device)))
         self._buffer, self._indices = buffer, np.asarray(indices)
-        obs = self._inputs(batch.obs)
+        obs = self.prepare_inputs(batch.obs)
         data: Rollout = {
             "obs": obs,
             "act": torch.as_tensor(
@@ -190,7 +190,7 @@ class OnPolicyPolicy(BasePolicy):
             ),
         }
         if self.critic is not None:
-            data["obs_next"] = self._inputs(batch.obs_next)
+            data["obs_next"] = self.prepare_inputs(batch.obs_next)
         data.update(self._view_tensors(batch))
         data.update(self.rollout_extras(batch))
         with torch.no_grad():

@@ -44,7 +44,7 @@ class NPGPolicy(OnPolicyPolicy):
     ) -> None:
         super().__init__(observation_space, action_space, config or NPGConfig(), device, **nets)
         self.config: NPGConfig
-        if self._learn_encoder:
+        if self.learn_encoder:
             raise TypeError(
                 "NPG/TRPO need a fixed encoder (the natural gradient covers the actor only); for "
                 "image observations set algo.images=flatten or pass a frozen encoder"

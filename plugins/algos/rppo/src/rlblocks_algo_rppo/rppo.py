@@ -114,8 +114,6 @@ class RPPOPolicy(OnPolicyPolicy):
         self.actor_rnn = RecurrentBody(feat_dim + self.prev_dim, size, c.cell, c.rnn_layers)
         self.critic_rnn = RecurrentBody(feat_dim + self.prev_dim, size, c.cell, c.rnn_layers)
         self.to(self.device)
-        #: the encoder has weights of its own: minibatches then carry raw observations
-        self.learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
         self.optim_step = self.add_optimizer("policy", self.make_optimizer_step(self, eps=1e-5))
 
     # -- state ----------------------------------------------------------------------------------
@@ -200,17 +198,6 @@ class RPPOPolicy(OnPolicyPolicy):
         return feats if prev is None else torch.cat([feats, prev], dim=-1)
 
     # -- preparing an update --------------------------------------------------------------------
-    def _prepare_inputs(self, obs: Any) -> Any:
-        """Per-step inputs minibatches carry: fixed features, or raw tensors when the encoder
-        learns (then :meth:`features` encodes them in every minibatch)."""
-        if self.learn_encoder:
-            return obs_to_tensor(obs, self.device)
-        with torch.no_grad():
-            return self.encode(obs)
-
-    def features(self, inputs: Any) -> torch.Tensor:
-        return self.encode(inputs) if self.learn_encoder else inputs
-
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
         """Group the rollout into trajectories, compute values, advantages and returns (GAE) and
         cut it into windows (see the module docstring); everything as tensors in ``batch``."""
@@ -247,7 +234,7 @@ class RPPOPolicy(OnPolicyPolicy):
 
         stored = batch.policy
         state = {k: np.asarray(stored[k])[order] for k in self.state_keys}
-        inputs = self._prepare_inputs(take_rows(batch.obs, order))
+        inputs = self.prepare_inputs(take_rows(batch.obs, order))
         act = torch.as_tensor(np.asarray(batch.act)[order], dtype=self._action_dtype(), device=dev)
 
         # critic sequences: every trajectory with obs_next inserted after each bootstrapped
@@ -265,7 +252,7 @@ class RPPOPolicy(OnPolicyPolicy):
         data: dict[str, Any] = {
             "obs": inputs,
             "act": act,
-            "aug_inputs": self._prepare_inputs(obs_next),
+            "aug_inputs": self.prepare_inputs(obs_next),
             "aug_traj": torch.as_tensor(aug_traj, device=dev),
             "aug_pos": torch.as_tensor(aug_pos, device=dev),
             "aug_starts": _scatter(aug_start, aug_traj, aug_pos, len(traj_first), aug_len, dev),
