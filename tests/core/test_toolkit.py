@@ -4,6 +4,7 @@ observation encoders, actors and critic ensembles."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -153,6 +154,73 @@ def test_skip_update_leaves_parameters_and_optimizer_state_untouched(optimizer) 
     assert watch.pop_skipped() == 1 and watch.pop_skipped() == 0
     _take_steps(step, watch, w, [_finite])
     assert not torch.equal(w.detach(), before)  # the next finite step is applied
+
+
+def _adam_pair(optimizer: str, **kwargs) -> tuple[nn.Module, OptimizerStep, nn.Module, Any]:
+    """The same network twice: one stepped by OptimizerStep, one by torch's own optimizer."""
+    torch.manual_seed(0)
+    ours = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+    theirs = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 2))
+    theirs.load_state_dict(ours.state_dict())
+    step = OptimizerStep(ours, lr=1e-2, optimizer=optimizer, **kwargs)
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer]
+    ref = cls(theirs.parameters(), lr=1e-2, fused=True, **kwargs)
+    return ours, step, theirs, ref
+
+
+def _loss(net: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return net(x).pow(2).mean()
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "kwargs"),
+    [("adam", {}), ("adam", {"weight_decay": 0.1}), ("adamw", {"weight_decay": 0.1}),
+     ("adam", {"betas": (0.5, 0.9), "eps": 1e-4})],
+)  # fmt: skip
+def test_fused_adam_steps_equal_torch_optimizer_steps_exactly(optimizer, kwargs) -> None:
+    """The direct kernel call after the first step is torch's own Adam step, bit for bit,
+    through a learning-rate change and a state round trip."""
+    ours, step, theirs, ref = _adam_pair(optimizer, **kwargs)
+    gen = torch.Generator().manual_seed(1)
+    for i in range(12):
+        x = torch.randn(5, 3, generator=gen)
+        if i == 6:  # new state tensors: torch's step once, then the direct path again
+            step.load_state_dict(step.state_dict())
+        step.step(_loss(ours, x))
+        ref.zero_grad()
+        _loss(theirs, x).backward()
+        ref.step()
+        if i == 3:
+            step.lr = 3e-3
+            for g in ref.param_groups:
+                g["lr"] = 3e-3
+        if i >= 1:
+            assert step._fused is not None  # the direct path is what ran
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            assert torch.equal(a, b), f"step {i}"
+    for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(step.optim.state[a][key], ref.state[b][key])
+
+
+def test_fused_adam_falls_back_to_torch_when_a_gradient_is_missing_or_hooks_are_set() -> None:
+    ours, step, *_ = _adam_pair("adam")
+    x = torch.ones(4, 3)
+    for _ in range(2):
+        step.step(_loss(ours, x))
+    calls: list[int] = []
+    handle = step.optim.register_step_post_hook(lambda *_: calls.append(1))
+    step.step(_loss(ours, x))
+    assert calls == [1]  # torch's step ran, with its hooks
+    handle.remove()
+    first = next(ours.parameters())
+    before = first.detach().clone()
+    last = list(ours.parameters())[-1]
+    step.optim.zero_grad()
+    last.grad = torch.ones_like(last)  # only one parameter has a gradient: torch's step
+    assert step._fused is not None and not step._fused.step()
+    step._optimizer_step()
+    assert torch.equal(first.detach(), before)
 
 
 def test_skip_update_also_skips_non_finite_gradients_of_a_finite_loss() -> None:

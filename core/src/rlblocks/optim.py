@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
+import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
 __all__ = ["FiniteWatch", "OptimizerStep", "make_optimizer"]
@@ -79,11 +80,15 @@ class OptimizerStep:
         self.name = "optimizer"
         # fused Adam/AdamW/SGD skip a step on the device when told so (``found_inf``)
         self._skips_on_device = bool(self.optim.defaults.get("fused"))
+        # the fused Adam kernel's arguments, gathered once its state exists (see _FusedAdam)
+        self._fused: _FusedAdam | None = None
+        self._fused_ok = _FusedAdam.applies(self.optim)
 
     def step(self, loss: torch.Tensor, retain_graph: bool = False) -> None:
         """``zero_grad -> loss.backward() -> clip -> step``. Returns nothing, so no value is
         copied to the host (an update stays free of device synchronisation)."""
-        self.optim.zero_grad(set_to_none=True)
+        for p in self.params:  # zero_grad(set_to_none=True), without its per-call overhead
+            p.grad = None
         loss.backward(retain_graph=retain_graph)
         self._clip_and_step(loss)
 
@@ -99,8 +104,20 @@ class OptimizerStep:
         if self.max_grad_norm is not None:
             norm = nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
         if self._watch is None or self._watch.record(self, loss, norm):
-            self.optim.step()
+            self._optimizer_step()
         self.steps += 1
+
+    def _optimizer_step(self) -> None:
+        """``optim.step()``; fused Adam/AdamW call their kernel directly once their state
+        exists, which is the same arithmetic without the 50-100 us of Python that
+        ``Optimizer.step`` spends regrouping the same tensors on every call (a large share of
+        a small network's gradient step)."""
+        fused = self._fused
+        if fused is not None and fused.step():
+            return
+        self.optim.step()
+        if self._fused_ok:
+            self._fused = _FusedAdam.build(self.optim)
 
     @contextlib.contextmanager
     def frozen(self) -> Iterator[None]:
@@ -142,6 +159,109 @@ class OptimizerStep:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.optim.load_state_dict(state["optim"])
         self.steps = int(state.get("steps", 0))
+        self._fused = None  # the state tensors were replaced
+
+
+class _FusedAdam:
+    """The arguments of ``torch._fused_adam_`` / ``_fused_adamw_`` for one optimizer, per
+    parameter group, so that a step is the kernel call that ``torch.optim.Adam(fused=True)``
+    makes itself (steps counted first, ``found_inf`` honoured, then un-counted), minus its
+    per-call regrouping. :meth:`step` declines (the caller then runs ``optim.step()``) whenever
+    the optimizer's groups or state were replaced, a gradient is missing, or step hooks are
+    registered, so it is never a different update."""
+
+    _KINDS = (torch.optim.Adam, torch.optim.AdamW)
+
+    def __init__(self, optim: torch.optim.Optimizer, plans: list[tuple[Any, ...]]) -> None:
+        self.optim = optim
+        self.groups = optim.param_groups
+        self.state = optim.state
+        self.n_groups = len(optim.param_groups)
+        self.plans = plans
+
+    @classmethod
+    def applies(cls, optim: torch.optim.Optimizer) -> bool:
+        """Whether ``optim`` is a fused Adam/AdamW of the kind the direct call reproduces."""
+        if type(optim) not in cls._KINDS or not hasattr(torch, "_fused_adam_"):
+            return False
+        return all(
+            g.get("fused")
+            and not g.get("amsgrad")
+            and not g.get("maximize")
+            and not g.get("capturable")
+            and not g.get("differentiable")
+            and not isinstance(g.get("lr"), torch.Tensor)
+            for g in optim.param_groups
+        )
+
+    @classmethod
+    def build(cls, optim: torch.optim.Optimizer) -> _FusedAdam | None:
+        """The plan of an optimizer whose every parameter has its state (after one step), or
+        None when some group mixes devices or dtypes, or has complex or stateless parameters."""
+        if not cls.applies(optim):
+            return None
+        plans = []
+        for group in optim.param_groups:
+            params = list(group["params"])
+            states = [optim.state.get(p) for p in params]
+            if not params or any(not s or "exp_avg" not in s for s in states):
+                return None
+            kinds = {(p.device, p.dtype, p.is_complex()) for p in params}
+            if len(kinds) != 1 or next(iter(kinds))[2]:
+                return None
+            kernel = (
+                torch._fused_adamw_ if group.get("decoupled_weight_decay") else torch._fused_adam_
+            )
+            plans.append((
+                group,
+                params,
+                [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states],
+                [s["step"] for s in states],
+                kernel,
+                params[0].device,
+            ))  # fmt: skip
+        return cls(optim, plans)
+
+    def step(self) -> bool:
+        """One Adam step of every group; False (nothing done) when the direct call would not
+        be exact."""
+        optim = self.optim
+        if (
+            optim.param_groups is not self.groups
+            or optim.state is not self.state
+            or len(self.groups) != self.n_groups
+            or optim._optimizer_step_pre_hooks
+            or optim._optimizer_step_post_hooks
+            or _optimizer_module._global_optimizer_pre_hooks
+            or _optimizer_module._global_optimizer_post_hooks
+            or getattr(optim, "grad_scale", None) is not None
+            or "step" in optim.__dict__  # step wrapped by someone (an LR scheduler's counter)
+        ):
+            return False
+        grads_per_group = []
+        for _group, params, *_ in self.plans:
+            grads = [p.grad for p in params]
+            if any(g is None or g.is_sparse for g in grads):
+                return False
+            grads_per_group.append(grads)
+        found_inf = getattr(optim, "found_inf", None)
+        with torch.no_grad():
+            for (group, params, exp_avgs, exp_avg_sqs, steps, kernel, device), grads in zip(
+                self.plans, grads_per_group, strict=True
+            ):
+                inf = None if found_inf is None else found_inf.to(device, non_blocking=True)
+                beta1, beta2 = group["betas"]
+                torch._foreach_add_(steps, 1)
+                kernel(
+                    params, grads, exp_avgs, exp_avg_sqs, [], steps,
+                    amsgrad=False, lr=group["lr"], beta1=float(beta1), beta2=float(beta2),
+                    weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
+                    grad_scale=None, found_inf=inf,
+                )  # fmt: skip
+                if inf is not None:
+                    torch._foreach_sub_(steps, [inf] * len(steps))
+        return True
 
 
 class FiniteWatch:

@@ -14,7 +14,8 @@ SPEC = AlgoSpec(
     training="off-policy",
     # Pendulum-v1 and any env without a preset (see presets.py for MuJoCo), tuned on seeds 0-4
     # (docs/benchmarks/offpolicy_time_to_solve.md reports other seeds): 3-step targets and a
-    # test every 1,000 env steps (the trainer's 10-episode screen keeps failing tests cheap)
+    # test every 500 env steps (the trainer's 10-episode screen keeps failing tests cheap; on
+    # seeds 0-4 every run stopped as soon as or sooner than with 1,000: mean 8.3 -> 7.4 s)
     # solve soonest; small 64-64 networks at lr 1e-3, batch 128, one gradient step per env step
     # and 1,000 random warm-up steps beat larger batches, fewer updates per step over more envs,
     # and a shorter warm-up.
@@ -27,7 +28,7 @@ SPEC = AlgoSpec(
             "update_per_step": 1.0,
             "batch_size": 128,
             "warmup_steps": 1_000,
-            "test_interval": 1_000,
+            "test_interval": 500,
             "test_episodes": 100,
         },
         "algo": {
