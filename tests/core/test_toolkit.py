@@ -221,6 +221,10 @@ def test_fused_adam_falls_back_to_torch_when_a_gradient_is_missing_or_hooks_are_
     assert step._fused is not None and not step._fused.step()
     step._optimizer_step()
     assert torch.equal(first.detach(), before)
+    for p in ours.parameters():
+        p.grad = torch.ones_like(p)
+    step.optim.param_groups[0]["maximize"] = True  # a flag the direct call does not pass
+    assert not step._fused.step()
 
 
 def test_skip_update_also_skips_non_finite_gradients_of_a_finite_loss() -> None:

@@ -116,7 +116,7 @@ class OptimizerStep:
         if fused is not None and fused.step():
             return
         self.optim.step()
-        if self._fused_ok:
+        if self._fused_ok and (fused is None or fused.stale()):
             self._fused = _FusedAdam.build(self.optim)
 
     @contextlib.contextmanager
@@ -223,14 +223,22 @@ class _FusedAdam:
             ))  # fmt: skip
         return cls(optim, plans)
 
+    def stale(self) -> bool:
+        """Whether the optimizer's groups or state were replaced since the plan was made."""
+        optim = self.optim
+        return (
+            optim.param_groups is not self.groups
+            or optim.state is not self.state
+            or len(self.groups) != self.n_groups
+        )
+
     def step(self) -> bool:
         """One Adam step of every group; False (nothing done) when the direct call would not
         be exact."""
         optim = self.optim
         if (
-            optim.param_groups is not self.groups
-            or optim.state is not self.state
-            or len(self.groups) != self.n_groups
+            self.stale()
+            or not self.applies(optim)  # a group's flags were changed since
             or optim._optimizer_step_pre_hooks
             or optim._optimizer_step_post_hooks
             or _optimizer_module._global_optimizer_pre_hooks
