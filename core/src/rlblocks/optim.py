@@ -159,7 +159,6 @@ class OptimizerStep:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.optim.load_state_dict(state["optim"])
         self.steps = int(state.get("steps", 0))
-        self._fused = None  # the state tensors were replaced
 
 
 class _FusedAdam:
