@@ -30,10 +30,14 @@ Contenders (hyperparameters copied from the named sources, not tuned here):
   every 2,500 env steps, stop at the env's threshold (475), a budget of 100k env steps; gamma
   0.9 for C51, Rainbow and FQF, 0.99 for QR-DQN (32 quantiles) and IQN (hidden [64, 64], 8 + 8
   tau samples, 32 quantile samples for acting); Rainbow adds prioritized replay (alpha 0.5,
-  beta 0.4 annealed to 1 over 100k steps). The budget is rlblocks' own default and is kept: a
-  run that spends it unsolved counts as unsolved. A ``rlblocks_rollout_end`` hook ends a run
-  (``trainer.request_stop``) once its wall seconds pass the cap. 20 test envs (the specs'
-  ``num_test_envs``) run the 100 test episodes. Time: ``result.wall_seconds``.
+  beta 0.4 annealed to 1 over 100k steps). Since then some defaults were retuned, and Rainbow
+  has a CartPole preset (``env_defaults``: gamma 0.99 on the support [0, 100], noisy
+  exploration alone, tau 0.02, alpha 0.6); the output records the settings a run resolves for
+  CartPole-v1 (the spec's defaults with its matching presets on top). The budget is rlblocks'
+  own default and is kept: a run that spends it unsolved counts as unsolved. A
+  ``rlblocks_rollout_end`` hook ends a run (``trainer.request_stop``) once its wall seconds
+  pass the cap. 20 test envs (the specs' ``num_test_envs``) run the 100 test episodes.
+  Time: ``result.wall_seconds``.
 * Tianshou 2.0.1 with the settings of its own test suite (``TIANSHOU_TESTS`` below; files
   test/discrete/test_{c51,rainbow,qrdqn,iqn,fqf}.py, identical at tag v2.0.1 and on master of
   2026-04-03): epsilon-greedy 0.1 annealed to 0.01 between 10k and 50k env steps (each test's
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
 import importlib.metadata
 import importlib.util
 import json
@@ -500,7 +505,17 @@ def rlblocks_algo_status(algos: list[str]) -> dict[str, tuple[str | None, str]]:
         except Exception as exc:  # a plugin that is half written or broken
             out[algo] = (None, f"rlblocks plugin {algo!r} does not load: {exc}")
             continue
-        defaults = {k: v for k, v in spec.defaults.items() if k in ("algo", "buffer", "trainer")}
+        # the spec's defaults with its presets for this env id on top (as rlblocks.train merges)
+        layers = [spec.defaults] + [
+            layer
+            for pattern, layer in (getattr(spec, "env_defaults", None) or {}).items()
+            if fnmatch.fnmatchcase(ENV_ID, pattern)
+        ]
+        defaults: dict[str, Any] = {}
+        for layer in layers:
+            for key in ("algo", "buffer", "trainer"):
+                if key in layer:
+                    defaults[key] = {**defaults.get(key, {}), **layer[key]}
         note = f"{entry.distribution} {entry.version}, defaults {json.dumps(defaults)}"
         out[algo] = (entry.version or "?", note)
     return out

@@ -54,6 +54,23 @@ def test_the_run_composes_a_prioritized_sampler_and_can_drop_it(tmp_path) -> Non
     assert not BufferAbilities.of(buffer_of(["buffer.sampler=uniform"])).prioritized
 
 
+def test_cartpole_preset_fits_its_returns_and_stays_off_other_envs() -> None:
+    from rlblocks import config as cfg
+    from rlblocks.experiment import spec_lookup
+
+    cart = cfg.build_config("rainbow", spec_lookup=spec_lookup)  # the default env: CartPole-v1
+    # +1 per step: discounted returns in [1, 1 / (1 - gamma)] = [1, 100] fit the support
+    assert cart.algo.gamma == 0.99 and (cart.algo.v_min, cart.algo.v_max) == (0.0, 100.0)
+    assert cart.algo.eps_start == cart.algo.eps_end == 0.0  # noisy layers explore alone
+    assert cart.buffer.options["sampler"].alpha == 0.6
+    # another env keeps the generic defaults, whose support holds negative returns as well
+    acro = cfg.build_config("rainbow", flags={"env": {"id": "Acrobot-v1"}}, spec_lookup=spec_lookup)
+    assert acro.algo.gamma == 0.9 and (acro.algo.v_min, acro.algo.v_max) == (-10.0, 10.0)
+    # what the user writes beats the preset
+    mine = cfg.build_config("rainbow", overrides=["algo.v_max=50"], spec_lookup=spec_lookup)
+    assert mine.algo.v_max == 50.0 and mine.algo.gamma == 0.99
+
+
 def filled_buffer() -> ReplayBuffer:
     buf = ReplayBuffer(32)
     for t, rew in enumerate([1.0, 0.0, 2.0]):
