@@ -30,11 +30,11 @@ Contenders (hyperparameters copied from the named sources, not tuned here):
   every 2,500 env steps, stop at the env's threshold (475), a budget of 100k env steps; gamma
   0.9 for C51, Rainbow and FQF, 0.99 for QR-DQN (32 quantiles) and IQN (hidden [64, 64], 8 + 8
   tau samples, 32 quantile samples for acting); Rainbow adds prioritized replay (alpha 0.5,
-  beta 0.4 annealed to 1 over 100k steps). Since then some defaults were retuned, and Rainbow
-  has a CartPole preset (``env_defaults``: gamma 0.99 on the support [0, 100], noisy
-  exploration alone, tau 0.02, alpha 0.6); the output records the settings a run resolves for
-  CartPole-v1 (the spec's defaults with its matching presets on top). The budget is rlblocks'
-  own default and is kept: a run that spends it unsolved counts as unsolved. A
+  beta 0.4 annealed to 1 over 100k steps). Since then some defaults were retuned, and C51 and
+  Rainbow have CartPole presets (``env_defaults``: gamma 0.99 on the support [0, 100]; Rainbow
+  adds noisy exploration alone, tau 0.02, alpha 0.6); the output records the settings a run
+  resolves for CartPole-v1 (the spec's defaults with its matching presets on top). The budget
+  is rlblocks' own default and is kept: a run that spends it unsolved counts as unsolved. A
   ``rlblocks_rollout_end`` hook ends a run (``trainer.request_stop``) once its wall seconds
   pass the cap. 20 test envs (the specs' ``num_test_envs``) run the 100 test episodes.
   Time: ``result.wall_seconds``.
