@@ -16,6 +16,7 @@ An algorithm subclasses :class:`OffPolicyPolicy` and writes ``forward`` (acting)
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 
 from rlblocks.batch import Batch
+from rlblocks.cuda_graph import StepGraph, graph_refusal
 from rlblocks.nets.encoders import ObsEncoder, make_encoder, obs_to_tensor
 from rlblocks.policy import BasePolicy
 from rlblocks.protocols import Buffer
@@ -56,6 +58,10 @@ class OffPolicyPolicy(BasePolicy):
             action_bound_method=action_bound_method,
         )
         self.config = config
+        #: the captured gradient step (``config.cuda_graph``), made at the first update
+        self._step_graph: StepGraph | None = None
+        #: why the step stays eager, once known (``(weakref to the buffer, reason or None)``)
+        self._graph_refused: tuple[Any, str | None] | None = None
 
     # -- building blocks ----------------------------------------------------------------------
     def make_encoder(self) -> ObsEncoder:
@@ -95,6 +101,58 @@ class OffPolicyPolicy(BasePolicy):
             value = self.target_value(self.obs_tensor(obs_next))
         batch.returns = self.as_tensor(partial) + self.as_tensor(discount) * value
         return batch
+
+    # -- the gradient step --------------------------------------------------------------------
+    def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, Any]:
+        """The base class's step, or with ``config.cuda_graph`` on a CUDA device its captured
+        replay (:class:`~rlblocks.cuda_graph.StepGraph`): the same arithmetic, launched at once."""
+        graph = self._graph_for(sample_size, buffer) if not kwargs else None
+        if graph is None:
+            return super().update(sample_size, buffer, **kwargs)
+        assert buffer is not None
+        batch, indices = buffer.sample(sample_size)
+        if not graph.fits(batch):
+            return self._eager_step(batch, buffer, indices)
+        self.updating = True
+        try:
+            stats, td, replayed = graph.step(
+                batch, lambda: self._eager_step(batch, buffer, indices)
+            )
+        finally:
+            self.updating = False
+        if replayed and td is not None:
+            batch.td_error = td
+            self.post_process_fn(batch, buffer, indices)
+        return stats
+
+    def _graph_for(self, sample_size: int, buffer: Buffer | None) -> StepGraph | None:
+        """The step graph to use, or None for the eager step."""
+        if not getattr(self.config, "cuda_graph", False) or buffer is None or sample_size <= 0:
+            return None
+        if len(buffer) == 0 or self.device.type != "cuda":
+            return None
+        known = self._graph_refused
+        if known is None or known[0]() is not buffer:
+            known = self._graph_refused = (weakref.ref(buffer), graph_refusal(self, buffer))
+        if known[1] is not None:
+            return None
+        graph = self._step_graph
+        if graph is None or graph.batch_size != sample_size or not graph.valid():
+            graph = self._step_graph = StepGraph(self, sample_size)
+        if graph.calls >= graph.warmup and graph._graph is None and not graph.ready():
+            self._graph_refused = (weakref.ref(buffer), "an optimizer has no fused-Adam plan")
+            return None
+        return graph
+
+    def _eager_step(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> dict[str, Any]:
+        self.updating = True
+        try:
+            batch = self.process_fn(batch, buffer, indices)
+            stats = self.learn(batch)
+            self.post_process_fn(batch, buffer, indices)
+        finally:
+            self.updating = False
+        return stats
 
     def weights(self, batch: Batch) -> torch.Tensor | None:
         """Importance weights ``[B]`` of a prioritized sample (None for uniform samples)."""
