@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import fnmatch
 import importlib.metadata
 import importlib.util
 import json
@@ -293,40 +292,58 @@ def _tianshou_algorithm(algo: str, a: dict[str, Any], env: Any) -> tuple[Any, An
             layer = {"linear_layer": lambda x, y: NoisyLinear(x, y, std)}
             dueling = (layer, layer)
         net = Net(
-            state_shape=obs_shape, action_shape=n_actions, hidden_sizes=a["hidden_sizes"],
-            softmax=True, num_atoms=a["num_atoms"], dueling_param=dueling,
+            state_shape=obs_shape,
+            action_shape=n_actions,
+            hidden_sizes=a["hidden_sizes"],
+            softmax=True,
+            num_atoms=a["num_atoms"],
+            dueling_param=dueling,
         )
         policy: Any = C51Policy(
-            model=net, action_space=env.action_space, num_atoms=a["num_atoms"],
-            v_min=a["v_min"], v_max=a["v_max"], **eps,
+            model=net,
+            action_space=env.action_space,
+            num_atoms=a["num_atoms"],
+            v_min=a["v_min"],
+            v_max=a["v_max"],
+            **eps,
         )
         cls = RainbowDQN if algo == "rainbow" else C51
         return policy, cls(policy=policy, **common)
     if algo == "qrdqn":
         net = Net(
-            state_shape=obs_shape, action_shape=n_actions, hidden_sizes=a["hidden_sizes"],
-            softmax=False, num_atoms=a["num_quantiles"],
+            state_shape=obs_shape,
+            action_shape=n_actions,
+            hidden_sizes=a["hidden_sizes"],
+            softmax=False,
+            num_atoms=a["num_quantiles"],
         )
         policy = QRDQNPolicy(model=net, action_space=env.action_space, **eps)
         return policy, QRDQN(policy=policy, num_quantiles=a["num_quantiles"], **common)
     # IQN and FQF: a feature net whose last hidden layer is its output, then the quantile head
     features = Net(
-        state_shape=obs_shape, action_shape=a["hidden_sizes"][-1],
-        hidden_sizes=a["hidden_sizes"][:-1], softmax=False,
+        state_shape=obs_shape,
+        action_shape=a["hidden_sizes"][-1],
+        hidden_sizes=a["hidden_sizes"][:-1],
+        softmax=False,
     )
     if algo == "iqn":
         model = ImplicitQuantileNetwork(
             preprocess_net=features, action_shape=n_actions, num_cosines=a["num_cosines"]
         )
         policy = IQNPolicy(
-            model=model, action_space=env.action_space, sample_size=a["sample_size"],
+            model=model,
+            action_space=env.action_space,
+            sample_size=a["sample_size"],
             online_sample_size=a["online_sample_size"],
-            target_sample_size=a["target_sample_size"], **eps,
+            target_sample_size=a["target_sample_size"],
+            **eps,
         )
         return policy, IQN(policy=policy, **common)
     if algo == "fqf":
         model = FullQuantileFunction(
-            preprocess_net=features, action_shape=n_actions, hidden_sizes=a["hidden_sizes"],
+            preprocess_net=features,
+            action_shape=n_actions,
+            hidden_sizes=a["hidden_sizes"],
             num_cosines=a["num_cosines"],
         )
         policy = FQFPolicy(
@@ -336,8 +353,11 @@ def _tianshou_algorithm(algo: str, a: dict[str, Any], env: Any) -> tuple[Any, An
             **eps,
         )
         return policy, FQF(
-            policy=policy, fraction_optim=RMSpropOptimizerFactory(lr=a["fraction_lr"]),
-            num_fractions=a["num_fractions"], ent_coef=a["ent_coef"], **common,
+            policy=policy,
+            fraction_optim=RMSpropOptimizerFactory(lr=a["fraction_lr"]),
+            num_fractions=a["num_fractions"],
+            ent_coef=a["ent_coef"],
+            **common,
         )
     raise ValueError(f"no Tianshou contender for {algo!r}")
 
@@ -489,6 +509,8 @@ def rlblocks_algo_status(algos: list[str]) -> dict[str, tuple[str | None, str]]:
     no torch), so a missing or broken plugin is known before any trial starts.
     """
     try:
+        from rlblocks.config import build_config, to_dict
+        from rlblocks.experiment import spec_lookup
         from rlblocks.plugins.registry import get_registry
     except ImportError as exc:
         return {algo: (None, f"rlblocks is not importable ({exc})") for algo in algos}
@@ -501,21 +523,15 @@ def rlblocks_algo_status(algos: list[str]) -> dict[str, tuple[str | None, str]]:
             continue
         try:
             entry = registry.resolve(algo)
-            spec = registry.spec(algo)
+            # the settings rlblocks.train resolves for this env id: the spec's defaults with
+            # its matching presets on top, through the same function a run uses
+            resolved = to_dict(
+                build_config(algo, flags={"env": {"id": ENV_ID}}, spec_lookup=spec_lookup)
+            )
         except Exception as exc:  # a plugin that is half written or broken
             out[algo] = (None, f"rlblocks plugin {algo!r} does not load: {exc}")
             continue
-        # the spec's defaults with its presets for this env id on top (as rlblocks.train merges)
-        layers = [spec.defaults] + [
-            layer
-            for pattern, layer in (getattr(spec, "env_defaults", None) or {}).items()
-            if fnmatch.fnmatchcase(ENV_ID, pattern)
-        ]
-        defaults: dict[str, Any] = {}
-        for layer in layers:
-            for key in ("algo", "buffer", "trainer"):
-                if key in layer:
-                    defaults[key] = {**defaults.get(key, {}), **layer[key]}
+        defaults = {key: resolved[key] for key in ("algo", "buffer", "trainer")}
         note = f"{entry.distribution} {entry.version}, defaults {json.dumps(defaults)}"
         out[algo] = (entry.version or "?", note)
     return out
@@ -531,9 +547,20 @@ def _version(dist: str) -> str:
 def run_trial_subprocess(fw: str, algo: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Run one trial in a fresh process of this interpreter and return its JSON result."""
     cmd = [
-        sys.executable, os.path.abspath(__file__), "--_trial", fw, "--_algo", algo,
-        "--_seed", str(seed), "--cap", str(args.cap), "--torch-threads", str(args.torch_threads),
-        "--sb3-eval-freq", str(args.sb3_eval_freq),
+        sys.executable,
+        os.path.abspath(__file__),
+        "--_trial",
+        fw,
+        "--_algo",
+        algo,
+        "--_seed",
+        str(seed),
+        "--cap",
+        str(args.cap),
+        "--torch-threads",
+        str(args.torch_threads),
+        "--sb3-eval-freq",
+        str(args.sb3_eval_freq),
     ]
     base = {"framework": fw, "algo": algo, "seed": seed}
     try:
@@ -616,8 +643,15 @@ def build_report(
     results: dict[str, dict[str, list[dict[str, Any]]]], seeds: list[int], cap: float
 ) -> tuple[str, list[str]]:
     """The markdown table and the per-algorithm speed-up lines."""
-    head = ["algorithm", "framework", *[f"seed {s}" for s in seeds], "median s", "solved",
-            "median env steps", "rlblocks / faster peer"]
+    head = [
+        "algorithm",
+        "framework",
+        *[f"seed {s}" for s in seeds],
+        "median s",
+        "solved",
+        "median env steps",
+        "rlblocks / faster peer",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     speedups: list[str] = []
     for algo, per_fw in results.items():
@@ -629,9 +663,13 @@ def build_report(
             if fw == "rlblocks" and best is not None:
                 ratio = f"{_ratio_cell(med['rlblocks'], med[best], cap)} vs {LABELS[best]}"
             row = [
-                NAMES[algo], LABELS[fw], *[_seed_cell(r) for r in rs], _median_cell(med[fw], cap),
+                NAMES[algo],
+                LABELS[fw],
+                *[_seed_cell(r) for r in rs],
+                _median_cell(med[fw], cap),
                 f"{sum(bool(r.get('solved')) for r in rs)}/{len(rs)}",
-                f"{statistics.median(steps):,.0f}" if steps else "-", ratio,
+                f"{statistics.median(steps):,.0f}" if steps else "-",
+                ratio,
             ]
             lines.append("| " + " | ".join(row) + " |")
         if "rlblocks" in per_fw:
@@ -657,20 +695,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds")
     parser.add_argument(
-        "--first-seed", type=int, default=100,
+        "--first-seed",
+        type=int,
+        default=100,
         help="seeds run from here up (rlblocks' defaults were tuned on 0-2)",
     )
     parser.add_argument("--cap", type=float, default=600.0, help="seconds allowed per trial")
     parser.add_argument(
-        "--grace", type=float, default=120.0,
+        "--grace",
+        type=float,
+        default=120.0,
         help="extra seconds before a trial subprocess is killed (imports, setup, a last test)",
     )
     parser.add_argument(
-        "--sb3-eval-freq", type=int, default=SB3_EVAL_FREQ,
+        "--sb3-eval-freq",
+        type=int,
+        default=SB3_EVAL_FREQ,
         help="env steps between SB3-contrib's 100-episode evaluations",
     )
     parser.add_argument(
-        "--torch-threads", type=int, default=1,
+        "--torch-threads",
+        type=int,
+        default=1,
         help="torch.set_num_threads in every trial (0: leave torch's default); the same for all",
     )
     parser.add_argument("--out", metavar="PATH", help="also write the markdown report here")
@@ -737,11 +783,20 @@ def main(argv: list[str] | None = None) -> int:
         f"command: `{command}`",
         f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"machine: {platform.platform()}, {os.cpu_count()} CPUs, load average at start {load}",
-        "versions: " + ", ".join(
+        "versions: "
+        + ", ".join(
             f"{d} {_version(d)}"
-            for d in ("torch", "rlblocks", "tianshou", "stable-baselines3", "sb3-contrib",
-                      "gymnasium", "numpy")
-        ) + f", python {platform.python_version()}",
+            for d in (
+                "torch",
+                "rlblocks",
+                "tianshou",
+                "stable-baselines3",
+                "sb3-contrib",
+                "gymnasium",
+                "numpy",
+            )
+        )
+        + f", python {platform.python_version()}",
     ]
     for line in (*header, *notes):
         print(line, flush=True)
@@ -778,16 +833,23 @@ def main(argv: list[str] | None = None) -> int:
         *speedups,
     ]
     errors = [
-        f"error: {NAMES[r['algo']]} {LABELS[r['framework']]} seed {r['seed']}: "
-        f"{_gist(r['error'])}"
-        for per_fw in results.values() for rs in per_fw.values() for r in rs if r.get("error")
+        f"error: {NAMES[r['algo']]} {LABELS[r['framework']]} seed {r['seed']}: {_gist(r['error'])}"
+        for per_fw in results.values()
+        for rs in per_fw.values()
+        for r in rs
+        if r.get("error")
     ]
     report = "\n\n".join(
-        part for part in (
+        part
+        for part in (
             "\n".join(f"- {line}" if i else line for i, line in enumerate(header)),
             "\n".join(f"- {n}" for n in notes),
-            table, legend, "\n".join(speed) if speedups else "", "\n".join(errors),
-        ) if part
+            table,
+            legend,
+            "\n".join(speed) if speedups else "",
+            "\n".join(errors),
+        )
+        if part
     )
     print("\n" + table + "\n\n" + legend + ("\n\n" + "\n".join(speed) if speedups else ""))
     for line in errors:
