@@ -112,11 +112,11 @@ class OffPolicyPolicy(BasePolicy):
         assert buffer is not None
         batch, indices = buffer.sample(sample_size)
         if not graph.fits(batch):
-            return self._eager_step(batch, buffer, indices)
+            return self._learn_sampled(batch, buffer, buffer, indices)
         self.updating = True
         try:
             stats, td, replayed = graph.step(
-                batch, lambda: self._eager_step(batch, buffer, indices)
+                batch, lambda: self._learn_sampled(batch, buffer, buffer, indices)
             )
         finally:
             self.updating = False
@@ -143,16 +143,6 @@ class OffPolicyPolicy(BasePolicy):
             self._graph_refused = (weakref.ref(buffer), "an optimizer has no fused-Adam plan")
             return None
         return graph
-
-    def _eager_step(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> dict[str, Any]:
-        self.updating = True
-        try:
-            batch = self.process_fn(batch, buffer, indices)
-            stats = self.learn(batch)
-            self.post_process_fn(batch, buffer, indices)
-        finally:
-            self.updating = False
-        return stats
 
     def weights(self, batch: Batch) -> torch.Tensor | None:
         """Importance weights ``[B]`` of a prioritized sample (None for uniform samples)."""

@@ -174,6 +174,13 @@ class BasePolicy(nn.Module):
         # whose reads follow the rewritten rows, so n-step or GAE targets see the same data.
         relabels = self.buffer_abilities(buffer).relabelling
         source = buffer.batch_view(batch, indices) if relabels else buffer  # type: ignore[attr-defined]
+        return self._learn_sampled(batch, source, buffer, indices, **kwargs)
+
+    def _learn_sampled(
+        self, batch: Batch, source: Any, buffer: Buffer, indices: np.ndarray, **kwargs: Any
+    ) -> dict[str, Any]:
+        """``process_fn`` (reading ``source``) -> ``learn`` -> ``post_process_fn`` on a sampled
+        batch, with the updating flag set."""
         self.updating = True
         try:
             batch = self.process_fn(batch, source, indices)
@@ -212,9 +219,10 @@ class BasePolicy(nn.Module):
             if name in self.optim_steps:
                 self.optim_steps[name].load_state_dict(opt_state)
         rng = state.get("rng")
-        if isinstance(rng, Mapping) and rng.get("bit_generator") == type(
-            self._rng.bit_generator
-        ).__name__:
+        if (
+            isinstance(rng, Mapping)
+            and rng.get("bit_generator") == type(self._rng.bit_generator).__name__
+        ):
             self._rng.bit_generator.state = dict(rng)
         noise = getattr(self, "noise", None)
         saved_noise = state.get("noise")
