@@ -20,11 +20,12 @@ The env protocol (one for both libraries): ``gymnasium.make("ALE/{Game}-v5", fra
 repeat_action_probability=0.0, full_action_space=False)`` wrapped in gymnasium's
 ``AtariPreprocessing(noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
 grayscale_obs=True, scale_obs=False)`` and ``rlblocks.atari.FireReset`` (FIRE pressed after
-each reset in games that have it, as Tianshou's own pipeline does); training envs add episodic
-life (a lost life ends the learning episode, the game goes on) and reward clipping to [-1, 1];
-evaluation envs keep raw scores and whole games. Both libraries get these envs from the same
-function, ``rlblocks.atari.make_atari`` (``sticky=0.0, fire_reset=True`` passed explicitly), so
-the pipeline is identical, frame for frame; Tianshou additionally gets
+each reset and each lost life in games that have it; Tianshou's own pipeline presses it at
+each reset of its episodic-life envs, so after each lost life in training); training envs add
+episodic life (a lost life ends the learning episode, the game goes on) and reward clipping to
+[-1, 1]; evaluation envs keep raw scores and whole games. Both libraries get these envs from the
+same function, ``rlblocks.atari.make_atari`` (``sticky=0.0, fire_reset=True`` passed explicitly),
+so the pipeline is identical, frame for frame; Tianshou additionally gets
 ``gymnasium.wrappers.FrameStackObservation(env, 4)`` outermost, because its policies read
 stacked observations from the env, while rlblocks stacks the last 4 frames itself.
 Tianshou's examples normally make their envs with its own

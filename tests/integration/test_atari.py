@@ -222,3 +222,29 @@ def test_an_agent_loaded_back_plays_on_frame_stacks(tmp_path: Path) -> None:
     assert result.lengths[0] <= 500  # the run's make kwargs (short games) were kept
     stack = np.zeros((4, 84, 84), dtype=np.uint8)
     assert agent.act(stack) in range(6)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_fire_reset_serves_again_after_every_lost_life(train: bool) -> None:
+    """Breakout launches the ball only on FIRE: a policy that never presses it (here, NOOP
+    only) must still lose every life, in training envs (episodic life outside) and whole-game
+    test envs alike, instead of stalling after the first lost life."""
+    env = make_atari(
+        "ALE/Breakout-v5", train=train, episodic_life=True, sticky=0.0, fire_reset=True
+    )
+    env.reset(seed=3)
+    ale = env.unwrapped.ale
+    lives = ale.lives()
+    noop = env.unwrapped.get_action_meanings().index("NOOP")
+    lost, steps = 0, 0
+    while not ale.game_over() and steps < 20_000:
+        _, _, terminated, truncated, _ = env.step(noop)
+        steps += 1
+        if terminated or truncated:
+            lost += 1
+            if ale.game_over():
+                break
+            env.reset()  # episodic life: the game goes on
+    assert ale.game_over() and ale.lives() == 0
+    assert lost == (lives if train else 1)  # training ends an episode at every lost life
+    assert steps < 5_000  # each served ball is missed within a few hundred steps

@@ -88,30 +88,49 @@ class EpisodicLife(gym.Wrapper):
 
 
 class FireReset(gym.Wrapper):
-    """Presses FIRE once after every reset, in games whose action set has it (Breakout waits for
-    it to launch the ball): a greedy policy that has not learnt to fire would otherwise stall
-    until the 108k-frame limit. Baselines' and Tianshou's Atari pipelines do the same."""
+    """Presses FIRE once after every reset and after every lost life, in games whose action set
+    has it (Breakout waits for it to launch the ball at each new life): a greedy test policy
+    that never learnt to fire would otherwise stall until the 108k-frame limit. The press is one
+    hidden step whose reward is added to the step that lost the life; it does the same in
+    training envs, whichever side of :class:`EpisodicLife` it sits on, so every life starts
+    the same way in training and in test."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]
         self.fire = meanings.index("FIRE") if "FIRE" in meanings else None
+        self.lives = 0
+
+    def _ale_lives(self) -> int:
+        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         obs, info = self.env.reset(seed=seed, options=options)
-        if self.fire is None:
-            return obs, info
-        obs, _, terminated, truncated, _ = self.env.step(self.fire)
-        if terminated or truncated:  # the press ended the episode (it cannot in practice)
-            obs, info = self.env.reset(options=options)
+        if self.fire is not None:
+            obs, _, terminated, truncated, _ = self.env.step(self.fire)
+            if terminated or truncated:  # the press ended the episode (it cannot in practice)
+                obs, info = self.env.reset(options=options)
+        self.lives = self._ale_lives()
         return obs, info
 
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, rew, terminated, truncated, info = self.env.step(action)
+        if self.fire is None:
+            return obs, rew, terminated, truncated, info
+        lives = self._ale_lives()
+        if lives < self.lives and not (terminated or truncated):
+            obs, fire_rew, terminated, truncated, info = self.env.step(self.fire)
+            rew = rew + fire_rew
+            lives = self._ale_lives()
+        self.lives = lives
+        return obs, rew, terminated, truncated, info
+
     def snapshot_state(self) -> dict[str, Any]:
-        """Nothing to keep (for :mod:`rlblocks.env_state`)."""
-        return {}
+        """The lives seen last (for :mod:`rlblocks.env_state`)."""
+        return {"lives": self.lives}
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        pass
+        self.lives = int(state.get("lives", 0))
 
 
 def make_atari(

@@ -158,8 +158,8 @@ def atari100k_config(algo: str = "rainbow") -> dict[str, Any]:
         raise KeyError(f"the Atari 100k preset is Data-Efficient Rainbow's; got {algo!r}")
     common = atari_presets("rainbow")[ATARI_ENVS]
     der = {
-        # FIRE after each reset (not in DER; Tianshou's pipeline has it): games like Breakout
-        # wait for it, and a greedy test policy that never fires would play 108k frames
+        # FIRE after each reset and lost life (not in DER; Tianshou's pipeline has it): games
+        # like Breakout wait for it, and a greedy test policy that never fires would stall
         "env": atari_env_config(sticky=0.0, episodic_life=True, fire_reset=True),
         "algo": {"lr": 1e-4, "adam_eps": 1.5e-4, "n_step": 20, "hidden_sizes": [256],
                  "noisy_sigma0": 0.1, "max_grad_norm": 10.0},
