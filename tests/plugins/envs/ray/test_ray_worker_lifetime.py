@@ -33,11 +33,14 @@ from rlblocks_env_ray.session import _running_local_address  # noqa: E402
 GRACE_S = 5.0
 
 DRIVER = textwrap.dedent("""
-    import json, os
+    import json, os, signal
     import numpy as np
     import rlblocks
 
     if __name__ == "__main__":
+        # started from a shell's background job, Python inherits SIGINT ignored: interrupt
+        # as a terminal would, whatever the test runner was started from
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         envs = rlblocks.make_vector_env(
             "ray", "CartPole-v1", num_envs=4, seed=0, num_workers=2,
             init_kwargs={"num_cpus": 2, "log_to_driver": False})

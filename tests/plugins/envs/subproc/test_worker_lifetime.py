@@ -34,7 +34,7 @@ BACKENDS = ("subproc", "shmem")
 GRACE_S = 5.0
 
 PARENT = textwrap.dedent("""
-    import sys, threading, time
+    import signal, sys, threading, time
     import gymnasium as gym
     import numpy as np
     import rlblocks
@@ -47,6 +47,9 @@ PARENT = textwrap.dedent("""
         return HangingEnv(gym.make("CartPole-v1"))
 
     if __name__ == "__main__":
+        # started from a shell's background job, Python inherits SIGINT ignored: interrupt
+        # as a terminal would, whatever the test runner was started from
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         backend, mode, context = sys.argv[1:4]
         env = [hanging] * 4 if mode != "step" else "CartPole-v1"
         options = {} if context == "default" else {"context": context}
