@@ -49,8 +49,8 @@ Contenders (hyperparameters copied from the named sources, not tuned here):
   the return of ``run_training`` (its initial test and every later test included). Tianshou
   2.0.1's trainer scans its whole replay buffer for NaNs after every collect
   (``buffer.hasnull()``, a known regression: thu-ml/tianshou#1265); the tables time Tianshou as
-  released, with it; ``--tianshou-nan-check off`` times it without (Rainbow, seed 103 here:
-  59.1 s with the scan, 50.9 s without).
+  released, with it; ``--tianshou-nan-check off`` times it without (Rainbow, seed 103, on a
+  busy machine: 59.1 s with the scan, 50.9 s without; not yet measured over seeds on a quiet one).
 * SB3-contrib QR-DQN (for ``qrdqn`` only) with the RL Baselines3 Zoo hyperparameters for
   CartPole-v1 (``SB3_ZOO_QRDQN`` below, rl_zoo3 2.9.2), one training env as in the zoo, and an
   ``EvalCallback`` of 100 deterministic episodes on 10 eval envs every ``--sb3-eval-freq`` env
