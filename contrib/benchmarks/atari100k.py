@@ -673,6 +673,14 @@ def build_report(results: list[dict[str, Any]], command: str) -> str:
                 "",
                 f"```json\n{json.dumps(last['env_config'], sort_keys=True)}\n```",
             ]
+    tianshou = [r for r in ok if r["framework"] == "tianshou" and r.get("settings")]
+    if tianshou:
+        lines += [
+            "",
+            "Tianshou settings (latest trial; `venv` and `nan_check`: see the script's docstring):",
+            "",
+            f"```json\n{json.dumps(tianshou[-1]['settings'], sort_keys=True)}\n```",
+        ]
     versions = {k: v for r in ok for k, v in r.get("versions", {}).items()}
     if versions:
         lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()))]
