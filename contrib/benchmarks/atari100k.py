@@ -227,7 +227,11 @@ def _atari_module() -> Any:
 def protocol_env(game: str, train: bool) -> Any:
     """The shared env (one 84x84 uint8 frame per step): training or evaluation flavour."""
     return _atari_module().make_atari(
-        env_id_for(game), train=train, sticky=0.0, episodic_life=train, clip_rewards=train,
+        env_id_for(game),
+        train=train,
+        sticky=0.0,
+        episodic_life=train,
+        clip_rewards=train,
         fire_reset=True,
     )
 
@@ -654,6 +658,17 @@ def build_report(results: list[dict[str, Any]], command: str) -> str:
                 f"{_mean_std(finals)} | {per_seed} | {_hns(game, finals)} | {secs:.0f} | "
                 f"{steps_cell} |"
             )
+    lines += [
+        "",
+        "Reading it: rlblocks' DER preset takes a gradient step every agent step after a "
+        "1,600-step warm-up (98,400 at the 100k budget), Tianshou's example one every 10 agent "
+        "steps (about 9,970): most of the difference in training seconds. With the example's "
+        "schedules (`--tianshou-anneal example`), Tianshou's exploration epsilon is still 0.905 "
+        "when the 100k steps end, so its agent acts mostly at random while it learns; "
+        "`--tianshou-anneal budget` anneals over the budget instead (a separate row). Both "
+        "libraries play the same envs, FIRE after every reset and lost life included (not part of"
+        " DER's protocol).",
+    ]
     budgets = sorted({r["steps"] for r in ok})
     if len(budgets) > 1:
         lines += ["", f"Note: the table mixes budgets {budgets} (see results.jsonl)."]
