@@ -42,6 +42,11 @@ __all__ = [
 ]
 
 
+def _lives(env: gym.Env) -> int:
+    """The lives the ALE game under ``env`` has left (0 in games without lives)."""
+    return int(env.unwrapped.ale.lives())  # type: ignore[attr-defined]
+
+
 class EpisodicLife(gym.Wrapper):
     """A lost life ends the episode for learning (``terminated``), but the game goes on: the
     next ``reset()`` (without a seed) continues from where the life was lost, and only a real
@@ -54,13 +59,10 @@ class EpisodicLife(gym.Wrapper):
         self.game_over = True
         self._last_obs: Any = None
 
-    def _ale_lives(self) -> int:
-        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
-
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         obs, rew, terminated, truncated, info = self.env.step(action)
         self.game_over = bool(terminated or truncated)
-        lives = self._ale_lives()
+        lives = _lives(self.env)
         if 0 < lives < self.lives:
             terminated = True  # the game may go on, the learning episode ends
         self.lives = lives
@@ -73,7 +75,7 @@ class EpisodicLife(gym.Wrapper):
             self.game_over = False
         else:  # a life was lost: carry on from the current frame
             obs, info = self._last_obs, {}
-        self.lives = self._ale_lives()
+        self.lives = _lives(self.env)
         self._last_obs = obs
         return obs, info
 
@@ -101,27 +103,24 @@ class FireReset(gym.Wrapper):
         self.fire = meanings.index("FIRE") if "FIRE" in meanings else None
         self.lives = 0
 
-    def _ale_lives(self) -> int:
-        return int(self.env.unwrapped.ale.lives())  # type: ignore[attr-defined]
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         obs, info = self.env.reset(seed=seed, options=options)
         if self.fire is not None:
             obs, _, terminated, truncated, _ = self.env.step(self.fire)
             if terminated or truncated:  # the press ended the episode (it cannot in practice)
                 obs, info = self.env.reset(options=options)
-        self.lives = self._ale_lives()
+        self.lives = _lives(self.env)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         obs, rew, terminated, truncated, info = self.env.step(action)
         if self.fire is None:
             return obs, rew, terminated, truncated, info
-        lives = self._ale_lives()
+        lives = _lives(self.env)
         if lives < self.lives and not (terminated or truncated):
             obs, fire_rew, terminated, truncated, info = self.env.step(self.fire)
             rew = rew + fire_rew
-            lives = self._ale_lives()
+            lives = _lives(self.env)
         self.lives = lives
         return obs, rew, terminated, truncated, info
 
