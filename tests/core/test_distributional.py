@@ -79,6 +79,75 @@ def test_quantile_huber_loss_matches_a_loop(kappa: float) -> None:
                                rtol=1e-10)  # fmt: skip
 
 
+def _quantile_loss_graph(pred, target, taus, kappa, target_weights=None):
+    """The loss written the plain way, for autograd to differentiate."""
+    taus = taus.unsqueeze(0) if taus.dim() == 1 else taus
+    u = target.unsqueeze(1) - pred.unsqueeze(2)
+    if kappa > 0:
+        a = u.abs()
+        h = torch.where(a <= kappa, 0.5 * u.pow(2), kappa * (a - 0.5 * kappa)) / kappa
+    else:
+        h = u.abs()
+    terms = (taus.unsqueeze(2) - (u.detach() < 0).to(u.dtype)).abs() * h
+    if target_weights is None:
+        return terms.mean(dim=2).sum(dim=1)
+    return (terms * target_weights.unsqueeze(1)).sum(dim=(1, 2))
+
+
+@pytest.mark.parametrize("kappa", [0.0, 1.0, 2.5])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("per_row_taus", [False, True])
+def test_quantile_huber_loss_gradient_in_closed_form_equals_autograd(
+    kappa: float, weighted: bool, per_row_taus: bool
+) -> None:
+    gen = torch.Generator().manual_seed(3)
+    kw = {"dtype": torch.float64, "generator": gen}
+    pred = (2 * torch.randn(6, 5, **kw)).requires_grad_()
+    target = 2 * torch.randn(6, 7, **kw)
+    target[0, :5] = pred.detach()[0] + kappa  # |u| == kappa exactly, and u == 0 below
+    target[1, :5] = pred.detach()[1]
+    taus = torch.rand(6, 5, **kw) if per_row_taus else torch.rand(5, **kw)
+    weights = torch.softmax(torch.randn(6, 7, **kw), dim=1) if weighted else None
+    upstream = torch.randn(6, **kw)
+
+    got = quantile_huber_loss(pred, target, taus, kappa, weights)
+    assert "QuantileHuber" in type(got.grad_fn).__name__  # the one-node path was taken
+    want = _quantile_loss_graph(pred, target, taus, kappa, weights)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    (g_got,) = torch.autograd.grad((got * upstream).sum(), pred)
+    (g_want,) = torch.autograd.grad((want * upstream).sum(), pred)
+    torch.testing.assert_close(g_got, g_want, rtol=1e-12, atol=1e-12)
+    # away from the kinks (u == 0, |u| == kappa) finite differences agree too
+    rows = slice(2, None)
+    assert torch.autograd.gradcheck(
+        lambda p: quantile_huber_loss(
+            p, target[rows], taus[rows] if per_row_taus else taus, kappa,
+            None if weights is None else weights[rows],
+        ),
+        (pred.detach()[rows].clone().requires_grad_(),),
+    )  # fmt: skip
+
+
+def test_quantile_huber_loss_differentiates_targets_and_fractions_when_they_need_it() -> None:
+    gen = torch.Generator().manual_seed(4)
+    kw = {"dtype": torch.float64, "generator": gen}
+    pred = torch.randn(4, 3, **kw).requires_grad_()
+    target = torch.randn(4, 5, **kw).requires_grad_()
+    taus = torch.rand(4, 3, **kw).requires_grad_()
+    weights = torch.softmax(torch.randn(4, 5, **kw), dim=1).requires_grad_()
+    for kappa in (0.0, 1.0):
+        assert torch.autograd.gradcheck(
+            lambda p, t, f, w: quantile_huber_loss(p, t, f, kappa, w),  # noqa: B023
+            (pred, target, taus, weights),
+        )
+    # without gradients anywhere it is the same number
+    with torch.no_grad():
+        torch.testing.assert_close(
+            quantile_huber_loss(pred, target, taus, 1.0, weights),
+            _quantile_loss_graph(pred, target, taus, 1.0, weights),
+        )
+
+
 def test_minimising_the_quantile_loss_finds_the_quantiles() -> None:
     torch.manual_seed(0)
     samples = torch.randn(1, 4000) * 2 + 5

@@ -3,6 +3,7 @@ observation encoders, actors and critic ensembles."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -39,6 +40,29 @@ def test_optimizer_step_clips_the_global_gradient_norm() -> None:
     step.step((w * torch.tensor([30.0, 40.0, 0.0])).sum())  # gradient norm 50
     torch.testing.assert_close(w.detach(), torch.tensor([-0.3, -0.4, 0.0]))
     assert step.steps == 1
+
+
+def test_optimizer_step_clips_exactly_as_torch_does() -> None:
+    torch.manual_seed(0)
+    ours = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+    theirs = copy.deepcopy(ours)
+    step = OptimizerStep(ours, lr=1e-2, max_grad_norm=0.5)
+    optim = torch.optim.Adam(theirs.parameters(), lr=1e-2, fused=True)
+    for _ in range(20):
+        x = torch.randn(32, 4)
+        step.step(ours(x).pow(2).sum())
+        optim.zero_grad()
+        theirs(x).pow(2).sum().backward()
+        torch.nn.utils.clip_grad_norm_(theirs.parameters(), 0.5, foreach=True)
+        optim.step()
+    for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # a gradient that is missing is left out of the norm, as torch leaves it out
+    w, v = nn.Parameter(torch.zeros(2)), nn.Parameter(torch.zeros(2))
+    step = OptimizerStep([w, v], lr=1.0, optimizer="sgd", max_grad_norm=1.0)
+    step.step((w * torch.tensor([3.0, 4.0])).sum())
+    torch.testing.assert_close(w.detach(), torch.tensor([-0.6, -0.8]))
+    torch.testing.assert_close(v.detach(), torch.zeros(2))
 
 
 def test_optimizer_step_zeroes_gradients_between_steps() -> None:

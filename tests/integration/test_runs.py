@@ -140,6 +140,27 @@ def test_a_resumed_run_keeps_its_composed_buffer_and_memmap_storage(
     assert any(p.name.startswith("data.") for p in (run / "buffer").iterdir())
 
 
+@pytest.mark.parametrize("flush", [True, False])
+def test_runs_flush_denormals_while_training_and_restore_the_setting(
+    tmp_path: Path, flush: bool
+) -> None:
+    from rlblocks.experiment import _flushing_denormals
+
+    seen: list[bool] = []
+
+    class Look:
+        @hookimpl
+        def rlblocks_rollout_end(self, stats, env_step):  # type: ignore[no-untyped-def]
+            seen.append(_flushing_denormals())
+
+    assert not _flushing_denormals()
+    overrides = [*SMALL, f"run.flush_denormals={str(flush).lower()}"]
+    rlblocks.train("dqn", seed=0, overrides=overrides, run_dir=tmp_path / "run", progress=False,
+                   loggers=[], hooks=[Look()])  # fmt: skip
+    assert seen and set(seen) == {flush}
+    assert not _flushing_denormals()  # the process gets its setting back
+
+
 def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
     run = tmp_path / "run"
     first = rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])

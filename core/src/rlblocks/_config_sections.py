@@ -265,6 +265,12 @@ class RunConfig:
     cores to the envs), 0 keeps torch's default of one per core."""
     save_buffer: bool = True
     """Write the replay buffer to ``buffer.h5`` at each checkpoint so a resumed run keeps it."""
+    flush_denormals: bool = True
+    """Treat subnormal floats (below 1.2e-38 in float32) as zero in CPU arithmetic while the run
+    trains (``torch.set_flush_denormal``). Adam's second-moment estimates of rarely used
+    weights decay into that range, and the CPU computes on such numbers many times slower: with
+    it, a small network's optimizer step runs up to four times faster. The values lost are far
+    below Adam's epsilon. Set false for bit-compatibility with runs made without it."""
 
 
 @define(kw_only=True)

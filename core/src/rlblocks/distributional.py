@@ -16,6 +16,7 @@ bootstrap distribution ``Z(s', a*)`` shifted and scaled, ``partial + discount * 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -72,21 +73,91 @@ def quantile_huber_loss(
     the plain quantile loss). ``target_weights [B, M]`` (rows summing to 1) weigh the target
     samples instead of ``1 / M`` each: FQF's target is a staircase with steps of unequal width,
     and equal weights would pull it towards where the fractions bunch. A prioritized sampler
-    can take ``(target.mean(1) - pred.mean(1)).abs()`` as the TD error."""
-    u = target.unsqueeze(1) - pred.unsqueeze(2)  # [B, N, M]
-    if kappa > 0:
-        abs_u = u.abs()
-        huber = torch.where(abs_u <= kappa, 0.5 * u.pow(2), kappa * (abs_u - 0.5 * kappa))
-        huber = huber / kappa
-    else:
-        huber = u.abs()
+    can take ``(target.mean(1) - pred.mean(1)).abs()`` as the TD error.
+
+    When only ``pred`` needs a gradient (the usual case: targets, fractions and weights are
+    fixed), the loss is one autograd node with its gradient in closed form,
+    ``d loss / d pred_i = -sum_m w_m |tau_i - 1{u < 0}| clamp(u, -kappa, kappa) / kappa``,
+    instead of a graph of some twenty elementwise nodes over ``[B, N, M]``: the same values
+    in a fraction of the time, which matters when the network is small."""
     if taus.dim() == 1:
         taus = taus.unsqueeze(0)
-    weight = (taus.unsqueeze(2) - (u.detach() < 0).to(u.dtype)).abs()  # [B, N, M]
-    loss = weight * huber
+    fixed = not (
+        target.requires_grad
+        or taus.requires_grad
+        or (target_weights is not None and target_weights.requires_grad)
+    )
+    if fixed and torch.is_grad_enabled() and pred.requires_grad:
+        return _QuantileHuber.apply(pred, target, taus, float(kappa), target_weights)
+    return _quantile_huber_terms(pred, target, taus, float(kappa), target_weights)
+
+
+def _quantile_huber_terms(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    taus: torch.Tensor,
+    kappa: float,
+    target_weights: torch.Tensor | None,
+) -> torch.Tensor:
+    """:func:`quantile_huber_loss` as a graph autograd can differentiate in every input
+    (``taus`` is ``[1 or B, N]``)."""
+    u = target.unsqueeze(1) - pred.unsqueeze(2)  # [B, N, M]
+    # |tau - 1{u < 0}|: 1 - tau below the prediction, tau above
+    weight = torch.where(u.detach() < 0, 1.0 - taus.unsqueeze(2), taus.unsqueeze(2))
+    if kappa > 0:
+        # huber_kappa(u) = c * (u - c / 2) with c = clamp(u, -kappa, kappa), whose derivative in
+        # u is c: 0.5 u^2 inside [-kappa, kappa], kappa (|u| - kappa / 2) outside
+        c = u.clamp(-kappa, kappa)
+        terms = weight * c * (u - 0.5 * c) / kappa
+    else:
+        terms = weight * u.abs()
     if target_weights is None:
-        return loss.mean(dim=2).sum(dim=1)
-    return (loss * target_weights.unsqueeze(1)).sum(dim=(1, 2))
+        return terms.mean(dim=2).sum(dim=1)
+    return (terms * target_weights.unsqueeze(1)).sum(dim=(1, 2))
+
+
+class _QuantileHuber(torch.autograd.Function):
+    """:func:`quantile_huber_loss` as one node, its gradient in ``pred`` computed with the
+    loss (``u = target - pred``, so ``d loss / d pred = -d loss / d u``), in place where it
+    can: on small batches each elementwise pass costs more to launch than to run."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        pred: torch.Tensor,
+        target: torch.Tensor,
+        taus: torch.Tensor,
+        kappa: float,
+        target_weights: torch.Tensor | None,
+    ) -> torch.Tensor:
+        u = target.unsqueeze(1) - pred.unsqueeze(2)  # [B, N, M]
+        taus = taus.unsqueeze(2)
+        # |tau - 1{u < 0}| * slope of the Huber loss (see _quantile_huber_terms)
+        if kappa > 0:
+            c = u.clamp(-kappa, kappa)
+            slope = torch.where(u < 0, 1.0 - taus, taus).mul_(c)
+            terms = u.sub_(c, alpha=0.5).mul_(slope)  # u is not needed after this
+            if kappa != 1.0:
+                terms.div_(kappa)
+                slope.div_(kappa)
+        else:
+            weight = torch.where(u < 0, 1.0 - taus, taus)
+            slope = u.sign().mul_(weight)
+            terms = u.abs_().mul_(weight)
+        if target_weights is None:
+            loss = terms.mean(dim=2).sum(dim=1)
+            grad = slope.mean(dim=2)
+        else:
+            tw = target_weights.unsqueeze(1)
+            loss = terms.mul_(tw).sum(dim=(1, 2))
+            grad = slope.mul_(tw).sum(dim=2)
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return grad * grad_loss.neg().unsqueeze(1), None, None, None, None
 
 
 def cosine_features(taus: torch.Tensor, dim: int = 64) -> torch.Tensor:

@@ -520,6 +520,29 @@ def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def _flushing_denormals() -> bool:
+    """Whether CPU float arithmetic flushes subnormal numbers to zero right now."""
+    tiny = torch.full((1,), 1e-39, dtype=torch.float32)  # subnormal in float32
+    return float(tiny.mul(2.0)) == 0.0
+
+
+@contextlib.contextmanager
+def denormals_flushed(enabled: bool = True) -> Iterator[None]:
+    """Inside, CPU arithmetic treats subnormal floats as zero (``run.flush_denormals``); the
+    setting the process had is restored after. Nothing changes where the CPU cannot do it."""
+    before = _flushing_denormals()
+    if not enabled or before:
+        yield
+        return
+    if not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
 class Experiment:
     """One run built from an :class:`~rlblocks.config.ExperimentConfig`."""
 
@@ -994,7 +1017,7 @@ class Experiment:
             config=cfg.to_dict(c), run_dir=self.run_dir, resumed=resumed
         )
         try:
-            with _graceful_signals(trainer):
+            with _graceful_signals(trainer), denormals_flushed(c.run.flush_denormals):
                 result = trainer.run()
         finally:
             self.train_envs.close()

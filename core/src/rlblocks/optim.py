@@ -83,6 +83,9 @@ class OptimizerStep:
         # the fused Adam kernel's arguments, gathered once its state exists (see _FusedAdam)
         self._fused: _FusedAdam | None = None
         self._fused_ok = _FusedAdam.applies(self.optim)
+        # whether every parameter has one device and dtype (see _clip_grad_norm); None: not
+        # looked at yet
+        self._one_kind: bool | None = None
 
     def step(self, loss: torch.Tensor, retain_graph: bool = False) -> None:
         """``zero_grad -> loss.backward() -> clip -> step``. Returns nothing, so no value is
@@ -102,10 +105,26 @@ class OptimizerStep:
     def _clip_and_step(self, loss: torch.Tensor | None) -> None:
         norm = None
         if self.max_grad_norm is not None:
-            norm = nn.utils.clip_grad_norm_(self.params, self.max_grad_norm, foreach=True)
+            norm = self._clip_grad_norm(self.max_grad_norm)
         if self._watch is None or self._watch.record(self, loss, norm):
             self._optimizer_step()
         self.steps += 1
+
+    def _clip_grad_norm(self, max_norm: float) -> torch.Tensor:
+        """``nn.utils.clip_grad_norm_(params, max_norm, foreach=True)``, the same arithmetic
+        op for op; when every gradient is a dense tensor on one device with one dtype (nearly
+        always) it skips that function's per-call grouping of the tensors by device and dtype,
+        half of its cost for a small network."""
+        grads = [p.grad for p in self.params if p.grad is not None]
+        if self._one_kind is None:
+            kinds = {(p.device, p.dtype) for p in self.params}
+            self._one_kind = len(kinds) == 1 and hasattr(torch, "_foreach_norm")
+        if not (grads and self._one_kind) or any(g.is_sparse for g in grads):
+            return nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        torch._foreach_mul_(grads, coef)
+        return total
 
     def _optimizer_step(self) -> None:
         """``optim.step()``; fused Adam/AdamW call their kernel directly once their state
