@@ -89,18 +89,7 @@ def quantile_huber_loss(
     )
     if fixed and torch.is_grad_enabled() and pred.requires_grad:
         return _QuantileHuber.apply(pred, target, taus, float(kappa), target_weights)
-    return _quantile_huber_terms(pred, target, taus, float(kappa), target_weights)
-
-
-def _quantile_huber_terms(
-    pred: torch.Tensor,
-    target: torch.Tensor,
-    taus: torch.Tensor,
-    kappa: float,
-    target_weights: torch.Tensor | None,
-) -> torch.Tensor:
-    """:func:`quantile_huber_loss` as a graph autograd can differentiate in every input
-    (``taus`` is ``[1 or B, N]``)."""
+    # the plain graph, which autograd can differentiate in every input
     u = target.unsqueeze(1) - pred.unsqueeze(2)  # [B, N, M]
     # |tau - 1{u < 0}|: 1 - tau below the prediction, tau above
     weight = torch.where(u.detach() < 0, 1.0 - taus.unsqueeze(2), taus.unsqueeze(2))
@@ -132,7 +121,7 @@ class _QuantileHuber(torch.autograd.Function):
     ) -> torch.Tensor:
         u = target.unsqueeze(1) - pred.unsqueeze(2)  # [B, N, M]
         taus = taus.unsqueeze(2)
-        # |tau - 1{u < 0}| * slope of the Huber loss (see _quantile_huber_terms)
+        # |tau - 1{u < 0}| * slope of the Huber loss (see quantile_huber_loss)
         if kappa > 0:
             c = u.clamp(-kappa, kappa)
             slope = torch.where(u < 0, 1.0 - taus, taus).mul_(c)

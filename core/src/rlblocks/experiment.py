@@ -530,11 +530,7 @@ def _flushing_denormals() -> bool:
 def denormals_flushed(enabled: bool = True) -> Iterator[None]:
     """Inside, CPU arithmetic treats subnormal floats as zero (``run.flush_denormals``); the
     setting the process had is restored after. Nothing changes where the CPU cannot do it."""
-    before = _flushing_denormals()
-    if not enabled or before:
-        yield
-        return
-    if not torch.set_flush_denormal(True):
+    if not enabled or _flushing_denormals() or not torch.set_flush_denormal(True):
         yield
         return
     try:
