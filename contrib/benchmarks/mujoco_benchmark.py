@@ -22,9 +22,11 @@ seeds defaults were tuned on.
 Contenders (each with its own published settings, nothing tuned here):
 
 * rlblocks: ``rlblocks.train(algo, env=ENV, seed=s, loggers=[], progress=False)`` with the
-  algorithm's MuJoCo preset (the SAC, TD3 and PPO papers' settings; DDPG as Tianshou's
-  example), overriding only the budget (``trainer.max_env_steps``), the test interval, and for
-  PPO the learning-rate decay horizon (``algo.lr_decay_steps`` = the budget).
+  algorithm's MuJoCo preset (the TD3 and PPO papers' settings; SAC and DDPG as Tianshou's
+  examples; until 2026-11-27 SAC used the SAC paper's Adam 3e-4 and automatic entropy tuning,
+  trials kept in ``sac-paper-settings.jsonl`` next to the results), overriding only the budget
+  (``trainer.max_env_steps``), the test interval, and for PPO the learning-rate decay horizon
+  (``algo.lr_decay_steps`` = the budget).
 * Tianshou 2.0.1 with the defaults of its ``examples/mujoco/mujoco_{sac,td3,ddpg,ppo}.py`` (at
   commit f2402056 of thu-ml/tianshou; copied into ``TIANSHOU_EXAMPLES`` below) and its envs
   built as those examples build them (``EnvFactoryRegistered`` with shared-memory subprocess
