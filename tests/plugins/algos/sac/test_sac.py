@@ -1,4 +1,5 @@
-"""SAC: the entropy temperature, deterministic evaluation, and InvertedPendulum."""
+"""SAC: the entropy temperature, deterministic evaluation, the MuJoCo presets, and
+InvertedPendulum."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
+from rlblocks.config import build_config
+from rlblocks.experiment import spec_lookup
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
@@ -54,6 +57,27 @@ def test_target_value_is_soft_min_of_target_critics() -> None:
     act, logp = policy.actor(obs)
     q = policy.critic_target(obs, act)
     torch.testing.assert_close(value, torch.minimum(q[0], q[1]) - 0.5 * logp)
+
+
+@pytest.mark.parametrize("env_id", ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5"])
+def test_mujoco_locomotion_gets_a_fixed_temperature_and_adam_1e3(env_id: str) -> None:
+    config = build_config("sac", flags={"env": {"id": env_id}}, spec_lookup=spec_lookup)
+    assert (config.algo.auto_alpha, config.algo.alpha) == (False, 0.2)
+    assert (config.algo.actor_lr, config.algo.critic_lr) == (1e-3, 1e-3)
+    assert list(config.algo.hidden_sizes) == [256, 256] and config.algo.n_step == 1
+    assert (config.trainer.batch_size, config.trainer.warmup_steps) == (256, 10_000)
+    assert config.buffer.size == 1_000_000
+
+
+def test_pendulum_tunes_the_temperature_and_users_can_turn_it_back_on_for_mujoco() -> None:
+    pendulum = build_config("sac", spec_lookup=spec_lookup)
+    assert pendulum.env.id == "Pendulum-v1" and pendulum.algo.auto_alpha
+    assert list(pendulum.algo.hidden_sizes) == [64, 64]
+    tuned = build_config(
+        "sac", flags={"env": {"id": "HalfCheetah-v5"}}, overrides=["algo.auto_alpha=true"],
+        spec_lookup=spec_lookup,
+    )  # fmt: skip
+    assert tuned.algo.auto_alpha and tuned.algo.actor_lr == 1e-3
 
 
 @pytest.mark.slow
