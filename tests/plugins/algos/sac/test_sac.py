@@ -69,10 +69,14 @@ def test_mujoco_locomotion_gets_a_fixed_temperature_and_adam_1e3(env_id: str) ->
     assert config.buffer.size == 1_000_000
 
 
-def test_pendulum_tunes_the_temperature_and_users_can_turn_it_back_on_for_mujoco() -> None:
+def test_pendulums_tune_the_temperature_and_users_can_turn_it_back_on_for_mujoco() -> None:
     pendulum = build_config("sac", spec_lookup=spec_lookup)
     assert pendulum.env.id == "Pendulum-v1" and pendulum.algo.auto_alpha
     assert list(pendulum.algo.hidden_sizes) == [64, 64]
+    balance = build_config(
+        "sac", flags={"env": {"id": "InvertedPendulum-v5"}}, spec_lookup=spec_lookup
+    )
+    assert balance.algo.auto_alpha and list(balance.algo.hidden_sizes) == [64, 64]
     tuned = build_config(
         "sac", flags={"env": {"id": "HalfCheetah-v5"}}, overrides=["algo.auto_alpha=true"],
         spec_lookup=spec_lookup,
@@ -82,7 +86,7 @@ def test_pendulum_tunes_the_temperature_and_users_can_turn_it_back_on_for_mujoco
 
 @pytest.mark.slow
 def test_sac_balances_inverted_pendulum(tmp_path) -> None:
-    """InvertedPendulum-v5 to a mean return of 950 with the MuJoCo preset."""
+    """InvertedPendulum-v5 to a mean return of 950 with its own preset (Pendulum-sized)."""
     result = rlblocks.train(
         "sac",
         env="InvertedPendulum-v5",
