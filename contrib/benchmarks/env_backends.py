@@ -109,7 +109,8 @@ def _envpool_raw(task: str, n: int, threads: int) -> tuple[Any, Callable[[], int
     """EnvPool stepped as its own docs show: all envs each call, its autoreset on."""
     import envpool
 
-    kwargs = {"num_threads": threads} if threads else {}
+    kwargs: dict[str, Any] = {"num_threads": threads} if threads else {}
+    kwargs.update(_pin(threads))
     envs = envpool.make_gymnasium(task, num_envs=n, seed=0, **kwargs)
     envs.reset()
     acts = _actions(envs.action_space, n)
@@ -139,6 +140,27 @@ def _bare(task: str, n: int) -> tuple[Any, Callable[[], int]]:
     return env, step
 
 
+#: Both EnvPool rows pin EnvPool's threads to this process's first cores when it runs more than
+#: one (``--envpool-pin``). Unpinned, where the OS places them decides the speed for the life of
+#: the process: 8 HalfCheetah-v5 envs on 2 threads stepped at about 225 or about 360 us per call
+#: here, differing from one process to the next alone, which made the ratio between the two rows
+#: a coin toss. A single thread is left unpinned (pinned, it can share a core with the caller).
+_ENVPOOL_PIN = [True]
+
+
+def _pin(threads: int) -> dict[str, int]:
+    """EnvPool's pinning option for a pool of ``threads`` threads (see ``_ENVPOOL_PIN``)."""
+    if not _ENVPOOL_PIN[0] or threads <= 1:
+        return {}
+    import os
+
+    try:
+        first = min(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        first = 0
+    return {"thread_affinity_offset": first}
+
+
 def _threads(task: str, n: int) -> int:
     """EnvPool's thread count for both EnvPool rows: what the rlblocks backend picks by itself
     (one thread for classic control, else one per env up to the cores)."""
@@ -158,7 +180,7 @@ def contenders(names: list[str]) -> dict[str, Callable[[str, int], tuple[Any, Ca
         # speed over isolation: a share of the envs steps in this process (local_envs=None)
         "rlblocks shmem+local": lambda t, n: _rlblocks("shmem", t, n, local_envs=None),
         "rlblocks ray": lambda t, n: _rlblocks("ray", t, n),
-        "rlblocks envpool": lambda t, n: _rlblocks("envpool", t, n),
+        "rlblocks envpool": lambda t, n: _rlblocks("envpool", t, n, **_pin(_threads(t, n))),
         "rlblocks auto": lambda t, n: _rlblocks("auto", t, n),
         "EnvPool raw": lambda t, n: _envpool_raw(t, n, _threads(t, n)),
         "gym Sync": lambda t, n: _gym_vector("sync", t, n),
@@ -215,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=float, default=0.2)
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--envpool-pin", choices=("on", "off"), default="on",
+                   help="pin EnvPool's threads in both EnvPool rows when it runs several")
     args = p.parse_args(argv)
+    _ENVPOOL_PIN[0] = args.envpool_pin == "on"
     names = [s for s in args.only.split(",") if s]
     results: dict[str, dict[int, dict[str, float]]] = {}
     for task in args.tasks.split(","):
