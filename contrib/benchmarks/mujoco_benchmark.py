@@ -17,7 +17,10 @@ Every trial runs in a fresh subprocess of this interpreter with ``torch.set_num_
 (--torch-threads)`` (default 1), so no library inherits another's threads, RNG or caches.
 Trials are interleaved (for each seed, each env, each algorithm, both libraries) so that
 machine noise and an interrupted run fall on both alike. Seeds start at 100, away from the
-seeds defaults were tuned on.
+seeds defaults were tuned on. A cell whose trials ran on different days, or on a loaded
+machine, was re-run whole on one day with its earlier trials kept beside the results
+(``hopper-ddpg-mixed-days.jsonl``: Hopper-v5 DDPG, re-run on 2026-11-27; its seed 101 had run
+at about twice the wall of the others for both libraries).
 
 Contenders (each with its own published settings, nothing tuned here):
 

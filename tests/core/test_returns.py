@@ -335,3 +335,29 @@ def test_nstep_without_stored_obs_next_stops_before_an_unknown_next_observation(
     # with obs_next stored, the full walk is kept
     _r, boot_s, disc_s = nstep_return(stored, idx[:4], gamma, n_step=3)
     assert boot_s.tolist() == [2, 2, 5, 5] and disc_s[0] == 0.125
+
+
+def test_nstep_with_vector_rewards_is_the_scalar_return_of_each_column():
+    """Rewards of shape [k] per step (one per agent or objective): each column's n-step return
+    is the scalar return of that column's rewards, on the same walk."""
+    rng = np.random.default_rng(3)
+    vec, cols = ReplayBuffer(32), [ReplayBuffer(32) for _ in range(3)]
+    for t in range(20):
+        r = rng.normal(size=3)
+        # one env's step as a batch of one, so that the reward's own axis is not read as envs
+        step = {"obs": [t], "act": [0], "terminated": [t in (6, 13)], "truncated": [t == 17],
+                "obs_next": [t + 1]}
+        vec.add({**step, "rew": r[None]})
+        for c, buf in enumerate(cols):
+            buf.add({**step, "rew": r[None, c]})
+    idx = np.arange(20)
+    partial, boot, disc = nstep_return(vec, idx, 0.9, n_step=4)
+    assert partial.shape == (20, 3)
+    for c, buf in enumerate(cols):
+        p_c, b_c, d_c = nstep_return(buf, idx, 0.9, n_step=4)
+        np.testing.assert_allclose(partial[:, c], p_c, rtol=1e-12)
+        assert np.array_equal(boot, b_c) and np.array_equal(disc, d_c)
+    # a walk that starts 2 steps before a terminal step stops there: rewards t=4, 5, 6 only
+    want = vec.rew[4] + 0.9 * vec.rew[5] + 0.81 * vec.rew[6]
+    np.testing.assert_allclose(partial[4], want, rtol=1e-12)
+    assert boot[4] == 6 and disc[4] == 0.0

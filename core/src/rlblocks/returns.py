@@ -266,22 +266,29 @@ def nstep_return(
         raise ValueError(f"n_step must be >= 1, got {n_step}")
     _check_discount("gamma", gamma)
     indices = np.asarray(indices, dtype=np.int64)
-    cur = indices.copy()
-    alive = np.ones(indices.shape, dtype=bool)
-    steps = np.zeros(indices.shape, dtype=np.int64)
-    partial: np.ndarray | None = None
-    for k in range(n_step):
-        rew = np.asarray(buffer.get(cur, "rew"))  # type: ignore[attr-defined]
-        weight = np.where(alive, gamma**k, 0.0)
-        term = weight.reshape(-1, *(1,) * (rew.ndim - 1)) * rew
-        partial = term if partial is None else partial + term
-        steps += alive
-        nxt = np.asarray(buffer.next(cur))
-        alive &= nxt != cur
-        if k + 1 == n_step or not alive.any():
-            break
-        cur = np.where(alive, nxt, cur)
-    assert partial is not None
+    # The walk as a [n_step, B] chain of slots: row k is k steps along ``next``; a walk that
+    # stops stays on its last slot (``next`` of an end is the slot itself), so the last row holds
+    # every walk's last slot. The weights of all steps then come from the chain at once instead
+    # of a few small array operations per step.
+    chain = np.empty((n_step, *indices.shape), dtype=np.int64)
+    chain[0] = indices
+    for k in range(1, n_step):
+        chain[k] = buffer.next(chain[k - 1])
+    # alive[k]: the walk took step k (steps 0..m-1 of a walk of m steps); once a walk stops its
+    # rows repeat, so a step was taken exactly where the slot changed
+    alive = np.ones(chain.shape, dtype=bool)
+    np.not_equal(chain[1:], chain[:-1], out=alive[1:])
+    steps = alive.sum(axis=0, dtype=np.int64)
+    cur = chain[-1]
+    # one read of ``rew`` per row: a relabelled view (HER) answers only reads of one slot per
+    # sampled row, so the chain cannot be read in one flat call
+    rew = np.stack([np.asarray(buffer.get(row, "rew")) for row in chain])  # type: ignore[attr-defined]
+    powers = np.array([gamma**k for k in range(n_step)], dtype=np.float64)
+    weight = np.where(alive, powers.reshape(-1, *(1,) * indices.ndim), 0.0)
+    terms = weight.reshape(*weight.shape, *(1,) * (rew.ndim - weight.ndim)) * rew
+    partial = terms[0]
+    for k in range(1, n_step):  # in step order, as the return is defined
+        partial = partial + terms[k]
     terminated = np.asarray(buffer.get(cur, "terminated"), dtype=bool)  # type: ignore[attr-defined]
     if getattr(buffer, "ignore_obs_next", False):
         # the walk ended at a last stored step that did not terminate: its obs_next is unknown
