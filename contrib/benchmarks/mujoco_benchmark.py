@@ -29,7 +29,9 @@ Contenders (each with its own published settings, nothing tuned here):
   examples; until 2026-11-27 SAC used the SAC paper's Adam 3e-4 and automatic entropy tuning,
   trials kept in ``sac-paper-settings.jsonl`` next to the results), overriding only the budget
   (``trainer.max_env_steps``), the test interval, and for PPO the learning-rate decay horizon
-  (``algo.lr_decay_steps`` = the budget).
+  (``algo.lr_decay_steps`` = the budget). ``--rlblocks-set KEY=VALUE`` (repeatable) adds
+  overrides for trying a setting, on the tuning seeds (``--first-seed 0``) and in another
+  ``--out-dir``; the trials record them under ``rlblocks_set``. The table's runs use none.
 * Tianshou 2.0.1 with the defaults of its ``examples/mujoco/mujoco_{sac,td3,ddpg,ppo}.py`` (at
   commit f2402056 of thu-ml/tianshou; copied into ``TIANSHOU_EXAMPLES`` below) and its envs
   built as those examples build them (``EnvFactoryRegistered`` with shared-memory subprocess
@@ -199,7 +201,9 @@ def interval_for(algo: str, test_interval: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def trial_rlblocks(algo: str, env: str, seed: int, steps: int, interval: int) -> dict[str, Any]:
+def trial_rlblocks(
+    algo: str, env: str, seed: int, steps: int, interval: int, extra: list[str] | None = None
+) -> dict[str, Any]:
     import rlblocks
     from rlblocks.plugins import hookimpl
 
@@ -217,6 +221,7 @@ def trial_rlblocks(algo: str, env: str, seed: int, steps: int, interval: int) ->
     ]
     if algo == "ppo":
         overrides.append(f"algo.lr_decay_steps={steps}")
+    overrides += extra or []  # --rlblocks-set, after the budget so that they win
     with tempfile.TemporaryDirectory(prefix="rlblocks-bench-") as tmp:
         result = rlblocks.train(
             algo,
@@ -229,7 +234,10 @@ def trial_rlblocks(algo: str, env: str, seed: int, steps: int, interval: int) ->
             hooks=[Curve()],
             stop_reward=1e12,  # never reached: the whole budget runs
         )
-    return {"curve": curve, "seconds": float(result.wall_seconds), "env_steps": result.env_steps}
+    out = {"curve": curve, "seconds": float(result.wall_seconds), "env_steps": result.env_steps}
+    if extra:
+        out["rlblocks_set"] = list(extra)
+    return out
 
 
 def trial_tianshou(
@@ -497,6 +505,8 @@ def run_trial(fw: str, algo: str, env: str, seed: int, args: argparse.Namespace)
         "--tianshou-nan-check",
         args.tianshou_nan_check,
     ]
+    for item in args.rlblocks_set:
+        cmd += ["--rlblocks-set", item]
     base = {"framework": fw, "algo": algo, "env": env, "seed": seed, "budget": budget}
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     for line in reversed(proc.stdout.splitlines()):
@@ -514,6 +524,19 @@ def _mean_std(xs: list[float]) -> str:
     return f"{statistics.fmean(xs):.0f} ± {statistics.stdev(xs):.0f}"
 
 
+def _welch_t(a: list[float], b: list[float]) -> str:
+    """Welch's t of ``mean(a) - mean(b)`` with its Welch-Satterthwaite degrees of freedom, as
+    "t (df)"; "–" with fewer than two values on a side or no spread at all."""
+    if len(a) < 2 or len(b) < 2:
+        return "–"
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return "–"
+    t = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return f"{t:+.2f} ({df:.1f})"
+
+
 def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> str:
     """The markdown table (and the PNGs next to it) from every finished trial."""
     ok = [r for r in results if "error" not in r and r.get("curve")]
@@ -528,11 +551,15 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "seconds from the start of training to the end of the budget, tests and random warm-up "
         "included, one torch thread each. Ratio = rlblocks wall / Tianshou wall (below 1: "
         "rlblocks is faster). Paper = Tianshou paper, table 2 (v3 tasks, 1M steps; PPO 3M), "
-        "for orientation only.",
+        "for orientation only. Welch t = Welch's t statistic of the final returns, rlblocks "
+        "minus Tianshou, with its degrees of freedom: at 3 seeds each (2 to 4 degrees of "
+        "freedom) a two-sided 5% difference needs |t| above about 4.3 to 2.8, so smaller values "
+        "say the two libraries are not told apart by these seeds.",
         "",
-        "| env | algo | budget | seeds | rlblocks final | Tianshou final | rlblocks best | "
-        "Tianshou best | rlblocks wall s | Tianshou wall s | wall ratio | paper (1M) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| env | algo | budget | seeds | rlblocks final | Tianshou final | Welch t (df) | "
+        "rlblocks best | Tianshou best | rlblocks wall s | Tianshou wall s | wall ratio | "
+        "paper (1M) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for env in envs:
         for algo in algos:
@@ -559,7 +586,9 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
             lines.append(
                 f"| {env} | {algo} | {','.join(map(str, budgets))} | "
                 f"{seeds['rlblocks']}/{seeds['tianshou']} | {_mean_std(final['rlblocks'])} | "
-                f"{_mean_std(final['tianshou'])} | {_mean_std(best['rlblocks'])} | "
+                f"{_mean_std(final['tianshou'])} | "
+                f"{_welch_t(final['rlblocks'], final['tianshou'])} | "
+                f"{_mean_std(best['rlblocks'])} | "
                 f"{_mean_std(best['tianshou'])} | "
                 f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {paper} |"
             )
@@ -640,6 +669,15 @@ def main(argv: list[str] | None = None) -> int:
         "as released (its cost grows with the buffer; thu-ml/tianshou#1265), off to time "
         "Tianshou without it (use another --out-dir: results are keyed without it)",
     )
+    parser.add_argument(
+        "--rlblocks-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config override for the rlblocks trials (as `rlblocks train --set`; repeatable), "
+        "e.g. to try a setting on the tuning seeds 0-2 (--first-seed 0); results are keyed "
+        "without it, so use another --out-dir",
+    )
     parser.add_argument("--_trial", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -650,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.torch_threads)
         trial = (args.algos, args.envs, args._seed, args.steps, args.test_interval)
         if args._trial == "rlblocks":
-            out = trial_rlblocks(*trial)
+            out = trial_rlblocks(*trial, extra=args.rlblocks_set)
         else:
             out = trial_tianshou(*trial, nan_check=args.tianshou_nan_check)
         print(json.dumps(out), flush=True)
