@@ -236,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=0.5, help="length of one timed window")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=float, default=0.2)
+    p.add_argument("--builds", type=int, default=1,
+                   help="build each contender this many times (fresh envs, interleaved) and "
+                        "report the median over builds; EnvPool's thread placement is drawn "
+                        "once per pool, so one build is one draw")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--envpool-pin", choices=("on", "off"), default="on",
                    help="pin EnvPool's threads in both EnvPool rows when it runs several")
@@ -251,17 +255,26 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results[task] = {}
         for n in [int(x) for x in args.envs.split(",")]:
-            row: dict[str, float] = {}
-            for name, build in contenders(names).items():
-                if name == "bare loop" and n != min(int(x) for x in args.envs.split(",")):
-                    row[name] = results[task][min(results[task])]["bare loop"]
-                    continue
-                try:
-                    row[name] = measure(lambda b=build, t=task, k=n: b(t, k), args.seconds,
-                                        args.repeats, args.warmup)
-                except Exception as exc:
-                    print(f"  skip {name} on {task} x{n}: {type(exc).__name__}: {exc}"[:200],
-                          file=sys.stderr)
+            rates: dict[str, list[float]] = {}
+            # builds interleaved, so that drift on the machine meets every contender alike
+            for _ in range(args.builds):
+                for name, build in contenders(names).items():
+                    if name == "bare loop" and n != min(int(x) for x in args.envs.split(",")):
+                        rates[name] = [results[task][min(results[task])]["bare loop"]]
+                        continue
+                    try:
+                        rate = measure(lambda b=build, t=task, k=n: b(t, k), args.seconds,
+                                       args.repeats, args.warmup)
+                    except Exception as exc:
+                        print(f"  skip {name} on {task} x{n}: {type(exc).__name__}: {exc}"[:200],
+                              file=sys.stderr)
+                        continue
+                    rates.setdefault(name, []).append(rate)
+            row = {name: statistics.median(r) for name, r in rates.items()}
+            if args.builds > 1:
+                spread = {name: (min(r), max(r)) for name, r in rates.items() if len(r) > 1}
+                for name, (lo, hi) in spread.items():
+                    print(f"  {name}: {args.builds} builds, {lo:,.0f} to {hi:,.0f} steps/s")
             results[task][n] = row
             _print_row(task, n, row)
     if args.json:
