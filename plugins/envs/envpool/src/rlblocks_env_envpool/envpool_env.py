@@ -1,9 +1,10 @@
-"""The EnvPool backend: EnvPool's synchronous gymnasium interface behind the VectorEnv protocol.
+"""The EnvPool backend: EnvPool's C++ envs behind the VectorEnv protocol.
 
-EnvPool resets a finished env by itself on the step after its episode ended. The collector
-resets finished envs with ``reset(env_ids)`` before stepping them again, so that automatic reset
-never happens; stepping a finished env without a reset is refused (as every rlblocks backend
-does), so no transition can span two episodes.
+EnvPool resets a finished env by itself on the step after its episode ended. This backend never
+lets that happen: stepping a finished env without ``reset(env_ids)`` is refused (as every
+rlblocks backend does), so no transition can span two episodes. For speed it drives the pool's
+C++ binding directly and starts each finished env's reset as the step that finished it returns
+(see :class:`EnvPoolVectorEnv`); the caller's ``reset(env_ids)`` collects it.
 """
 
 from __future__ import annotations
