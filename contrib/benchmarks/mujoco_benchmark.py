@@ -20,7 +20,10 @@ machine noise and an interrupted run fall on both alike. Seeds start at 100, awa
 seeds defaults were tuned on. A cell whose trials ran on different days, or on a loaded
 machine, was re-run whole on one day with its earlier trials kept beside the results
 (``hopper-ddpg-mixed-days.jsonl``: Hopper-v5 DDPG, re-run on 2026-11-27; its seed 101 had run
-at about twice the wall of the others for both libraries).
+at about twice the wall of the others for both libraries). From 2026-11-27 on every cell is
+being extended from 3 to 5 seeds (103 and 104, both libraries, all cells alike, decided before
+those seeds ran and whatever they show), a seed at a time across sessions; the seeds of one cell
+can then come from different days, each seed's two trials still back to back.
 
 Contenders (each with its own published settings, nothing tuned here):
 
@@ -52,7 +55,7 @@ Named ``mujoco_benchmark.py``, not ``mujoco.py``: a script's folder comes first 
 in it (this one included).
 
 Run (in /work/benchvenv, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
---envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 3
+--envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 5
 --out-dir docs/benchmarks/mujoco``.
 """
 
@@ -552,9 +555,13 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "included, one torch thread each. Ratio = rlblocks wall / Tianshou wall (below 1: "
         "rlblocks is faster). Paper = Tianshou paper, table 2 (v3 tasks, 1M steps; PPO 3M), "
         "for orientation only. Welch t = Welch's t statistic of the final returns, rlblocks "
-        "minus Tianshou, with its degrees of freedom: at 3 seeds each (2 to 4 degrees of "
-        "freedom) a two-sided 5% difference needs |t| above about 4.3 to 2.8, so smaller values "
-        "say the two libraries are not told apart by these seeds.",
+        "minus Tianshou, with its degrees of freedom: a two-sided 5% difference needs |t| "
+        "above 4.30 at 2 degrees of freedom, 3.18 at 3, 2.78 at 4, 2.45 at 6 and 2.31 at 8 (3 "
+        "to 5 seeds each), so smaller values say the two libraries are not told apart by these "
+        "seeds. Every cell is being extended to 5 seeds (103 and 104, both libraries, decided "
+        "before they ran); the seeds column shows each cell's count until then. The two trials "
+        "of a seed run back to back, but a cell's seeds may come from different days, and the "
+        "VM's speed drifts between days (up to about 1.8x): compare wall seconds within a row.",
         "",
         "| env | algo | budget | seeds | rlblocks final | Tianshou final | Welch t (df) | "
         "rlblocks best | Tianshou best | rlblocks wall s | Tianshou wall s | wall ratio | "
