@@ -230,15 +230,19 @@ class EnvPoolVectorEnv(VectorEnvBase):
             raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
         return ids.astype(np.int32)
 
-    def _receive_resets(self) -> None:
-        """Receive the resets started at the end of the last step; keep their observations."""
+    def _recv_started_resets(self) -> tuple[np.ndarray, np.ndarray]:
+        """The envs whose reset the last step started, and their first observations."""
         resetting, self._resetting = self._resetting, _NO_ENVS
         try:
-            obs = self._pool._recv()[self._layout.obs]
+            return resetting, self._pool._recv()[self._layout.obs]
         except Exception as exc:
             raise EnvWorkerError(
                 f"EnvPool raised in reset of envs {resetting.tolist()}: {exc!r}"
             ) from exc
+
+    def _receive_resets(self) -> None:
+        """Receive the resets started at the end of the last step; keep their observations."""
+        resetting, obs = self._recv_started_resets()
         if self._fresh_obs is None:
             self._fresh_obs = np.empty((self.num_envs, *obs.shape[1:]), dtype=obs.dtype)
         self._fresh_obs[resetting] = obs
@@ -259,13 +263,7 @@ class EnvPoolVectorEnv(VectorEnvBase):
         resetting = self._resetting
         if seed is None and len(resetting) == len(ids) and (resetting == ids).all():
             # what the collector does: reset the envs that the last step finished
-            self._resetting = _NO_ENVS
-            try:
-                obs = self._pool._recv()[self._layout.obs]
-            except Exception as exc:
-                raise EnvWorkerError(
-                    f"EnvPool raised in reset of envs {ids.tolist()}: {exc!r}"
-                ) from exc
+            _, obs = self._recv_started_resets()
             self._needs_reset[ids] = False
             return obs, [{} for _ in range(len(ids))]
         if len(resetting):
