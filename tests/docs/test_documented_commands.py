@@ -57,27 +57,15 @@ def test_the_docs_show_train_commands_to_check() -> None:
 @pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_documented_train_command_resolves(where: str, command: str) -> None:
     from rlblocks import config as cfg
-    from rlblocks.cli import build_parser
-    from rlblocks.experiment import spec_lookup
+    from rlblocks.cli import build_parser, train_settings
+    from rlblocks.experiment import resolve_train_config
 
     argv = shlex.split(command)[1:]
     if "--config" in argv or any(a.isupper() or "<" in a for a in argv[:2]):
         pytest.skip("needs a config file or shows a placeholder")
     args = build_parser().parse_args(argv)
-    flags: dict[str, dict[str, object]] = {}
-    for section, key, value in (
-        ("env", "id", args.env),
-        ("env", "backend", args.backend),
-        ("env", "num_envs", args.num_envs),
-        ("buffer", "name", args.buffer),
-        ("trainer", "stop_reward", args.stop_reward),
-        ("run", "seed", args.seed),
-        ("run", "device", args.device),
-    ):
-        if value is not None:
-            flags.setdefault(section, {})[key] = value
-    resolved = cfg.build_config(
-        args.algo, overrides=list(args.set or ()), flags=flags, spec_lookup=spec_lookup
+    resolved = resolve_train_config(
+        args.algo, seed=args.seed, run_dir=args.run_dir, **train_settings(args)
     )
     assert resolved.algo_name == args.algo, where
     for override in args.set or ():

@@ -20,6 +20,7 @@ _LAZY = {
     "Agent": "rlblocks.agent",
     "EvalResult": "rlblocks.agent",
     "resume": "rlblocks.experiment",
+    "resolve_train_config": "rlblocks.experiment",
     "make_vector_env": "rlblocks.experiment",
     "make_buffer": "rlblocks.experiment",
     "make_policy": "rlblocks.experiment",
@@ -39,7 +40,14 @@ if TYPE_CHECKING:
     from rlblocks.buffer import ReplayBuffer
     from rlblocks.collector import Collector, CollectStats
     from rlblocks.errors import ConfigError, NonFiniteError, RlblocksError, UnknownComponentError
-    from rlblocks.experiment import make_buffer, make_policy, make_vector_env, resume, train
+    from rlblocks.experiment import (
+        make_buffer,
+        make_policy,
+        make_vector_env,
+        resolve_train_config,
+        resume,
+        train,
+    )
     from rlblocks.trainer import OffPolicyTrainer, OnPolicyTrainer
 
 

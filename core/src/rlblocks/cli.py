@@ -120,11 +120,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -- train / resume -----------------------------------------------------------------------------
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    """Train ``args.algo``; 0 when the run finished, solved or not."""
-    experiment = importlib.import_module("rlblocks.experiment")
-    # the run's settings, the same for one run and for each of several seeds
-    common = {
+def train_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``experiment.train`` that ``rlblocks train``'s flags give, the
+    same for one run and for each of several seeds (``seed`` and ``run_dir`` are per run)."""
+    return {
         "env": args.env,
         "stop_reward": args.stop_reward,
         "backend": args.backend,
@@ -135,6 +134,43 @@ def cmd_train(args: argparse.Namespace) -> int:
         "overrides": list(args.set or ()),
         "device": args.device,
     }
+
+
+def dry_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The config ``rlblocks train`` would run with these flags, as ``config.json`` holds it
+    (``--config`` reads it back). Checks what the run would check before it builds anything:
+    the plugin names, every config field, the env id, the device and that ``--run-dir`` holds no
+    run; builds and writes nothing."""
+    experiment = importlib.import_module("rlblocks.experiment")
+    cfg = importlib.import_module("rlblocks.config")
+    resolved = experiment.resolve_train_config(
+        args.algo,
+        seed=args.seed,
+        run_dir=args.run_dir,
+        progress=False if args.no_progress else None,
+        **train_settings(args),
+    )
+    experiment.check_env_id(resolved.env.id)
+    experiment.resolve_device(resolved.run.device)
+    if resolved.run.run_dir is not None:
+        experiment.refuse_existing_run(resolved.run.run_dir, args.overwrite)
+    return cfg.to_dict(resolved)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train ``args.algo``; 0 when the run finished, solved or not."""
+    experiment = importlib.import_module("rlblocks.experiment")
+    if args.dry_run:
+        if args.seeds is not None or args.resume or args.workers is not None or args.ray:
+            raise RlblocksError(
+                "--dry-run shows one new run's config; leave out --seeds, --workers, --ray and "
+                "--resume"
+            )
+        import json
+
+        print(json.dumps(dry_run(args), indent=2))
+        return 0
+    common = train_settings(args)
     if args.seeds is not None:
         seeds = importlib.import_module("rlblocks.seeds")
         if args.seed is not None:
@@ -317,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in --run-dir (its checkpoints, logs, result)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir (as `rlblocks resume DIR`)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the resolved config as JSON (what --config reads) and exit: "
+                   "names, fields and the env id are checked, nothing is trained or written")
     p.add_argument("--seeds", metavar="LIST",
                    help="train once per seed (0-4 or 0,3,7) into RUN_DIR/seed-N and summarise "
                    "the returns (mean, IQM, 95%% bootstrap intervals)")

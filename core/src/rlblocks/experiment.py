@@ -225,6 +225,16 @@ def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec
         raise ConfigError(f"unknown gymnasium env id {env_id!r}: {exc}") from exc
 
 
+def check_env_id(env_id: str, trusted: bool = True) -> None:
+    """Refuse, with a clear error, an env id that no run could make: an unknown gymnasium id, a
+    namespace whose package is missing, a PettingZoo ``module:parallel_env`` that does not import.
+    ``trusted`` as in :func:`env_spec`."""
+    if is_multiagent_id(env_id):
+        multiagent_factory(env_id, trusted=trusted)
+    else:
+        env_spec(env_id, trusted=trusted)
+
+
 def make_vector_env(
     backend: str,
     env: EnvSource,
@@ -1050,6 +1060,57 @@ def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
+def resolve_train_config(
+    algo: str,
+    *,
+    env: str | None = None,
+    seed: int | None = None,
+    stop_reward: float | None = None,
+    backend: str | None = None,
+    buffer: str | None = None,
+    num_envs: int | None = None,
+    loggers: Sequence[str] | None = None,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    run_dir: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
+    max_env_steps: int | None = None,
+) -> cfg.ExperimentConfig:
+    """The config :func:`train` would run with these arguments, without running anything.
+
+    Layers apply in :func:`train`'s order (section defaults < the algorithm's defaults and its
+    presets for the env < ``config`` < the keyword arguments < ``overrides``). Nothing is built
+    or written, so a config can be checked, printed (``rlblocks train ... --dry-run``) or saved
+    for ``--config``. ``run.run_dir`` stays None when none is given: :func:`train` then picks a
+    fresh timestamped directory, so a saved config can start any number of runs.
+    """
+    flags: dict[str, dict[str, Any]] = {}
+
+    def put(section: str, key: str, value: Any) -> None:
+        if value is not None:
+            flags.setdefault(section, {})[key] = value
+
+    put("env", "id", env)
+    put("env", "backend", backend)
+    put("env", "num_envs", num_envs)
+    put("buffer", "name", buffer)
+    put("trainer", "stop_reward", stop_reward)
+    put("trainer", "max_env_steps", max_env_steps)
+    put("run", "seed", seed)
+    put("run", "device", device)
+    put("run", "progress", progress)
+    put("run", "loggers", list(loggers) if loggers is not None else None)
+    put("run", "run_dir", str(run_dir) if run_dir is not None else None)
+    if config is None or isinstance(config, Mapping):
+        file_data = dict(config) if config is not None else None
+    else:
+        file_data = cfg.load_config_file(config)
+    return cfg.build_config(
+        algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
+    )
+
+
 def train(
     algo: str,
     *,
@@ -1084,47 +1145,45 @@ def train(
     ``resume`` needs the factory again. The returned result's ``agent`` holds the final policy
     (``rlblocks.load(result.run_dir)`` loads the best one).
     """
-    flags: dict[str, dict[str, Any]] = {}
     env_factory: Callable[[], gym.Env] | None = None
     if env is not None and not isinstance(env, str):
         if not callable(env):
             raise ConfigError(f"env must be a gymnasium id or an env factory, got {env!r}")
         env_factory, env = env, _factory_name(env)
-
-    def put(section: str, key: str, value: Any) -> None:
-        if value is not None:
-            flags.setdefault(section, {})[key] = value
-
-    put("env", "id", env)
-    put("env", "backend", backend)
-    put("env", "num_envs", num_envs)
-    put("buffer", "name", buffer)
-    put("trainer", "stop_reward", stop_reward)
-    put("trainer", "max_env_steps", max_env_steps)
-    put("run", "seed", seed)
-    put("run", "device", device)
-    put("run", "progress", progress)
-    put("run", "loggers", list(loggers) if loggers is not None else None)
-    put("run", "run_dir", str(run_dir) if run_dir is not None else None)
-    if config is None or isinstance(config, Mapping):
-        file_data = dict(config) if config is not None else None
-    else:
-        file_data = cfg.load_config_file(config)
-    resolved = cfg.build_config(
-        algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
+    resolved = resolve_train_config(
+        algo,
+        env=env,
+        seed=seed,
+        stop_reward=stop_reward,
+        backend=backend,
+        buffer=buffer,
+        num_envs=num_envs,
+        loggers=loggers,
+        config=config,
+        overrides=overrides,
+        run_dir=run_dir,
+        device=device,
+        progress=progress,
+        max_env_steps=max_env_steps,
     )
     rd = resolved.run.run_dir
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
         resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
-    if (Path(rd) / "config.json").is_file() and not overwrite:
-        raise ConfigError(
-            f"{rd} already holds a run; continue it with `rlblocks resume {rd}`, or pass "
-            "--overwrite (overwrite=True) to replace it"
-        )
+    refuse_existing_run(rd, overwrite)
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite
     ).run()
+
+
+def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False) -> None:
+    """A new run never lands on an old one unasked: ``run_dir`` holding a run is refused unless
+    ``overwrite``."""
+    if (Path(run_dir) / "config.json").is_file() and not overwrite:
+        raise ConfigError(
+            f"{run_dir} already holds a run; continue it with `rlblocks resume {run_dir}`, or "
+            "pass --overwrite (overwrite=True) to replace it"
+        )
 
 
 def _factory_name(factory: Callable[[], gym.Env]) -> str:
@@ -1158,10 +1217,8 @@ def resume(
     if not config_file.is_file():
         raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
     resolved = cfg.read_config(config_file, spec_lookup)
-    if env is None and is_multiagent_id(resolved.env.id):
-        multiagent_factory(resolved.env.id, trusted=trust_imports)
-    elif env is None:
-        env_spec(resolved.env.id, trusted=trust_imports)
+    if env is None:
+        check_env_id(resolved.env.id, trusted=trust_imports)
     finished = _finished(run_dir)
     if overrides:
         resolved = cfg.build_config(

@@ -1,0 +1,88 @@
+"""``rlblocks train ... --dry-run``: the config a run would get, checked and printed; no run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlblocks.cli import main as cli
+
+SMALL = [
+    "--set", "trainer.max_env_steps=300",
+    "--set", "trainer.warmup_steps=64",
+    "--set", "trainer.test_interval=300",
+    "--set", "trainer.test_episodes=2",
+    "--set", "env.num_test_envs=2",
+]  # fmt: skip
+
+
+def _dry_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:
+    assert cli(["train", *argv, "--dry-run"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_dry_run_prints_the_config_a_run_records_and_trains_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["dqn", "--env", "CartPole-v1", "--seed", "3", "--num-envs", "2", "--no-progress",
+            "--set", "algo.gamma=0.97", "--logger", "csv", *SMALL]  # fmt: skip
+    shown = _dry_run(argv, capsys)
+    assert list(tmp_path.iterdir()) == [], "a dry run writes nothing"
+    assert shown["algo_name"] == "dqn" and shown["algo"]["gamma"] == 0.97
+    assert shown["env"]["id"] == "CartPole-v1" and shown["env"]["num_envs"] == 2
+    assert shown["run"]["seed"] == 3 and shown["run"]["run_dir"] is None
+    # the same flags, trained for real: config.json holds what the dry run printed
+    run = tmp_path / "run"
+    assert cli(["train", *argv, "--run-dir", str(run)]) == 0
+    recorded = json.loads((run / "config.json").read_text())
+    assert recorded["run"].pop("run_dir") == str(run)
+    shown["run"].pop("run_dir")
+    assert recorded == shown
+
+
+def test_the_printed_config_reads_back_with_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = _dry_run(["sac", "--env", "Pendulum-v1", "--set", "algo.tau=0.01"], capsys)
+    saved = tmp_path / "sac.json"
+    saved.write_text(json.dumps(shown))
+    again = _dry_run(["sac", "--config", str(saved)], capsys)
+    assert again == shown and again["algo"]["tau"] == 0.01
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["dqn", "--set", "algo.gamm=0.9"], "gamm"),
+        (["dqn", "--env", "CartPol-v1"], "unknown gymnasium env id 'CartPol-v1'"),
+        (["dqm"], "dqn"),
+        (["dqn", "--device", "banana"], "unknown device 'banana'"),
+        (["dqn", "--backend", "nosuchbackend"], "nosuchbackend"),
+        (["dqn", "--seeds", "0-2"], "leave out --seeds"),
+    ],
+    ids=["field-typo", "env-typo", "algo-typo", "device", "backend", "seeds"],
+)
+def test_dry_run_refuses_what_the_run_would_refuse(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(["train", *argv, "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and message in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_dry_run_refuses_a_run_dir_that_holds_a_run_unless_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    assert cli(["train", "dqn", "--run-dir", str(run), "--dry-run"]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    shown = _dry_run(["dqn", "--run-dir", str(run), "--overwrite"], capsys)
+    assert shown["run"]["run_dir"] == str(run)
+    assert (run / "config.json").read_text() == "{}", "a dry run changes nothing"
