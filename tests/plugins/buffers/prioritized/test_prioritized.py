@@ -63,6 +63,45 @@ def test_segment_tree_never_returns_an_empty_leaf(compiled: bool) -> None:
     assert set(found.tolist()) <= {3, 50}
 
 
+def test_compiled_kernels_run_as_python_give_what_numba_and_numpy_give() -> None:
+    # Coverage cannot see inside numba-compiled code, and a kernel's Python source is what
+    # numba compiles: running it as plain Python (``py_func``) on the same inputs checks the
+    # source itself, including its rare branches (a walk sharing its parent with the walk
+    # before, one value for all leaves). Not _find_nb: it adds comparisons as integers, which
+    # numba does and numpy's bools do not (np.True_ + np.True_ is True), so only its compiled
+    # form means what it says; the tests above check that form against numpy's searchsorted.
+    seg = pytest.importorskip("rlblocks_buffer_prioritized.segment_tree")
+    if seg.njit is None:
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(7)
+    capacity = 300
+    trees = {name: SumMinTree(capacity) for name in ("numba", "python", "numpy")}
+    trees["numpy"].compiled = False
+    index = np.sort(rng.integers(capacity - 40, size=200))  # sorted, repeats, 40 empty leaves
+    value = rng.random(200) + 0.01
+    for name, tree in trees.items():
+        if name == "python":
+            seg._set_nb.py_func(tree._sum, tree._min, tree._starts, index, value)
+            seg._set_nb.py_func(tree._sum, tree._min, tree._starts, np.array([5, 9]),
+                                np.array([0.25]))  # fmt: skip
+        else:
+            tree.set(index, value)
+            tree.set(np.array([5, 9]), 0.25)
+    for name in ("python", "numpy"):
+        np.testing.assert_allclose(trees[name]._sum, trees["numba"]._sum, rtol=1e-12)
+        np.testing.assert_array_equal(trees[name]._min, trees["numba"]._min)
+    total = trees["numba"].total()
+    draws = np.concatenate([rng.random(500) * total, [0.0, total, total * (1 + 1e-12)]])
+    want = trees["numba"].find_prefix_sum(draws)
+    assert trees["numba"].leaves[want[-2:]].min() > 0  # past the end: still a non-empty leaf
+    np.testing.assert_array_equal(trees["numpy"].find_prefix_sum(draws), want)
+    u = rng.random(64)
+    stratified = seg._find_stratified_nb.py_func(trees["python"]._sum, trees["python"]._starts,
+                                                 u.copy())  # fmt: skip
+    np.testing.assert_array_equal(stratified, trees["numba"]._find_stratified_owned(u.copy()))
+    np.testing.assert_array_equal(trees["numpy"]._find_stratified_owned(u.copy()), stratified)
+
+
 @pytest.mark.parametrize("cls", FORMS)
 def test_sampling_frequency_is_proportional_to_priority_to_the_alpha(cls) -> None:
     buf = filled(cls, alpha=0.5)
