@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
+from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
 from rlblocks.errors import ConfigError
@@ -221,6 +222,62 @@ def test_attach_env_takes_the_goal_functions_of_the_unwrapped_env() -> None:
         gym.registry.pop("rlblocks-test/BitFlip-v0", None)
     with pytest.raises(ConfigError, match="compute_reward"):
         HERReplayBuffer(10).attach_env(gym.make("CartPole-v1"))
+
+
+def test_goal_function_mistakes_are_named_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match="k must be >= 0"):
+        HindsightRelabeller(k=-1)
+    with pytest.raises(ConfigError, match="a callable or an import path"):
+        HindsightRelabeller(compute_reward=3)
+    with pytest.raises(ConfigError, match="'os:sep' names a str, not a function"):
+        HindsightRelabeller(compute_reward="os:sep")
+
+    class RewardOnly:
+        compute_reward = staticmethod(goal_reward)
+
+    with pytest.raises(ConfigError, match=r"compute_terminated.*terminate_on_success=False"):
+        HERReplayBuffer(10, terminate_on_success=True).attach_env(RewardOnly())
+    with pytest.raises(RuntimeError, match="bind it first"):
+        HindsightRelabeller(k=1).view(Batch(), np.zeros(0, np.int64))
+
+    def filled(**kwargs):
+        buf = HERReplayBuffer(10, num_envs=2, k=1000, seed=0, **kwargs)
+        buf.add({**goal_step(np.arange(2), np.zeros(2)), "terminated": np.zeros(2, bool),
+                 "truncated": np.zeros(2, bool)})
+        return buf
+
+    # reward functions that are not vectorised over transitions
+    with pytest.raises(ConfigError, match=r"compute_reward returned shape .*vectorised"):
+        filled(compute_reward=lambda a, d, info: -1.0).sample(4)
+    scalar_flags = lambda a, d, info: True  # noqa: E731
+    with pytest.raises(ConfigError, match=r"compute_terminated returned shape .*vectorised"):
+        filled(compute_reward=goal_reward, terminate_on_success=True,
+               compute_terminated=scalar_flags).sample(4)
+    with pytest.raises(ConfigError, match=r"terminate_on_success is set .*compute_terminated"):
+        filled(compute_reward=goal_reward, terminate_on_success=True).sample(4)
+
+
+def test_the_relabelled_view_reads_through_and_refuses_misaligned_reads() -> None:
+    buf = HERReplayBuffer(20, num_envs=2, k=4, compute_reward=goal_reward, seed=1,
+                          compute_terminated=goal_reached, terminate_on_success=True)
+    GoalScript(buf, seed=3).add(8)
+    batch, idx = buf.sample(6)
+    with pytest.raises(ValueError, match="pass the batch and the indices"):
+        buf.batch_view(batch, idx[:3])
+    view = buf.batch_view(batch, idx)
+    assert isinstance(view, RelabelledView)
+    assert len(view) == len(buf)
+    np.testing.assert_array_equal(view.env_id, buf.env_id)
+    np.testing.assert_array_equal(view.prev(idx), buf.prev(idx))
+    with pytest.raises(ValueError, match="one slot per sampled row"):
+        view.get(idx[:2], "rew")
+    rows = view[idx]  # the sampled rows as the batch saw them: its goals, rewards and flags
+    np.testing.assert_array_equal(rows.obs.desired_goal, batch.obs.desired_goal)
+    np.testing.assert_array_equal(rows.obs_next.desired_goal, batch.obs.desired_goal)
+    np.testing.assert_array_equal(rows.rew, batch.rew)
+    np.testing.assert_array_equal(rows.terminated, batch.terminated)
+    np.testing.assert_array_equal(view.get(idx, "done"), batch.done)
+    np.testing.assert_array_equal(view.get(idx, "act"), buf.get(idx, "act"))
 
 
 # --- relabelling ------------------------------------------------------------------------------
