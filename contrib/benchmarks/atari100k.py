@@ -101,7 +101,7 @@ Contenders (each with its own published settings, nothing tuned here):
   envs with ``exploration_noise=True`` (epsilon 0.005), as the example's test collector, playing
   N = ``--test-episodes`` episodes (with N <= 10, one whole game per env).
 
-Run (in /work/benchvenv, see README.md; it also needs ale-py and opencv-python-headless):
+Run (in .venv-bench, see README.md; it also needs ale-py and opencv-python-headless):
 ``python contrib/benchmarks/atari100k.py --games Pong,Breakout --seeds 3
 --out-dir docs/benchmarks/atari100k``.
 """

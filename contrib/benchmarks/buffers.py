@@ -27,7 +27,7 @@ heap), shown apart. Step batches are built before timing for everyone. Buffers t
 their storage on the first add (rlblocks, Tianshou) have that in their add time; SB3 allocates in
 its constructor, which is not timed. Run from the repository root::
 
-    /work/benchvenv/bin/python contrib/benchmarks/buffers.py            # about 3 minutes
+    .venv-bench/bin/python contrib/benchmarks/buffers.py            # about 3 minutes
 """
 
 from __future__ import annotations

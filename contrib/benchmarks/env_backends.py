@@ -6,8 +6,8 @@ right away (``reset(env_ids)`` for rlblocks and Tianshou; gymnasium's vector env
 Each contender is built, warmed up, then timed ``--repeats`` times for ``--seconds`` each; the
 table shows the median env steps/s (summed over envs) and the ratios the targets are about.
 
-    /work/benchvenv/bin/python contrib/benchmarks/env_backends.py
-    /work/benchvenv/bin/python contrib/benchmarks/env_backends.py --tasks CartPole-v1 --envs 8
+    .venv-bench/bin/python contrib/benchmarks/env_backends.py
+    .venv-bench/bin/python contrib/benchmarks/env_backends.py --tasks CartPole-v1 --envs 8
 
 Exits 0 whatever the numbers; a contender whose package is missing is skipped with a note.
 """

@@ -54,7 +54,7 @@ Named ``mujoco_benchmark.py``, not ``mujoco.py``: a script's folder comes first 
 ``sys.path``, so a ``mujoco.py`` there would shadow the ``mujoco`` package for every script
 in it (this one included).
 
-Run (in /work/benchvenv, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
+Run (in .venv-bench, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
 --envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 5
 --out-dir docs/benchmarks/mujoco``.
 """

@@ -39,7 +39,7 @@ Contenders (hyperparameters copied from the named sources, not tuned here):
   times Tianshou as released, with it; ``--tianshou-nan-check off`` times it without (on seeds
   100-102 here, SAC's solves took about 8% less time without the scan).
 
-Run (in /work/benchvenv for the SB3 and Tianshou columns):
+Run (in .venv-bench for the SB3 and Tianshou columns):
 ``python contrib/benchmarks/offpolicy_time_to_solve.py [--algos sac,td3,ddpg] [--seeds 5]
 [--cap 180] [--frameworks rlblocks,tianshou,sb3] [--rlblocks-set trainer.batch_size=256]
 [--out table.md]``.

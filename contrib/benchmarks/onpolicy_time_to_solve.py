@@ -22,7 +22,7 @@ Tianshou's numbers measured before this work (same protocol): PPO CartPole 22.0 
 39.6 s, PPO Pendulum 14.0 s; ``--reference`` prints them next to the table.
 
 Run: ``python contrib/benchmarks/onpolicy_time_to_solve.py [--tasks ppo-cartpole,a2c-cartpole,
-ppo-pendulum] [--frameworks rlblocks,sb3,tianshou] [--seeds 5] [--cap 120]`` (in /work/benchvenv
+ppo-pendulum] [--frameworks rlblocks,sb3,tianshou] [--seeds 5] [--cap 120]`` (in .venv-bench
 for the SB3 and Tianshou columns).
 """
 

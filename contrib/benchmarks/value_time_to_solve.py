@@ -58,7 +58,7 @@ Contenders (hyperparameters copied from the named sources, not tuned here):
   ``StopTrainingOnRewardThreshold``. The zoo's budget (5e4 steps) is lifted with epsilon's
   schedule kept (see ``trial_sb3``). Time: around ``model.learn``.
 
-Run (in /work/benchvenv, which holds rlblocks, Tianshou, Stable-Baselines3 and sb3-contrib):
+Run (in .venv-bench, which holds rlblocks, Tianshou, Stable-Baselines3 and sb3-contrib):
 ``python contrib/benchmarks/value_time_to_solve.py --algos c51,rainbow,qrdqn,iqn,fqf --seeds 5
 --first-seed 100 --cap 600 --frameworks rlblocks,tianshou,sb3 --out table.md``.
 """
