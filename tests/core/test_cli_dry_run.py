@@ -62,8 +62,12 @@ def test_the_printed_config_reads_back_with_config(
         (["dqn", "--device", "banana"], "unknown device 'banana'"),
         (["dqn", "--backend", "nosuchbackend"], "nosuchbackend"),
         (["dqn", "--seeds", "0-2"], "leave out --seeds"),
+        (["dqn", "--env", "Pendulum-v1"], "supports action spaces ['Discrete']"),
+        (["ppo", "--set", "buffer.stack_num=4"], "trains on-policy"),
+        (["dqn", "--set", 'env.wrappers=["gymnasium.wrappers:NoSuchWrapper"]'], "NoSuchWrapper"),
     ],
-    ids=["field-typo", "env-typo", "algo-typo", "device", "backend", "seeds"],
+    ids=["field-typo", "env-typo", "algo-typo", "device", "backend", "seeds", "spaces",
+         "on-policy-stack", "wrapper"],  # fmt: skip
 )
 def test_dry_run_refuses_what_the_run_would_refuse(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]

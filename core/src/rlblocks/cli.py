@@ -138,9 +138,9 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def dry_run(args: argparse.Namespace) -> dict[str, Any]:
     """The config ``rlblocks train`` would run with these flags, as ``config.json`` holds it
-    (``--config`` reads it back). Checks what the run would check before it builds anything:
-    the plugin names, every config field, the env id, the device and that ``--run-dir`` holds no
-    run; builds and writes nothing."""
+    (``--config`` reads it back). Checks what the run would check before it trains: the plugin
+    names, every config field, the env id, the device, the algorithm against the env's spaces
+    (``experiment.preflight``) and that ``--run-dir`` holds no run; trains and writes nothing."""
     experiment = importlib.import_module("rlblocks.experiment")
     cfg = importlib.import_module("rlblocks.config")
     resolved = experiment.resolve_train_config(
@@ -150,8 +150,7 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
         progress=False if args.no_progress else None,
         **train_settings(args),
     )
-    experiment.check_env_id(resolved.env.id)
-    experiment.resolve_device(resolved.run.device)
+    experiment.preflight(resolved)
     if resolved.run.run_dir is not None:
         experiment.refuse_existing_run(resolved.run.run_dir, args.overwrite)
     return cfg.to_dict(resolved)
@@ -355,7 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the run in --run-dir (as `rlblocks resume DIR`)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the resolved config as JSON (what --config reads) and exit: "
-                   "names, fields and the env id are checked, nothing is trained or written")
+                   "names, fields, the env and the algorithm's fit to it are checked, nothing "
+                   "is trained or written")
     p.add_argument("--seeds", metavar="LIST",
                    help="train once per seed (0-4 or 0,3,7) into RUN_DIR/seed-N and summarise "
                    "the returns (mean, IQM, 95%% bootstrap intervals)")

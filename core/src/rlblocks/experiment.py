@@ -372,6 +372,47 @@ def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gy
         )
 
 
+def _check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """Refuse a trainer this version lacks, and frame stacks an on-policy buffer would break."""
+    training = spec.training
+    if training not in {"off-policy", "on-policy"}:
+        raise ConfigError(
+            f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
+            "does not ship yet"
+        )
+    frames = c.buffer.stack_num
+    if frames > 1 and training == "on-policy":
+        raise ConfigError(
+            f"$.buffer.stack_num: {c.algo_name!r} trains on-policy from a buffer emptied "
+            "after every update, so stacks read from it would lose the frames before each "
+            "collect; stack frames in the env instead (env.wrappers = "
+            '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
+            f"{frames}}}) and leave buffer.stack_num at 1"
+        )
+
+
+def preflight(config: cfg.ExperimentConfig) -> None:
+    """Check a resolved config as a run checks it before it trains, keeping nothing: the env id,
+    the device, the trainer the algorithm needs, frame stacking, and whether the algorithm
+    handles the env's spaces (one env is made with the run's wrappers to read them, then
+    closed). ``rlblocks train --dry-run`` runs it. What only a built run can tell (a plugin's
+    own checks on its envs or buffer) is left to the run."""
+    spec = spec_lookup("algo", config.algo_name)
+    check_env_id(config.env.id)
+    resolve_device(config.run.device)
+    _check_training(config, spec)
+    if is_multiagent_id(config.env.id):
+        return
+    wrappers = [*config.env.wrappers, *config.env.train_wrappers]
+    (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)
+    env = make()
+    try:
+        observation_space = stacked_space(env.observation_space, config.buffer.stack_num)
+        _check_spaces(spec, observation_space, env.action_space)
+    finally:
+        env.close()
+
+
 def resolve_device(device: str) -> str:
     """``device`` checked against what torch sees: ``"auto"`` is CUDA when torch has a GPU, else
     the CPU; a misspelled or unavailable device is a one-line ConfigError."""
@@ -597,20 +638,8 @@ class Experiment:
         env_opts = _options_dict(c.env.options)
         source: EnvSource = self.env_factory if self.env_factory is not None else c.env.id
         training = self.algo_spec.training
-        if training not in {"off-policy", "on-policy"}:
-            raise ConfigError(
-                f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
-                "does not ship yet"
-            )
+        _check_training(c, self.algo_spec)
         frames = c.buffer.stack_num
-        if frames > 1 and training == "on-policy":
-            raise ConfigError(
-                f"$.buffer.stack_num: {c.algo_name!r} trains on-policy from a buffer emptied "
-                "after every update, so stacks read from it would lose the frames before each "
-                "collect; stack frames in the env instead (env.wrappers = "
-                '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
-                f"{frames}}}) and leave buffer.stack_num at 1"
-            )
         multi = self.env_factory is None and is_multiagent_id(c.env.id)
         if multi:
             space_o, space_a = self._multiagent_envs()
