@@ -66,8 +66,17 @@ def test_the_printed_config_reads_back_with_config(
         (["ppo", "--set", "buffer.stack_num=4"], "trains on-policy"),
         (["dqn", "--set", 'env.wrappers=["gymnasium.wrappers:NoSuchWrapper"]'], "NoSuchWrapper"),
     ],
-    ids=["field-typo", "env-typo", "algo-typo", "device", "backend", "seeds", "spaces",
-         "on-policy-stack", "wrapper"],  # fmt: skip
+    ids=[
+        "field-typo",
+        "env-typo",
+        "algo-typo",
+        "device",
+        "backend",
+        "seeds",
+        "spaces",
+        "on-policy-stack",
+        "wrapper",
+    ],
 )
 def test_dry_run_refuses_what_the_run_would_refuse(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
