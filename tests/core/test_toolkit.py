@@ -460,6 +460,29 @@ def test_q_ensemble_members_are_independent() -> None:
     assert math.isfinite(float(q.detach().mean()))
 
 
+def test_one_q_ensemble_member_alone_matches_the_whole_ensemble() -> None:
+    torch.manual_seed(0)
+    enc = FlattenEncoder(gym.spaces.Box(-1, 1, (3,)))
+    critic = QEnsemble(enc, act_dim=2, hidden=(8, 8), n=3)
+    obs, act = torch.randn(5, 3), torch.randn(5, 2, requires_grad=True)
+    every = critic(obs, act)
+    for i in (0, 2, -1):
+        alone = critic(obs, act, member=i)
+        assert alone.shape == (1, 5)
+        torch.testing.assert_close(alone[0], every[i], rtol=0, atol=0)
+    # the gradient reaching the input (an actor's action) is member 0's alone
+    (g_alone,) = torch.autograd.grad(critic(obs, act, member=0).sum(), act)
+    (g_every,) = torch.autograd.grad(critic(obs, act)[0].sum(), act)
+    torch.testing.assert_close(g_alone, g_every, rtol=0, atol=0)
+    # per-member inputs [n, B, in] pick that member's row
+    x = torch.randn(3, 5, 5)
+    torch.testing.assert_close(critic.net(x, 1)[0], critic.net(x)[1], rtol=0, atol=0)
+    discrete = QEnsemble(enc, num_actions=4, hidden=(8,), n=2)
+    assert discrete(obs, member=1).shape == (1, 5, 4)
+    with pytest.raises(IndexError, match="member 3 of an ensemble of 3"):
+        critic(obs, act, member=3)
+
+
 def test_frozen_parameters_get_no_gradient_and_thaw_afterwards() -> None:
     critic, actor = nn.Linear(2, 1), nn.Linear(2, 2)
     critic_step = OptimizerStep(critic, lr=0.1)

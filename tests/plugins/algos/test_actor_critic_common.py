@@ -122,3 +122,30 @@ def test_solves_pendulum_with_default_settings(algo: str, tmp_path) -> None:
     )
     assert result.solved, result
     assert result.best_test_return >= -250.0
+
+
+@pytest.mark.parametrize("algo", [*ALGOS, "redq"])
+def test_actor_step_leaves_the_critics_gradients_alone(algo: str) -> None:
+    """The actor's loss flows through the critics but must not compute (or add to) their
+    gradients: the critics' gradients after a whole update are the critic loss's own."""
+    torch.manual_seed(0)
+    extra = {"policy_delay": 1} if algo == "td3" else {"actor_delay": 1} if algo == "redq" else {}
+    policy = rlblocks.make_policy(algo, OBS, ACT, hidden_sizes=[16], **extra)
+    buf = filled_buffer([(1.0, False, False), (-1.0, False, False), (0.5, True, False)])
+    after_critic: list[list[torch.Tensor]] = []
+    critic_step = policy.critic_step
+    original = critic_step.step
+
+    def recording_step(loss: torch.Tensor, retain_graph: bool = False) -> None:
+        original(loss, retain_graph)
+        after_critic.append([p.grad.clone() for p in critic_step.params])
+
+    critic_step.step = recording_step
+    actor_before = [p.detach().clone() for p in policy.actor_step.params]
+    policy.update(0, buf)
+    assert after_critic  # (REDQ takes several critic steps per update: the last one counts)
+    for grad, p in zip(after_critic[-1], critic_step.params, strict=True):
+        torch.testing.assert_close(p.grad, grad, rtol=0, atol=0)
+    assert all(p.requires_grad for p in critic_step.params)  # thawed again
+    moved = [not torch.equal(a, p) for a, p in zip(actor_before, policy.actor_step.params)]
+    assert any(moved)  # and the actor did learn

@@ -33,6 +33,11 @@ class EnsembleLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(self.bias, x, self.weight)
 
+    def member(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Member ``i`` alone: ``x [1, B, in] -> [1, B, out]``, the same batched kernel on a
+        one-member slice (so its numbers match member ``i`` of :meth:`forward`)."""
+        return torch.baddbmm(self.bias[i : i + 1], x, self.weight[i : i + 1])
+
 
 class EnsembleMLP(nn.Module):
     """``n`` MLPs ``in -> hidden... -> out`` evaluated together. Input ``[B, in]`` (the same for
@@ -52,7 +57,17 @@ class EnsembleMLP(nn.Module):
         layers.append(EnsembleLinear(n, last, out_dim))
         self.net = nn.Sequential(*layers)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, member: int | None = None) -> torch.Tensor:
+        """All members (``[n, B, out]``) or, with ``member``, that one alone (``[1, B, out]``)
+        at ``1/n`` of the cost: e.g. TD3's actor loss, which reads the first critic only."""
+        if member is not None:
+            if not -self.n <= member < self.n:
+                raise IndexError(f"member {member} of an ensemble of {self.n}")
+            member %= self.n  # a negative index counts from the end, as in forward()[member]
+            x = x.unsqueeze(0) if x.dim() == 2 else x[member : member + 1]
+            for layer in self.net:
+                x = layer.member(x, member) if isinstance(layer, EnsembleLinear) else layer(x)
+            return x
         if x.dim() == 2:
             x = x.unsqueeze(0).expand(self.n, *x.shape)
         return self.net(x)
@@ -88,10 +103,13 @@ class QEnsemble(nn.Module):
         in_dim = int(encoder.out_dim) + (act_dim or 0)
         self.net = EnsembleMLP(n, in_dim, hidden, num_actions or 1, activation)
 
-    def forward(self, obs: Any, act: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, obs: Any, act: torch.Tensor | None = None, *, member: int | None = None
+    ) -> torch.Tensor:
+        """``Q`` of every member; with ``member``, of that member alone (leading dim 1)."""
         features = self.encoder(obs)
         if not self.continuous:
-            return self.net(features)
+            return self.net(features, member)
         if act is None:
             raise TypeError("a continuous-action QEnsemble needs act")
-        return self.net(torch.cat([features, act], dim=-1)).squeeze(-1)
+        return self.net(torch.cat([features, act], dim=-1), member).squeeze(-1)

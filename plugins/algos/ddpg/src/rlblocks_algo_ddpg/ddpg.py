@@ -85,8 +85,9 @@ class DDPGPolicy(OffPolicyPolicy):
         critic_loss = sq.mean()
         self.critic_step.step(critic_loss)
 
-        actor_loss = -self.critic(obs, self.actor(obs))[0].mean()
-        self.actor_step.step(actor_loss)
+        with self.critic_step.frozen():  # the actor's step needs no critic gradients
+            actor_loss = -self.critic(obs, self.actor(obs))[0].mean()
+            self.actor_step.step(actor_loss)
 
         self.actor_target.update()
         self.critic_target.update()

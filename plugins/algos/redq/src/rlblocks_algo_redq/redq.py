@@ -107,17 +107,18 @@ class REDQPolicy(OffPolicyPolicy):
         self.gradient_steps += 1
 
         if self.gradient_steps % self.config.actor_delay == 0:
-            act_new, logp = self.actor(obs)
-            q_new = self.critic(obs, act_new).mean(dim=0)
-            actor_loss = (self.alpha * logp - q_new).mean()
-            self.actor_step.step(actor_loss)
+            with self.critic_step.frozen():  # the actor's step needs no critic gradients
+                act_new, logp = self.actor(obs)
+                q_new = self.critic(obs, act_new).mean(dim=0)
+                actor_loss = (self.alpha * logp - q_new).mean()
+                self.actor_step.step(actor_loss)
             self._actor_stats = {
                 "loss/actor": actor_loss.detach(),
                 "entropy": -logp.detach().mean(),
             }
             if self.alpha_step is not None:
-                alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-                self.alpha_step.step(alpha_loss)
+                # L_a = -mean(log_alpha * (log pi + target_entropy)): its gradient in closed form
+                self.alpha_step.step_with_grads([-(logp.detach() + self.target_entropy).mean()])
                 self._actor_stats["alpha"] = self.alpha
 
         self.critic_target.update()

@@ -93,9 +93,11 @@ class TD3Policy(OffPolicyPolicy):
         self.gradient_steps += 1
 
         if self.gradient_steps % self.config.policy_delay == 0:
-            # the first critic alone drives the actor, as in the paper
-            actor_loss = -self.critic(obs, self.actor(obs))[0].mean()
-            self.actor_step.step(actor_loss)
+            # the first critic alone drives the actor, as in the paper: evaluated alone, and
+            # with the critics' own gradients skipped (the actor's step does not need them)
+            with self.critic_step.frozen():
+                actor_loss = -self.critic(obs, self.actor(obs), member=0).mean()
+                self.actor_step.step(actor_loss)
             self.actor_target.update()
             self.critic_target.update()
             self._last_actor_loss = actor_loss.detach()
