@@ -20,10 +20,14 @@ machine noise and an interrupted run fall on both alike. Seeds start at 100, awa
 seeds defaults were tuned on. A cell whose trials ran on different days, or on a loaded
 machine, was re-run whole on one day with its earlier trials kept beside the results
 (``hopper-ddpg-mixed-days.jsonl``: Hopper-v5 DDPG, re-run on 2026-11-27; its seed 101 had run
-at about twice the wall of the others for both libraries). From 2026-11-27 on every cell is
-being extended from 3 to 5 seeds (103 and 104, both libraries, all cells alike, decided before
-those seeds ran and whatever they show), a seed at a time across sessions; the seeds of one cell
-can then come from different days, each seed's two trials still back to back.
+at about twice the wall of the others for both libraries). A cell whose rlblocks code changed
+is re-run whole, both libraries, with its earlier trials kept beside
+(``hopper-td3-before-actor-step.jsonl``: Hopper-v5 TD3, re-run on 2026-11-28 after TD3's actor
+step stopped computing the critics' gradients; the change leaves every parameter bit-identical,
+so rlblocks' returns must repeat and only its wall may move). Between 2026-11-27 and 2026-11-28
+every cell was extended from 3 to 5 seeds (103 and 104, both libraries, all cells alike, decided
+before those seeds ran and whatever they show), a seed at a time across sessions, so the seeds
+of one cell can come from different days, each seed's two trials still back to back.
 
 Contenders (each with its own published settings, nothing tuned here):
 
@@ -558,9 +562,11 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "minus Tianshou, with its degrees of freedom: a two-sided 5% difference needs |t| "
         "above 4.30 at 2 degrees of freedom, 3.18 at 3, 2.78 at 4, 2.45 at 6 and 2.31 at 8 (3 "
         "to 5 seeds each), so smaller values say the two libraries are not told apart by these "
-        "seeds. Every cell is being extended to 5 seeds (103 and 104, both libraries, decided "
-        "before they ran); the seeds column shows each cell's count until then. The two trials "
-        "of a seed run back to back, but a cell's seeds may come from different days, and the "
+        "seeds. Seeds 103 and 104 were added to every cell after the first three (both "
+        "libraries, decided before they ran); the seeds column shows each cell's count. "
+        "Trials kept beside the results (see the script's docstring) are not in the table. "
+        "The two trials of a seed run back to back, but a cell's seeds may come from different "
+        "days, and the "
         "VM's speed drifts between days (up to about 1.8x): compare wall seconds within a row.",
         "",
         "| env | algo | budget | seeds | rlblocks final | Tianshou final | Welch t (df) | "
