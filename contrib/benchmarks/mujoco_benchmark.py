@@ -60,7 +60,11 @@ in it (this one included).
 
 Run (in .venv-bench, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
 --envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 5
---out-dir docs/benchmarks/mujoco``.
+--out-dir docs/benchmarks/mujoco``, then the same with ``--algos ppo --seeds 10``: the PPO cells
+were extended to seeds 105-109 on 2026-11-28 (both envs, both libraries, decided before they ran),
+because a PPO trial costs 20-100 s and 50k-step PPO returns on HalfCheetah spread from about
+-100 to 650 over seeds (a seed's policy starts running by then or does not), which 5 seeds cannot
+average out; at 5 seeds HalfCheetah PPO read -30 ± 82 (rlblocks) against 97 ± 60 (Tianshou).
 """
 
 from __future__ import annotations
@@ -560,10 +564,11 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "rlblocks is faster). Paper = Tianshou paper, table 2 (v3 tasks, 1M steps; PPO 3M), "
         "for orientation only. Welch t = Welch's t statistic of the final returns, rlblocks "
         "minus Tianshou, with its degrees of freedom: a two-sided 5% difference needs |t| "
-        "above 4.30 at 2 degrees of freedom, 3.18 at 3, 2.78 at 4, 2.45 at 6 and 2.31 at 8 (3 "
-        "to 5 seeds each), so smaller values say the two libraries are not told apart by these "
-        "seeds. Seeds 103 and 104 were added to every cell after the first three (both "
-        "libraries, decided before they ran); the seeds column shows each cell's count. "
+        "above 2.78 at 4 degrees of freedom, 2.45 at 6, 2.31 at 8, 2.26 at 9 and 2.10 at 18 "
+        "(5 or 10 seeds each), so smaller values say the two libraries are not told apart by "
+        "these seeds. Seeds 103 and 104 were added to every cell after the first three, and "
+        "105-109 to the PPO cells (both libraries, decided before they ran); the seeds column "
+        "shows each cell's count. "
         "Trials kept beside the results (see the script's docstring) are not in the table. "
         "The two trials of a seed run back to back, but a cell's seeds may come from different "
         "days, and the "
