@@ -24,9 +24,9 @@ at about twice the wall of the others for both libraries). A cell whose rlblocks
 is re-run whole, both libraries, with its earlier trials kept beside
 (``hopper-td3-before-actor-step.jsonl``: Hopper-v5 TD3, re-run on 2026-11-28 after TD3's actor
 step stopped computing the critics' gradients, a change that leaves every parameter
-bit-identical: seeds 100 and 101 repeated their learning curves exactly, for both libraries;
-seed 102, first run on 2026-11-26, matched at the first test and then diverged for both libraries
-alike (rlblocks 205 then, 245 now; Tianshou 207, 218), so the cause lies outside either
+bit-identical: seeds 100, 101, 103 and 104 repeated their learning curves exactly, for both
+libraries; seed 102, first run on 2026-11-26, matched at the first test and then diverged for
+both libraries alike (rlblocks 205 then, 245 now; Tianshou 207, 218), so the cause lies outside either
 library's code, in the machine or a shared dependency; not traced). Between 2026-11-27 and
 2026-11-28 every cell was extended from 3 to 5 seeds (103 and 104, both libraries, all cells
 alike, decided before those seeds ran and whatever they show), a seed at a time across
