@@ -26,12 +26,12 @@ is re-run whole, both libraries, with its earlier trials kept beside
 step stopped computing the critics' gradients, a change that leaves every parameter
 bit-identical: seeds 100, 101, 103 and 104 repeated their learning curves exactly, for both
 libraries; seed 102, first run on 2026-11-26, matched at the first test and then diverged for
-both libraries alike (rlblocks 205 then, 245 now; Tianshou 207, 218), so the cause lies outside either
-library's code, in the machine or a shared dependency; not traced). Between 2026-11-27 and
-2026-11-28 every cell was extended from 3 to 5 seeds (103 and 104, both libraries, all cells
-alike, decided before those seeds ran and whatever they show), a seed at a time across
-sessions, so the seeds of one cell can come from different days, each seed's two trials still
-back to back.
+both libraries alike (rlblocks 205 then, 245 now; Tianshou 207, 218), so the cause lies
+outside either library's code, in the machine or a shared dependency; not traced). Between
+2026-11-27 and 2026-11-28 every cell was extended from 3 to 5 seeds (103 and 104, both
+libraries, all cells alike, decided before those seeds ran and whatever they show), a seed at a
+time across sessions, so the seeds of one cell can come from different days, each seed's two
+trials still back to back.
 
 Contenders (each with its own published settings, nothing tuned here):
 
