@@ -3,7 +3,10 @@
 A small actor-critic's gradient step is a few hundred tiny kernels, and on a GPU launching them
 one by one from Python takes longer than running them. :class:`StepGraph` records one whole
 step once (the one-step TD target, the algorithm's ``learn`` with its optimizer and target
-network steps) and then launches all of it with one call per step. The sample still comes from
+network steps) and then launches all of it with one call per step. A step whose shape the host
+decides (TD3's delayed actor step, every ``policy_delay``-th step) is captured once per shape,
+keyed by the policy's :meth:`~rlblocks.offpolicy.OffPolicyPolicy.graph_phase`, and each step
+replays the graph of its phase. The sample still comes from
 the buffer on the host: its fields are packed into one pinned array and copied to the device
 asynchronously, so the host samples the next batch while the device works on this one.
 
@@ -15,6 +18,7 @@ and a GPU alike.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import gymnasium as gym
@@ -74,15 +78,35 @@ class _Recorder:
         return True
 
 
+class _Captured:
+    """One captured phase of the step: the graph, where its outputs are, and the host counters
+    one replay advances."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph) -> None:
+        self.graph = graph
+        self.out_keys: list[str] = []
+        self.out: torch.Tensor | None = None
+        self.host_stats: dict[str, Any] = {}
+        self.td: torch.Tensor | None = None
+        self.counters: list[tuple[Any, str, int]] = []
+        #: each watched optimizer step's (step, position of its loss, of its gradient norm)
+        self.watched: list[tuple[Any, int, int]] = []
+
+
 class StepGraph:
     """One gradient step of ``policy`` on batches of ``batch_size`` rows, captured on first use.
 
-    Call :meth:`step` with each sampled batch: the first ``warmup`` calls run the eager step on
-    a side stream (lazy initialisation: optimizer state, the fused-Adam plan, library
-    workspaces), the next captures the step and replays it, and every later call replays it.
-    Counters the eager step advances on the host (gradient steps, optimizer steps, target
-    updates) advance here by the same amounts.
+    Call :meth:`step` with each sampled batch. The first ``warmup`` calls, and any further
+    calls until every optimizer has taken an eager step (a delayed actor's first step comes
+    after ``policy_delay`` calls), run the eager step on a side stream (lazy initialisation:
+    optimizer state, the fused-Adam plan, library workspaces). After that each call replays
+    the graph of its phase (``policy.graph_phase()``), capturing it at the phase's first call:
+    a phase not seen while warming up runs eagerly once first. Counters the eager step advances
+    on the host (gradient steps, optimizer steps, target updates) advance by the same amounts.
     """
+
+    #: eager calls after ``warmup`` to wait for every optimizer's first step before giving up
+    max_wait = 1000
 
     def __init__(self, policy: Any, batch_size: int, warmup: int = 3) -> None:
         self.policy = policy
@@ -90,20 +114,20 @@ class StepGraph:
         self.warmup = warmup
         self.device = torch.device(policy.device)
         self.calls = 0
-        self._graph: torch.cuda.CUDAGraph | None = None
+        self._graphs: dict[Hashable, _Captured] = {}
+        self._seen: set[Hashable] = set()  # phases that ran eagerly on the side stream
         self._layout: list[tuple[str, int, int, tuple[int, ...]]] = []
         self._static: torch.Tensor | None = None
         self._pinned: list[torch.Tensor] = []
         self._events: list[torch.cuda.Event | None] = [None, None]
         self._slot = 0
-        self._out_keys: list[str] = []
-        self._out: torch.Tensor | None = None
-        self._host_stats: dict[str, Any] = {}
-        self._td: torch.Tensor | None = None
-        self._counters: list[tuple[Any, str, int]] = []
         self._recorder = _Recorder()
-        self._watched: list[tuple[Any, int, int]] = []
         self._plans: list[tuple[Any, Any]] = []
+
+    @property
+    def captured(self) -> int:
+        """How many phases of the step are captured (0 while warming up)."""
+        return len(self._graphs)
 
     # -- packing ------------------------------------------------------------------------------
     def _make_layout(self, batch: Batch) -> None:
@@ -158,7 +182,7 @@ class StepGraph:
         return out
 
     # -- the captured step ----------------------------------------------------------------------
-    def _captured_step(self) -> None:
+    def _captured_step(self, out: _Captured) -> None:
         policy = self.policy
         v = self._views()
         with torch.no_grad():
@@ -169,11 +193,11 @@ class StepGraph:
             batch.weight = v["weight"]
         stats = policy.learn(batch)
         tensors = {k: s for k, s in stats.items() if isinstance(s, torch.Tensor)}
-        self._host_stats = {k: s for k, s in stats.items() if k not in tensors}
-        self._out_keys = list(tensors)
+        out.host_stats = {k: s for k, s in stats.items() if k not in tensors}
+        out.out_keys = list(tensors)
         outs = [t.detach().float().reshape(()) for t in tensors.values()]
         # the finite watch's values: their positions in the packed output (-1: none)
-        self._watched = []
+        out.watched = []
         for step, loss, norm in self._recorder.items:
             at = []
             for value in (loss, norm):
@@ -182,10 +206,10 @@ class StepGraph:
                 else:
                     at.append(len(outs))
                     outs.append(value.detach().float().reshape(()))
-            self._watched.append((step, at[0], at[1]))
-        self._out = torch.stack(outs) if outs else None
+            out.watched.append((step, at[0], at[1]))
+        out.out = torch.stack(outs) if outs else None
         td = batch.get("td_error", None)
-        self._td = td.detach() if isinstance(td, torch.Tensor) else None
+        out.td = td.detach() if isinstance(td, torch.Tensor) else None
 
     def _side_stream(self) -> torch.cuda.Stream:
         """The policy's one side stream for warm-up and capture: the gradient accumulators that
@@ -209,73 +233,87 @@ class StepGraph:
         step); ``optim.step()`` itself cannot be captured, so without one the owner stays eager."""
         return all(step._fused is not None for step in self.policy.optim_steps.values())
 
-    def _capture(self) -> None:
+    def _capture(self, phase: Hashable) -> _Captured:
         owners = self._counter_owners()
         before = [int(getattr(o, a)) for o, a in owners]
         steps = list(self.policy.optim_steps.values())
         watches = [step._watch for step in steps]
         self._recorder = _Recorder()
         graph = torch.cuda.CUDAGraph()
+        out = _Captured(graph)
         side = self._side_stream()
         side.wait_stream(torch.cuda.current_stream(self.device))
         try:
             for step in steps:
                 step._watch = self._recorder
             with torch.cuda.graph(graph, stream=side):  # captures on (and switches to) ``side``
-                self._captured_step()
+                self._captured_step(out)
         finally:
             for step, watch in zip(steps, watches, strict=True):
                 step._watch = watch
         torch.cuda.current_stream(self.device).wait_stream(side)
         # the capture ran no arithmetic: put the host counters back, remember their steps
-        self._counters = []
         for (owner, attr), old in zip(owners, before, strict=True):
-            self._counters.append((owner, attr, int(getattr(owner, attr)) - old))
+            out.counters.append((owner, attr, int(getattr(owner, attr)) - old))
             setattr(owner, attr, old)
-        self._graph = graph
-        self._plans = [(step, step._fused) for step in self.policy.optim_steps.values()]
+        if not self._plans:
+            self._plans = [(step, step._fused) for step in steps]
+        self._graphs[phase] = out
+        return out
 
     def valid(self) -> bool:
-        """False once an optimizer's state was replaced (a checkpoint loaded): the graph would
-        go on updating the old tensors, so the owner drops it and captures anew."""
-        if self._graph is None:
+        """False once an optimizer's state was replaced (a checkpoint loaded): the graphs would
+        go on updating the old tensors, so the owner drops them and captures anew."""
+        if not self._graphs:
             return True
         return all(
             plan is step._fused and plan is not None and not plan.stale()
             for step, plan in self._plans
         )
 
+    def gave_up(self) -> bool:
+        """Whether warming up has outlasted :attr:`max_wait` with an optimizer still unplanned
+        (one that never steps, or not through a fused Adam): the step stays eager."""
+        return self.calls >= self.warmup + self.max_wait and not self._graphs and not self.ready()
+
+    def _eager(self, eager: Any) -> dict[str, Any]:
+        side = self._side_stream()
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            stats = eager()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        return stats
+
     def step(self, batch: Batch, eager: Any) -> tuple[dict[str, Any], torch.Tensor | None, bool]:
         """One gradient step on ``batch``: ``eager()`` (the policy's whole eager step, which
-        hands priorities on itself) while warming up, then the graph. Returns the step's
-        statistics, its TD errors (``[B]``; None while warming up) and whether the graph ran."""
+        hands priorities on itself) while warming up, then its phase's graph. Returns the
+        step's statistics, its TD errors (``[B]``; None from an eager step) and whether a graph
+        ran."""
         self.calls += 1
         if not self._layout:
             self._make_layout(batch)
-        if self.calls <= self.warmup:
-            side = self._side_stream()
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                stats = eager()
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            return stats, None, False
-        if self._graph is None:
-            self._capture()
+        phase = self.policy.graph_phase()
+        warming = self.calls <= self.warmup or (not self._graphs and not self.ready())
+        if warming or (phase not in self._graphs and phase not in self._seen):
+            self._seen.add(phase)
+            return self._eager(eager), None, False
+        captured = self._graphs.get(phase)
+        if captured is None:
+            captured = self._capture(phase)
         self._load(batch)
-        assert self._graph is not None
-        self._graph.replay()
-        stats = dict(self._host_stats)
-        if self._out is not None:
-            values = self._out.clone()  # the next replay overwrites the graph's outputs
-            stats.update({k: values[i] for i, k in enumerate(self._out_keys)})
-            for step, loss_at, norm_at in self._watched:  # before the step counts advance
+        captured.graph.replay()
+        stats = dict(captured.host_stats)
+        if captured.out is not None:
+            values = captured.out.clone()  # the next replay overwrites the graph's outputs
+            stats.update({k: values[i] for i, k in enumerate(captured.out_keys)})
+            for step, loss_at, norm_at in captured.watched:  # before the step counts advance
                 if step._watch is not None:
                     step._watch.record(
                         step,
                         None if loss_at < 0 else values[loss_at],
                         None if norm_at < 0 else values[norm_at],
                     )
-        for owner, attr, delta in self._counters:
+        for owner, attr, delta in captured.counters:
             setattr(owner, attr, getattr(owner, attr) + delta)
-        td = None if self._td is None else self._td.clone()
+        td = None if captured.td is None else captured.td.clone()
         return stats, td, True

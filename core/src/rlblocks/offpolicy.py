@@ -11,12 +11,15 @@ Data path of one gradient step (``policy.update(batch_size, buffer)``)::
                   -> post_process_fn: batch.td_error to a buffer that takes priorities
 
 An algorithm subclasses :class:`OffPolicyPolicy` and writes ``forward`` (acting),
-``target_value`` (the bootstrap value of next observations) and ``learn`` (its losses).
+``target_value`` (the bootstrap value of next observations) and ``learn`` (its losses). With a
+``cuda_graph`` field in its config it may have its step captured on a GPU; if ``learn`` then
+branches on a host counter (a delayed actor step), ``graph_phase`` names the branch.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Hashable
 from typing import Any
 
 import gymnasium as gym
@@ -139,10 +142,20 @@ class OffPolicyPolicy(BasePolicy):
         graph = self._step_graph
         if graph is None or graph.batch_size != sample_size or not graph.valid():
             graph = self._step_graph = StepGraph(self, sample_size)
-        if graph.calls >= graph.warmup and graph._graph is None and not graph.ready():
-            self._graph_refused = (weakref.ref(buffer), "an optimizer has no fused-Adam plan")
+        if graph.gave_up():
+            self._graph_refused = (
+                weakref.ref(buffer),
+                f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps",
+            )
             return None
         return graph
+
+    def graph_phase(self) -> Hashable:
+        """What the host decides about the next gradient step, as a key: the captured step
+        (``config.cuda_graph``) records one graph per key and replays the one of each step.
+        None here: every step does the same. An algorithm whose ``learn`` branches on a host
+        counter (a delayed actor step) returns that branch, computed as ``learn`` will."""
+        return None
 
     def weights(self, batch: Batch) -> torch.Tensor | None:
         """Importance weights ``[B]`` of a prioritized sample (None for uniform samples)."""

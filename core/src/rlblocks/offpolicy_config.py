@@ -55,3 +55,8 @@ class DeterministicActorCriticConfig(ActorCriticConfig):
     (independent per step) or ``ou`` (Ornstein-Uhlenbeck, correlated in time)."""
     exploration_sigma: float = field(default=0.1, validator=check.non_negative)
     """Standard deviation of the exploration noise, in the actor's [-1, 1] units."""
+    cuda_graph: bool = True
+    """On a CUDA device, capture the gradient step as a CUDA graph and replay it: the same
+    arithmetic in one launch (``rlblocks.cuda_graph``; TD3's delayed actor step is a second
+    graph). It needs one-step targets and no learning-rate schedule; without them, on a CPU,
+    or with False, the eager step runs."""

@@ -52,3 +52,8 @@ class REDQConfig(ActorCriticConfig):
     """Upper clamp of the actor's log standard deviation."""
     deterministic_eval: bool = True
     """Test with the mean action instead of a sample."""
+    cuda_graph: bool = True
+    """On a CUDA device, capture the gradient step as a CUDA graph and replay it: the same
+    arithmetic in one launch (``rlblocks.cuda_graph``; the critic-only step and the step with
+    the actor are one graph each). It needs one-step targets and no learning-rate schedule;
+    without them, on a CPU, or with False, the eager step runs."""

@@ -60,6 +60,11 @@ class REDQPolicy(OffPolicyPolicy):
         self.target_entropy = (
             float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
         )
+        # the last actor step's loss, entropy and temperature, reported on critic-only steps
+        # too; written in place, so a captured critic-only step reads the latest (not part of
+        # checkpoints)
+        self.register_buffer("_actor_stats", torch.zeros(3), persistent=False)
+        self._actor_stepped = False
         self.to(self.device)
         self.actor_step = self.add_optimizer(
             "actor", OptimizerStep(self.actor, c.actor_lr, max_grad_norm=c.max_grad_norm)
@@ -72,7 +77,6 @@ class REDQPolicy(OffPolicyPolicy):
             if c.auto_alpha
             else None
         )
-        self._actor_stats: dict[str, Any] = {}
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -91,9 +95,22 @@ class REDQPolicy(OffPolicyPolicy):
     def target_value(self, obs_next: Any) -> torch.Tensor:
         act_next, logp_next = self.actor(obs_next)
         q_next = self.critic_target(obs_next, act_next)  # [N, B]
-        subset = torch.randperm(self.config.ensemble_size, device=q_next.device)
-        q_min = q_next[subset[: self.config.subset_size]].min(dim=0).values
+        subset = self._random_subset(q_next.device)
+        q_min = q_next[subset].min(dim=0).values
         return q_min - self.alpha * logp_next
+
+    def _random_subset(self, device: torch.device) -> torch.Tensor:
+        """``subset_size`` distinct critic indices, uniformly at random. On a GPU they are
+        drawn there (uniform keys, sorted): no round trip to the host, and a captured step
+        draws afresh at every replay."""
+        n, m = self.config.ensemble_size, self.config.subset_size
+        if device.type == "cuda":
+            return torch.rand(n, device=device).argsort()[:m]
+        return torch.randperm(n, device=device)[:m]
+
+    def graph_phase(self) -> bool:
+        """Whether the next gradient step is also an actor step (see ``learn``)."""
+        return (self.gradient_steps + 1) % self.config.actor_delay == 0
 
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
         obs = self.obs_tensor(batch.obs)
@@ -112,15 +129,20 @@ class REDQPolicy(OffPolicyPolicy):
                 q_new = self.critic(obs, act_new).mean(dim=0)
                 actor_loss = (self.alpha * logp - q_new).mean()
                 self.actor_step.step(actor_loss)
-            self._actor_stats = {
-                "loss/actor": actor_loss.detach(),
-                "entropy": -logp.detach().mean(),
-            }
             if self.alpha_step is not None:
                 # L_a = -mean(log_alpha * (log pi + target_entropy)): its gradient in closed form
                 self.alpha_step.step_with_grads([-(logp.detach() + self.target_entropy).mean()])
-                self._actor_stats["alpha"] = self.alpha
+            self._actor_stats.copy_(
+                torch.stack([actor_loss.detach(), -logp.detach().mean(), self.alpha])
+            )
+            self._actor_stepped = True
 
         self.critic_target.update()
         batch.td_error = td.detach().abs().mean(dim=0)
-        return {"loss/critic": critic_loss.detach(), **self._actor_stats}
+        stats: dict[str, Any] = {"loss/critic": critic_loss.detach()}
+        if self._actor_stepped:
+            actor = self._actor_stats.clone()
+            stats.update({"loss/actor": actor[0], "entropy": actor[1]})
+            if self.alpha_step is not None:
+                stats["alpha"] = actor[2]
+        return stats

@@ -42,5 +42,5 @@ class SACConfig(ActorCriticConfig):
     cuda_graph: bool = True
     """On a CUDA device, capture one gradient step as a CUDA graph and replay it: the same
     arithmetic in one launch, about 12x the eager step's rate on an H200 (``rlblocks.cuda_graph``;
-    ``contrib/benchmarks/sac_update_rate.py``). It needs one-step targets and no learning-rate
+    ``contrib/benchmarks/update_rate.py``). It needs one-step targets and no learning-rate
     schedule; without them, on a CPU, or with False, the eager step runs."""

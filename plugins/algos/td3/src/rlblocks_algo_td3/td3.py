@@ -53,6 +53,9 @@ class TD3Policy(OffPolicyPolicy):
         )
         self.actor_target = TargetNetwork(self.actor, tau=c.tau)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
+        # the last actor loss, reported on critic-only steps too; written in place, so a
+        # captured critic-only step reads the latest one (not part of checkpoints)
+        self.register_buffer("_last_actor_loss", torch.zeros(()), persistent=False)
         self.to(self.device)
         self.actor_step = self.add_optimizer(
             "actor", OptimizerStep(self.actor, c.actor_lr, max_grad_norm=c.max_grad_norm)
@@ -61,7 +64,6 @@ class TD3Policy(OffPolicyPolicy):
             "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
         )
         self.noise = make_noise(c.exploration, c.exploration_sigma)
-        self._last_actor_loss = torch.zeros((), device=self.device)
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
@@ -80,6 +82,10 @@ class TD3Policy(OffPolicyPolicy):
         smoothing = (torch.randn_like(act_next) * c.policy_noise).clamp(-c.noise_clip, c.noise_clip)
         act_next = (act_next + smoothing).clamp(-1.0, 1.0)
         return self.critic_target(obs_next, act_next).min(dim=0).values
+
+    def graph_phase(self) -> bool:
+        """Whether the next gradient step is also an actor step (see ``learn``)."""
+        return (self.gradient_steps + 1) % self.config.policy_delay == 0
 
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
         obs = self.obs_tensor(batch.obs)
@@ -100,7 +106,7 @@ class TD3Policy(OffPolicyPolicy):
                 self.actor_step.step(actor_loss)
             self.actor_target.update()
             self.critic_target.update()
-            self._last_actor_loss = actor_loss.detach()
+            self._last_actor_loss.copy_(actor_loss.detach())
 
         batch.td_error = td.detach().abs().mean(dim=0)
-        return {"loss/critic": critic_loss.detach(), "loss/actor": self._last_actor_loss}
+        return {"loss/critic": critic_loss.detach(), "loss/actor": self._last_actor_loss.clone()}

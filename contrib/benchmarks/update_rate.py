@@ -1,22 +1,31 @@
 #!/usr/bin/env python
-"""SAC's gradient steps per second, rlblocks against Tianshou, on one device (a GPU above all).
+"""Off-policy gradient steps per second, rlblocks against Tianshou, on one device (a GPU above all).
 
 What is timed is the learner alone, as a trainer drives it: ``policy.update(256, buffer)`` in
 rlblocks and ``algorithm.update(buffer, 256)`` in Tianshou, on a replay buffer of random
 HalfCheetah-v5-shaped transitions (17 observation floats, 6 action floats in [-1, 1]), each step
-sampling a batch on the host, copying it to the device and taking the critic, actor and
-temperature steps and the target update. Both libraries use the same SAC: two 256-256 ReLU
-critics and a 256-256 tanh-Gaussian actor, Adam 3e-4 for all three optimizers, automatic
-entropy tuning, one-step targets, tau 0.005, gamma 0.99 (the SAC paper's MuJoCo settings;
-Tianshou's MuJoCo example fixes alpha instead, which would spare it the temperature step).
+sampling a batch on the host, copying it to the device and taking the algorithm's optimizer
+steps and target updates. Both libraries run the same learner (``--algo``), with its paper's
+MuJoCo settings: 256-256 ReLU networks, Adam 3e-4, one-step targets, tau 0.005, gamma 0.99, and
+
+* ``sac``: two critics, a tanh-Gaussian actor, automatic entropy tuning (Haarnoja et al., 2018,
+  table 1; Tianshou's MuJoCo example fixes alpha instead, which would spare it the temperature
+  step);
+* ``td3``: two critics, target smoothing noise 0.2 clipped at 0.5, an actor step every second
+  step (Fujimoto et al., 2018);
+* ``ddpg``: one critic, an actor step every step (the TD3 paper's re-tuned DDPG);
+* ``redq``: ten critics, targets from a random two of them, an actor and temperature step every
+  20th step (Chen et al., 2021, N = 10, M = 2, G = 20).
 
 Contenders (``--frameworks``):
 
-* ``rlblocks``: the eager step (what ``rlblocks train sac`` runs by default);
-* ``rlblocks-graph``: the same policy with ``cuda_graph=True`` (the step captured once as a
-  CUDA graph and replayed; CUDA devices only, skipped elsewhere);
-* ``tianshou``: Tianshou 2.x's ``SAC`` built as ``mujoco_benchmark.py`` builds it from
-  ``examples/mujoco/mujoco_sac.py``, moved to the device with ``.to(device)``.
+* ``rlblocks``: the eager step (``cuda_graph = false``);
+* ``rlblocks-graph``: the same policy with ``cuda_graph = true``, the default (the step captured
+  as a CUDA graph, one per phase of a delayed actor, and replayed; CUDA devices only, skipped
+  elsewhere);
+* ``tianshou``: Tianshou 2.x's algorithm of the same name, built as ``mujoco_benchmark.py``
+  builds it from Tianshou's MuJoCo examples (REDQ as ``examples/mujoco/mujoco_redq.py`` builds
+  its ensemble critic), moved to the device with ``.to(device)``.
 
 Each contender runs in a fresh subprocess of this interpreter (no shared CUDA context, caches
 or RNG), warms up ``--warmup`` steps, then times ``--rounds`` rounds of ``--updates`` steps
@@ -24,9 +33,9 @@ with the device synchronised at both ends of each round. Printed: the median ste
 contender over its rounds, the spread (min-max), and each rlblocks contender's ratio to
 Tianshou (above 1: rlblocks is faster).
 
-Run: ``python contrib/benchmarks/sac_update_rate.py --device cuda [--frameworks
-rlblocks,rlblocks-graph,tianshou] [--updates 2000] [--rounds 5] [--out rate.json]``; it needs
-``tianshou`` for the peer column (``contrib/benchmarks/requirements.txt``).
+Run: ``python contrib/benchmarks/update_rate.py --device cuda [--algo sac|td3|ddpg|redq]
+[--frameworks rlblocks,rlblocks-graph,tianshou] [--updates 2000] [--rounds 5] [--out
+rate.json]``; it needs ``tianshou`` for the peer column (``contrib/benchmarks/requirements.txt``).
 """
 
 from __future__ import annotations
@@ -41,11 +50,15 @@ import time
 from typing import Any
 
 FRAMEWORKS = ("rlblocks", "rlblocks-graph", "tianshou")
-SAC = {  # the SAC paper's MuJoCo settings (Haarnoja et al., 2018, table 1), both libraries
-    "hidden_sizes": [256, 256],
-    "lr": 3e-4,
-    "gamma": 0.99,
-    "tau": 0.005,
+ALGOS = ("sac", "td3", "ddpg", "redq")
+#: what every learner shares (the papers' MuJoCo settings), in both libraries
+COMMON = {"hidden_sizes": [256, 256], "lr": 3e-4, "gamma": 0.99, "tau": 0.005}
+#: each algorithm's own settings, in rlblocks' field names
+OWN: dict[str, dict[str, Any]] = {
+    "sac": {"auto_alpha": True},
+    "td3": {"policy_noise": 0.2, "noise_clip": 0.5, "policy_delay": 2},
+    "ddpg": {},
+    "redq": {"ensemble_size": 10, "subset_size": 2, "actor_delay": 20, "auto_alpha": True},
 }
 
 
@@ -108,12 +121,14 @@ def trial(fw: str, args: argparse.Namespace) -> dict[str, Any]:
         import rlblocks
         from rlblocks.buffer import ReplayBuffer
 
-        policy = rlblocks.make_policy(
-            "sac", obs_space, act_space, device=str(device),
-            hidden_sizes=SAC["hidden_sizes"], actor_lr=SAC["lr"], critic_lr=SAC["lr"],
-            alpha_lr=SAC["lr"], gamma=SAC["gamma"], tau=SAC["tau"], n_step=1, auto_alpha=True,
-            cuda_graph=fw == "rlblocks-graph",
+        lr = COMMON["lr"]
+        fields = dict(
+            hidden_sizes=COMMON["hidden_sizes"], actor_lr=lr, critic_lr=lr, gamma=COMMON["gamma"],
+            tau=COMMON["tau"], n_step=1, cuda_graph=fw == "rlblocks-graph", **OWN[args.algo],
         )  # fmt: skip
+        if args.algo in ("sac", "redq"):
+            fields["alpha_lr"] = lr
+        policy = rlblocks.make_policy(args.algo, obs_space, act_space, device=str(device), **fields)
         buf = ReplayBuffer(args.buffer_size)
         buf.extend(data, env_ids=[0] * args.buffer_size)
         policy.train()
@@ -123,28 +138,18 @@ def trial(fw: str, args: argparse.Namespace) -> dict[str, Any]:
 
         rates = _time_rounds(step, sync, args)
         graph = getattr(policy, "_step_graph", None)
-        captured = graph is not None and graph._graph is not None
+        captured = 0 if graph is None else graph.captured
         return {"rates": rates, "captured": captured, "library": rlblocks.__version__}
 
     import tianshou
     from tianshou.algorithm.algorithm_base import policy_within_training_step
     from tianshou.data import Batch, ReplayBuffer
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from mujoco_benchmark import TIANSHOU_EXAMPLES, _tianshou_algorithm
-
-    settings = dict(TIANSHOU_EXAMPLES["sac"])
-    settings.update(
-        hidden_sizes=SAC["hidden_sizes"], actor_lr=SAC["lr"], critic_lr=SAC["lr"],
-        alpha_lr=SAC["lr"], gamma=SAC["gamma"], tau=SAC["tau"], n_step=1, auto_alpha=True,
-    )  # fmt: skip
-
     class _Env:
         action_space = act_space
 
-    algorithm = _tianshou_algorithm(
-        "sac", settings, _Env(), obs_space.shape, act_space.shape, args.updates
-    ).to(device)
+    algorithm = _tianshou_learner(args.algo, _Env(), obs_space.shape, act_space.shape, args)
+    algorithm = algorithm.to(device)
     buf = ReplayBuffer(args.buffer_size)
     for i in range(args.buffer_size):
         buf.add(Batch(**{k: v[i] for k, v in data.items()}, info={}))
@@ -155,12 +160,80 @@ def trial(fw: str, args: argparse.Namespace) -> dict[str, Any]:
             algorithm.update(buf, args.batch_size)
 
     rates = _time_rounds(ts_step, sync, args)
-    return {"rates": rates, "captured": False, "library": tianshou.__version__}
+    return {"rates": rates, "captured": 0, "library": tianshou.__version__}
+
+
+def _tianshou_learner(
+    algo: str, env: Any, obs_shape: Any, act_shape: Any, args: argparse.Namespace
+) -> Any:
+    """Tianshou's algorithm object with the settings above."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from mujoco_benchmark import TIANSHOU_EXAMPLES, _tianshou_algorithm
+
+    own = OWN[algo]
+    lr = COMMON["lr"]
+    settings = dict(TIANSHOU_EXAMPLES.get(algo, {}))
+    settings.update(
+        hidden_sizes=COMMON["hidden_sizes"], actor_lr=lr, critic_lr=lr, alpha_lr=lr,
+        gamma=COMMON["gamma"], tau=COMMON["tau"], n_step=1,
+    )  # fmt: skip
+    if algo == "sac":
+        settings.update(auto_alpha=own["auto_alpha"])
+    if algo == "td3":
+        settings.update(
+            policy_noise=own["policy_noise"], noise_clip=own["noise_clip"],
+            update_actor_freq=own["policy_delay"],
+        )  # fmt: skip
+    if algo != "redq":
+        return _tianshou_algorithm(algo, settings, env, obs_shape, act_shape, args.updates)
+
+    import numpy as np
+    from tianshou.algorithm import REDQ
+    from tianshou.algorithm.modelfree.redq import REDQPolicy
+    from tianshou.algorithm.modelfree.sac import AutoAlpha
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.utils.net.common import EnsembleLinear, Net
+    from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
+
+    hidden = settings["hidden_sizes"]
+
+    def linear(x: int, y: int) -> EnsembleLinear:
+        return EnsembleLinear(own["ensemble_size"], x, y)
+
+    actor = ContinuousActorProbabilistic(
+        preprocess_net=Net(state_shape=obs_shape, hidden_sizes=hidden),
+        action_shape=act_shape,
+        unbounded=True,
+        conditioned_sigma=True,
+    )
+    critic = ContinuousCritic(
+        preprocess_net=Net(
+            state_shape=obs_shape, action_shape=act_shape, hidden_sizes=hidden, concat=True,
+            linear_layer=linear,
+        ),
+        linear_layer=linear,
+        flatten_input=False,
+    )  # fmt: skip
+    alpha = AutoAlpha(-float(np.prod(act_shape)), 0.0, AdamOptimizerFactory(lr=lr))
+    return REDQ(
+        policy=REDQPolicy(actor=actor, action_space=env.action_space),
+        policy_optim=AdamOptimizerFactory(lr=lr),
+        critic=critic,
+        critic_optim=AdamOptimizerFactory(lr=lr),
+        ensemble_size=own["ensemble_size"],
+        subset_size=own["subset_size"],
+        tau=settings["tau"],
+        gamma=settings["gamma"],
+        alpha=alpha,
+        n_step_return_horizon=1,
+        actor_delay=own["actor_delay"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--algo", default="sac", choices=ALGOS)
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     parser.add_argument("--updates", type=int, default=2000, help="gradient steps per round")
     parser.add_argument("--rounds", type=int, default=5)
@@ -198,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for fw in frameworks:
         cmd = [sys.executable, os.path.abspath(__file__), "--trial", fw]
-        for key in ("device", "updates", "rounds", "warmup", "batch_size", "buffer_size",
+        for key in ("algo", "device", "updates", "rounds", "warmup", "batch_size", "buffer_size",
                     "obs_dim", "act_dim", "torch_threads"):  # fmt: skip
             cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -212,14 +285,14 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{fw:15s} {res['median']:9.1f} steps/s  (rounds {min(res['rates']):.1f}-"
             f"{max(res['rates']):.1f}; {res['library']}"
-            + ("; captured" if res["captured"] else "")
+            + (f"; {res['captured']} captured phase(s)" if res["captured"] else "")
             + ")",
             flush=True,
         )
 
     print(
-        f"\nSAC gradient steps/s on {device_name}, batch {args.batch_size}, HalfCheetah-v5 "
-        f"shapes, median of {args.rounds} rounds of {args.updates} steps"
+        f"\n{args.algo.upper()} gradient steps/s on {device_name}, batch {args.batch_size}, "
+        f"HalfCheetah-v5 shapes, median of {args.rounds} rounds of {args.updates} steps"
     )
     print("| contender | steps/s (median) | range | vs Tianshou |")
     print("| --- | ---: | --- | ---: |")
