@@ -18,6 +18,7 @@ branches on a host counter (a delayed actor step), ``graph_phase`` names the bra
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Hashable
 from typing import Any
@@ -137,18 +138,33 @@ class OffPolicyPolicy(BasePolicy):
         known = self._graph_refused
         if known is None or known[0]() is not buffer:
             known = self._graph_refused = (weakref.ref(buffer), graph_refusal(self, buffer))
+            self._tell_eager(known[1])
         if known[1] is not None:
             return None
         graph = self._step_graph
         if graph is None or graph.batch_size != sample_size or not graph.valid():
             graph = self._step_graph = StepGraph(self, sample_size)
         if graph.gave_up():
-            self._graph_refused = (
-                weakref.ref(buffer),
-                f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps",
-            )
+            reason = f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps"
+            self._graph_refused = (weakref.ref(buffer), reason)
+            self._tell_eager(reason)
             return None
         return graph
+
+    def _tell_eager(self, reason: str | None) -> None:
+        """Warn once per policy that ``cuda_graph`` asked for a captured step on a GPU that
+        runs eagerly instead (several times slower), with the reason and how to quiet it."""
+        if reason is None or getattr(self, "_told_eager", False):
+            return
+        self._told_eager = True
+        warnings.warn(
+            f"{type(self).__name__} takes its gradient steps eagerly on {self.device}, not as "
+            f"a captured CUDA graph: {reason}. Without that the captured step is several "
+            "times faster (docs/benchmarks/gpu/update_rate.md); set algo.cuda_graph=false to "
+            "run eagerly without this warning.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def graph_phase(self) -> Hashable:
         """What the host decides about the next gradient step, as a key: the captured step

@@ -7,6 +7,7 @@ and the statistics are checked on any machine; the CUDA tests run where a GPU is
 from __future__ import annotations
 
 import copy
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -86,6 +87,22 @@ def test_critic_only_steps_report_the_last_actor_step(algo: str, random_buffer) 
     policy.update(16, buf)  # step 6: a new actor step
     assert float(policy.update(16, buf)["loss/actor"]) != actor_loss[2]
     assert float(stats[2]["loss/actor"]) == actor_loss[2]
+
+
+def test_a_capture_refused_on_a_gpu_is_reported_once(random_buffer) -> None:
+    # a GPU run with cuda_graph on whose step must stay eager (here: n-step targets) says so
+    buf = random_buffer(ACT)
+    policy = rlblocks.make_policy("td3", OBS, ACT, n_step=3, **SMALL["td3"])
+    policy.device = torch.device("cuda")  # only the decision is asked for: nothing runs
+    with pytest.warns(RuntimeWarning, match=r"TD3Policy .* eagerly on cuda.*n_step > 1") as told:
+        assert policy._graph_for(16, buf) is None
+    assert "algo.cuda_graph=false" in str(told[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert policy._graph_for(16, random_buffer(ACT)) is None  # once per policy
+        quiet = rlblocks.make_policy("td3", OBS, ACT, n_step=3, cuda_graph=False)
+        quiet.device = torch.device("cuda")
+        assert quiet._graph_for(16, buf) is None
 
 
 def _paired_updates(eager, graphed, random_buffer, steps: int) -> tuple[dict, dict]:
