@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from rlblocks.plugins.registry import get_registry
 from rlblocks.testing import check_algorithm
@@ -19,6 +20,13 @@ def test_first_party_algorithms_are_installed() -> None:
 @pytest.mark.parametrize("name", ALGOS)
 def test_algorithm_conforms(name: str) -> None:
     check_algorithm(name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", ALGOS)
+def test_algorithm_conforms_on_cuda(name: str) -> None:
+    # --device cuda must work for every algorithm: acting, collecting, an update, checkpoints
+    check_algorithm(name, device="cuda")
 
 
 def test_kit_catches_a_policy_that_forgets_its_weights(rlblocks_add_plugin, monkeypatch) -> None:

@@ -11,7 +11,8 @@ The checks build the algorithm by its registry name for every action-space kind 
 declares, then exercise what the collector, the trainers and checkpoints rely on: the spec and its
 config, ``forward`` shapes and action bounds, a collect into a replay buffer, one ``update`` with
 finite statistics, and a checkpoint round trip (``weights_only``) that reproduces the same
-deterministic actions. Each failed rule is a plain assert naming it.
+deterministic actions. ``device="cuda"`` runs the same checks with the policy on a GPU (and checks
+that its parameters are there). Each failed rule is a plain assert naming it.
 """
 
 from __future__ import annotations
@@ -29,8 +30,11 @@ import torch
 PROBE_ENVS = {"Discrete": "CartPole-v1", "Box": "Pendulum-v1"}
 
 
-def check_algorithm(name: str, *, collect_steps: int = 256, batch_size: int = 32) -> None:
-    """Assert that the algorithm registered as ``name`` follows the algorithm contract."""
+def check_algorithm(
+    name: str, *, collect_steps: int = 256, batch_size: int = 32, device: str = "cpu"
+) -> None:
+    """Assert that the algorithm registered as ``name`` follows the algorithm contract, with
+    the policy on ``device``."""
     from rlblocks.plugins.registry import get_registry
     from rlblocks.plugins.spec import AlgoSpec
 
@@ -44,7 +48,7 @@ def check_algorithm(name: str, *, collect_steps: int = 256, batch_size: int = 32
     kinds = [k for k in PROBE_ENVS if k in spec.action_spaces]
     assert kinds, f"{name}: declares action spaces {spec.action_spaces}, none of {list(PROBE_ENVS)}"
     for kind in kinds:
-        _check_on_env(name, spec, PROBE_ENVS[kind], collect_steps, batch_size)
+        _check_on_env(name, spec, PROBE_ENVS[kind], collect_steps, batch_size, device)
 
 
 def _check_config_resolves(name: str) -> None:
@@ -56,7 +60,9 @@ def _check_config_resolves(name: str) -> None:
     assert to_dict(again) == to_dict(config), f"{name}: the resolved config does not round-trip"
 
 
-def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int) -> None:
+def _check_on_env(
+    name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int, device: str
+) -> None:
     import rlblocks
     from rlblocks.batch import Batch
     from rlblocks.plugins.registry import get_registry
@@ -65,16 +71,19 @@ def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_s
     if getattr(get_registry("algo").load(name), "needs_global_state", False):
         # a centralised critic learns from a multi-agent env's global state: the probe is the
         # same env as a one-agent PettingZoo-style env (its state: the observation)
-        _check_multiagent(name, spec, env_id, collect_steps, batch_size)
+        _check_multiagent(name, spec, env_id, collect_steps, batch_size, device)
         return
     envs = rlblocks.make_vector_env("dummy", env_id, num_envs=4, seed=0)
     try:
 
         def make() -> Any:
-            return rlblocks.make_policy(name, envs.observation_space, envs.action_space)
+            return rlblocks.make_policy(
+                name, envs.observation_space, envs.action_space, device=device
+            )
 
         policy = make()
         where = f"{name} on {env_id}"
+        _check_device(policy, device, where)
         obs, _ = envs.reset(seed=0)
 
         # acting: one action per row, inside the env's action space after map_action
@@ -89,6 +98,12 @@ def _check_on_env(name: str, spec: Any, env_id: str, collect_steps: int, batch_s
         _check_round_trip(policy, make, obs, where)
     finally:
         envs.close()
+
+
+def _check_device(policy: Any, device: str, where: str) -> None:
+    want = torch.device(device).type
+    for pname, param in policy.named_parameters():
+        assert param.device.type == want, f"{where}: parameter {pname} is on {param.device}"
 
 
 def _check_acting(policy: Any, act: Any, space: Any, where: str) -> None:
@@ -136,7 +151,7 @@ def _check_round_trip(policy: Any, make: Any, obs: Any, where: str) -> None:
 
 
 def _check_multiagent(
-    name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int
+    name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int, device: str
 ) -> None:
     """:func:`_check_on_env` for algorithms that need a multi-agent env's global state."""
     import gymnasium as gym
@@ -154,10 +169,13 @@ def _check_multiagent(
         space_o, space_a = envs.observation_space("agent_0"), envs.action_space("agent_0")
 
         def make() -> Any:
-            return rlblocks.make_policy(name, space_o, space_a, state_space=envs.state_space)
+            return rlblocks.make_policy(
+                name, space_o, space_a, state_space=envs.state_space, device=device
+            )
 
         policy = make()
         where = f"{name} on {env_id} (one agent)"
+        _check_device(policy, device, where)
         obs = np.stack(envs.reset(seed=0).ready_obs)
         policy.eval()
         _check_acting(policy, policy(Batch(obs=obs)).act, space_a, where)

@@ -49,7 +49,7 @@ class A2CPolicy(OnPolicyPolicy):
     ) -> dict[str, float]:
         c = self.config
         data = self.rollout(batch)
-        sums = torch.zeros(4)
+        sums = torch.zeros(4, device=self.device)
         n_mb = 0
         for r in range(repeat):
             if r > 0 and c.recompute_advantage:

@@ -44,7 +44,7 @@ class PPOPolicy(OnPolicyPolicy):
         c = self.config
         data = self.rollout(batch)
         eps = c.clip_ratio
-        sums = torch.zeros(5)  # loss, clip loss, value loss, entropy, approx kl
+        sums = torch.zeros(5, device=self.device)  # loss, clip loss, value loss, entropy, approx kl
         n_mb = 0
         stopped = False
         for r in range(repeat):

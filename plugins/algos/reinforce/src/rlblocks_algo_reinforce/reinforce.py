@@ -44,7 +44,7 @@ class ReinforcePolicy(OnPolicyPolicy):
     ) -> dict[str, float]:
         c = self.config
         data = self.rollout(batch)
-        sums = torch.zeros(3)
+        sums = torch.zeros(3, device=self.device)
         n_mb = 0
         for _ in range(repeat):
             for mb in self.minibatches(data, batch_size):

@@ -378,7 +378,7 @@ class RPPOPolicy(OnPolicyPolicy):
         n_win = data["win_idx"].shape[0]
         t_len = data["win_idx"].shape[1]
         per_mb = n_win if batch_size <= 0 else max(1, batch_size // t_len)
-        sums = torch.zeros(5)  # loss, clip loss, value loss, entropy, approx kl
+        sums = torch.zeros(5, device=self.device)  # loss, clip loss, value loss, entropy, approx kl
         n_mb = 0
         stopped = False
         for r in range(repeat):
