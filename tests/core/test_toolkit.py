@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -321,6 +322,39 @@ def test_target_network_stays_in_eval_mode_and_is_saved_with_its_owner() -> None
     assert any(k.startswith("target.") for k in owner.state_dict())
     with pytest.raises(ValueError, match="tau"):
         TargetNetwork(owner.net, tau=1.5)
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+        ),
+    ],
+)
+def test_a_recurrent_target_follows_its_network_with_its_weights_in_one_block(device) -> None:
+    # a deep copy of a CUDA LSTM holds separate weight tensors, which cuDNN would compact (and
+    # warn about) at every call; the target's copy is flattened, and Polyak updates still reach
+    # the tensors the LSTM runs with
+    online = nn.LSTM(4, 8, batch_first=True).to(device)
+    target = TargetNetwork(online, tau=0.5)
+    x = torch.randn(2, 3, 4, device=device)
+    with torch.no_grad():
+        for p in online.parameters():
+            p.add_(0.1)
+    target.update()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, _ = target(x)
+    with torch.no_grad():
+        half = copy.deepcopy(online)
+        for p, q in zip(half.parameters(), target.net.parameters()):
+            p.copy_(q)
+        want, _ = half(x)
+    torch.testing.assert_close(out, want)
+    assert not torch.equal(out, online(x)[0])
 
 
 # -- statistics ----------------------------------------------------------------------------------

@@ -33,6 +33,11 @@ class TargetNetwork(nn.Module):
         self.tau = tau
         self.hard_update_interval = hard_update_interval
         self.net = copy.deepcopy(online)
+        for module in self.net.modules():
+            if isinstance(module, nn.RNNBase):
+                # a copy's LSTM/GRU weights are separate tensors; cuDNN wants them in one block
+                # (else it compacts them at every call); a no-op off CUDA
+                module.flatten_parameters()
         self.net.requires_grad_(False)
         self.net.eval()
         # plain lists, not submodules: the online network belongs to the owner
