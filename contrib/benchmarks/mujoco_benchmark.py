@@ -25,9 +25,15 @@ is re-run whole, both libraries, with its earlier trials kept beside
 (``hopper-td3-before-actor-step.jsonl``: Hopper-v5 TD3, re-run on 2026-11-28 after TD3's actor
 step stopped computing the critics' gradients, a change that leaves every parameter
 bit-identical: seeds 100, 101, 103 and 104 repeated their learning curves exactly, for both
-libraries; seed 102, first run on 2026-11-26, matched at the first test and then diverged for
-both libraries alike (rlblocks 205 then, 245 now; Tianshou 207, 218), so the cause lies
-outside either library's code, in the machine or a shared dependency; not traced). Between
+libraries; seed 102, first run on 2026-11-26, differed already at the first test, in the
+seventh significant digit, and then diverged for both libraries alike (rlblocks 205 then, 245
+now; Tianshou 207, 218), so the cause lies outside either library's code. Traced the same day:
+run again, today's code gives today's first test to the last digit (117.23117130295338; the
+first run read 117.23117190232013), also with numpy's and torch's CPU kernels held to AVX2
+(``NPY_DISABLE_CPU_FEATURES``, ``ATEN_CPU_CAPABILITY``); the benchmark environment was rebuilt
+from the same pinned versions on 2026-11-27, between the two runs, so what made the first run
+differ (the virtual machine's host processor, or a build of a shared dependency) is gone and
+its seed-102 curve cannot be repeated here). Between
 2026-11-27 and 2026-11-28 every cell was extended from 3 to 5 seeds (103 and 104, both
 libraries, all cells alike, decided before those seeds ran and whatever they show), a seed at a
 time across sessions, so the seeds of one cell can come from different days, each seed's two
