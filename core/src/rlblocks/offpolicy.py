@@ -66,6 +66,7 @@ class OffPolicyPolicy(BasePolicy):
         self._step_graph: StepGraph | None = None
         #: why the step stays eager, once known (``(weakref to the buffer, reason or None)``)
         self._graph_refused: tuple[Any, str | None] | None = None
+        self._told_eager = False  # the warning that the step stays eager on a GPU: once
 
     # -- building blocks ----------------------------------------------------------------------
     def make_encoder(self) -> ObsEncoder:
@@ -154,7 +155,7 @@ class OffPolicyPolicy(BasePolicy):
     def _tell_eager(self, reason: str | None) -> None:
         """Warn once per policy that ``cuda_graph`` asked for a captured step on a GPU that
         runs eagerly instead (several times slower), with the reason and how to quiet it."""
-        if reason is None or getattr(self, "_told_eager", False):
+        if reason is None or self._told_eager:
             return
         self._told_eager = True
         warnings.warn(

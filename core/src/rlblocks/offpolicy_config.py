@@ -1,6 +1,7 @@
 """Hyperparameters the off-policy actor-critic algorithms share (DDPG, TD3, SAC, REDQ).
 
-Each algorithm's config subclasses :class:`ActorCriticConfig` and adds its own fields. This module
+Each algorithm's config subclasses :class:`ActorCriticConfig` (through
+:class:`ContinuousActorCriticConfig` for Box actions) and adds its own fields. This module
 imports only attrs (and the attrs-only :mod:`rlblocks.validators`), because plugin specs import
 config classes while listing plugins.
 """
@@ -11,7 +12,7 @@ from attrs import define, field, validators
 
 from rlblocks import validators as check
 
-__all__ = ["ActorCriticConfig", "DeterministicActorCriticConfig"]
+__all__ = ["ActorCriticConfig", "ContinuousActorCriticConfig", "DeterministicActorCriticConfig"]
 
 
 @define(kw_only=True)
@@ -47,7 +48,20 @@ class ActorCriticConfig:
 
 
 @define(kw_only=True)
-class DeterministicActorCriticConfig(ActorCriticConfig):
+class ContinuousActorCriticConfig(ActorCriticConfig):
+    """:class:`ActorCriticConfig` for Box actions (DDPG, TD3, SAC, REDQ), whose gradient step a
+    GPU can capture."""
+
+    cuda_graph: bool = True
+    """On a CUDA device, capture the gradient step as a CUDA graph and replay it: the same
+    arithmetic in one launch (``rlblocks.cuda_graph``; a delayed actor step, as TD3's and
+    REDQ's, is a graph of its own; ``contrib/benchmarks/update_rate.py`` measures it). It needs
+    one-step targets and no learning-rate schedule; without them, on a CPU, or with False, the
+    eager step runs (on a GPU with a warning that says why)."""
+
+
+@define(kw_only=True)
+class DeterministicActorCriticConfig(ContinuousActorCriticConfig):
     """:class:`ActorCriticConfig` plus the exploration of a deterministic actor (DDPG, TD3)."""
 
     exploration: str = field(default="gaussian", validator=validators.in_(["gaussian", "ou"]))
@@ -55,8 +69,3 @@ class DeterministicActorCriticConfig(ActorCriticConfig):
     (independent per step) or ``ou`` (Ornstein-Uhlenbeck, correlated in time)."""
     exploration_sigma: float = field(default=0.1, validator=check.non_negative)
     """Standard deviation of the exploration noise, in the actor's [-1, 1] units."""
-    cuda_graph: bool = True
-    """On a CUDA device, capture the gradient step as a CUDA graph and replay it: the same
-    arithmetic in one launch (``rlblocks.cuda_graph``; TD3's delayed actor step is a second
-    graph). It needs one-step targets and no learning-rate schedule; without them, on a CPU,
-    or with False, the eager step runs."""

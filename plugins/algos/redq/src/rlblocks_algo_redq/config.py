@@ -8,7 +8,7 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks import validators as check
-from rlblocks.offpolicy_config import ActorCriticConfig
+from rlblocks.offpolicy_config import ContinuousActorCriticConfig
 
 
 def _within_ensemble(inst: Any, _attribute: object, value: int) -> None:
@@ -25,7 +25,7 @@ def _above_log_std_min(inst: Any, _attribute: object, value: float) -> None:
 
 
 @define(kw_only=True)
-class REDQConfig(ActorCriticConfig):
+class REDQConfig(ContinuousActorCriticConfig):
     """Randomized Ensembled Double Q-learning (Chen et al., 2021): SAC's actor and temperature
     with a large critic ensemble, a random subset of which forms each target. The
     update-to-data ratio is the trainer's ``update_per_step`` (the paper's G = 20)."""
@@ -52,8 +52,3 @@ class REDQConfig(ActorCriticConfig):
     """Upper clamp of the actor's log standard deviation."""
     deterministic_eval: bool = True
     """Test with the mean action instead of a sample."""
-    cuda_graph: bool = True
-    """On a CUDA device, capture the gradient step as a CUDA graph and replay it: the same
-    arithmetic in one launch (``rlblocks.cuda_graph``; the critic-only step and the step with
-    the actor are one graph each). It needs one-step targets and no learning-rate schedule;
-    without them, on a CPU, or with False, the eager step runs."""

@@ -8,7 +8,7 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks import validators as check
-from rlblocks.offpolicy_config import ActorCriticConfig
+from rlblocks.offpolicy_config import ContinuousActorCriticConfig
 
 
 def _above_log_std_min(inst: Any, _attribute: object, value: float) -> None:
@@ -17,7 +17,7 @@ def _above_log_std_min(inst: Any, _attribute: object, value: float) -> None:
 
 
 @define(kw_only=True)
-class SACConfig(ActorCriticConfig):
+class SACConfig(ContinuousActorCriticConfig):
     """Soft Actor-Critic (Haarnoja et al., 2018, "Soft Actor-Critic Algorithms and
     Applications"): the shared actor-critic fields plus the entropy temperature."""
 
@@ -39,8 +39,3 @@ class SACConfig(ActorCriticConfig):
     """Upper clamp of the actor's log standard deviation."""
     deterministic_eval: bool = True
     """Test with the mean action (``tanh(mean)``) instead of a sample."""
-    cuda_graph: bool = True
-    """On a CUDA device, capture one gradient step as a CUDA graph and replay it: the same
-    arithmetic in one launch, about 12x the eager step's rate on an H200 (``rlblocks.cuda_graph``;
-    ``contrib/benchmarks/update_rate.py``). It needs one-step targets and no learning-rate
-    schedule; without them, on a CPU, or with False, the eager step runs."""
