@@ -1,14 +1,16 @@
 """One off-policy gradient step captured as a CUDA graph and replayed.
 
 A small actor-critic's gradient step is a few hundred tiny kernels, and on a GPU launching them
-one by one from Python takes longer than running them. :class:`StepGraph` records one whole
-step once (the one-step TD target, the algorithm's ``learn`` with its optimizer and target
-network steps) and then launches all of it with one call per step. A step whose shape the host
-decides (TD3's delayed actor step, every ``policy_delay``-th step) is captured once per shape,
-keyed by the policy's :meth:`~rlblocks.offpolicy.OffPolicyPolicy.graph_phase`, and each step
-replays the graph of its phase. The sample still comes from
-the buffer on the host: its fields are packed into one pinned array and copied to the device
-asynchronously, so the host samples the next batch while the device works on this one.
+one by one from Python takes longer than running them. :class:`StepGraph` records one whole step
+once (the bootstrap value and TD target, the algorithm's ``learn`` with its optimizer and target
+network steps) and then launches all of it with one call per step. The host still computes its
+share of the n-step target (the partial return along each sampled episode, the discount and the
+bootstrap row), as the eager step does, and the graph adds the bootstrap value. A step whose
+shape the host decides (TD3's delayed actor step, every ``policy_delay``-th step) is captured
+once per shape, keyed by the policy's :meth:`~rlblocks.offpolicy.OffPolicyPolicy.graph_phase`,
+and each step replays the graph of its phase. The sample still comes from the buffer on the
+host: its fields are packed into one pinned array and copied to the device asynchronously, so
+the host samples the next batch while the device works on this one.
 
 :meth:`rlblocks.offpolicy.OffPolicyPolicy.update` uses it when the algorithm's config has
 ``cuda_graph = True``, the policy is on a CUDA device and :func:`graph_refusal` finds nothing
@@ -30,21 +32,19 @@ from rlblocks.target import TargetNetwork
 
 __all__ = ["StepGraph", "graph_refusal"]
 
-#: sample fields a captured step reads, in their packed order (``weight`` only from a
-#: prioritized sampler)
-_FIELDS = ("obs", "act", "rew", "terminated", "obs_next", "weight")
+#: fields a captured step reads, in their packed order: the sample's observations and actions,
+#: the host's share of the n-step target (``OffPolicyPolicy.target_parts``: partial return,
+#: discount, the bootstrap rows' next observations) and ``weight`` (prioritized samplers only)
+_FIELDS = ("obs", "act", "partial", "discount", "obs_next", "weight")
 
 
 def graph_refusal(policy: Any, buffer: Any) -> str | None:
     """Why a captured step would not be the eager step for this policy and buffer (None: it
-    would). Reasons: not CUDA, n-step targets (their bootstrap rows are walked on the host),
-    trajectory views, hindsight relabelling, a learning-rate schedule or skipping non-finite
-    steps (both act on the host at every step), optimizers other than fused Adam, observations
-    or actions that are not float Boxes."""
+    would). Reasons: not CUDA, trajectory views, hindsight relabelling, a learning-rate schedule
+    or skipping non-finite steps (both act on the host at every step), optimizers other than
+    fused Adam, observations or actions that are not float Boxes."""
     if policy.device.type != "cuda":
         return f"the policy is on {policy.device}, not a CUDA device"
-    if getattr(policy.config, "n_step", 1) != 1:
-        return "n_step > 1 (the n-step walk runs on the host)"
     if policy.view_requirements:
         return "the policy reads trajectory views"
     if policy.buffer_abilities(buffer).relabelling:
@@ -148,7 +148,7 @@ class StepGraph:
 
     def fits(self, batch: Batch) -> bool:
         """Whether ``batch`` has the rows and fields the graph was captured with."""
-        if len(np.asarray(batch.rew)) != self.batch_size:
+        if len(np.asarray(batch.partial)) != self.batch_size:
             return False
         if not self._layout:
             return True
@@ -187,7 +187,7 @@ class StepGraph:
         v = self._views()
         with torch.no_grad():
             value = policy.target_value(v["obs_next"])
-        returns = v["rew"] + policy.config.gamma * (1.0 - v["terminated"]) * value
+        returns = v["partial"] + v["discount"] * value
         batch = Batch(obs=v["obs"], act=v["act"], returns=returns)
         if "weight" in v:
             batch.weight = v["weight"]

@@ -89,19 +89,27 @@ class OffPolicyPolicy(BasePolicy):
         under ``torch.no_grad``."""
         raise NotImplementedError
 
-    def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
-        """``batch.returns`` = the n-step TD target (a tensor ``[B]``): real rewards up to
-        ``n_step`` steps along the episode, then ``gamma^m * target_value`` unless the episode
-        terminated (truncated and unfinished episodes bootstrap)."""
+    def target_parts(
+        self, batch: Batch, buffer: Buffer, indices: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """The host's share of the n-step TD target of sampled rows: the partial return
+        ``[B]`` (real rewards up to ``n_step`` steps along the episode), the discount ``[B]``
+        of the bootstrap value (``gamma^m``, 0 where the episode terminated; truncated and
+        unfinished episodes bootstrap) and the bootstrap rows' next observations. The target
+        is ``partial + discount * target_value(obs_next)``."""
         c = self.config
         if c.n_step == 1:
             # the sampled row is its own bootstrap row: nothing to walk or read again
             partial = np.asarray(batch.rew, dtype=np.float32)
             discount = np.where(np.asarray(batch.terminated, dtype=bool), 0.0, c.gamma)
-            obs_next = batch.obs_next
-        else:
-            partial, boot_idx, discount = nstep_return(buffer, indices, c.gamma, c.n_step)
-            obs_next = buffer.get(boot_idx, "obs_next")
+            return partial, discount.astype(np.float32), batch.obs_next
+        partial, boot_idx, discount = nstep_return(buffer, indices, c.gamma, c.n_step)
+        return partial, discount, buffer.get(boot_idx, "obs_next")
+
+    def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
+        """``batch.returns`` = the n-step TD target (a tensor ``[B]``), from
+        :meth:`target_parts`."""
+        partial, discount, obs_next = self.target_parts(batch, buffer, indices)
         with torch.no_grad():
             value = self.target_value(self.obs_tensor(obs_next))
         batch.returns = self.as_tensor(partial) + self.as_tensor(discount) * value
@@ -116,12 +124,18 @@ class OffPolicyPolicy(BasePolicy):
             return super().update(sample_size, buffer, **kwargs)
         assert buffer is not None
         batch, indices = buffer.sample(sample_size)
-        if not graph.fits(batch):
+        partial, discount, obs_next = self.target_parts(batch, buffer, indices)
+        packed = Batch(
+            obs=batch.obs, act=batch.act, partial=partial, discount=discount, obs_next=obs_next
+        )
+        if "weight" in batch:
+            packed.weight = batch.weight
+        if not graph.fits(packed):
             return self._learn_sampled(batch, buffer, buffer, indices)
         self.updating = True
         try:
             stats, td, replayed = graph.step(
-                batch, lambda: self._learn_sampled(batch, buffer, buffer, indices)
+                packed, lambda: self._learn_sampled(batch, buffer, buffer, indices)
             )
         finally:
             self.updating = False

@@ -56,7 +56,7 @@ class ContinuousActorCriticConfig(ActorCriticConfig):
     """On a CUDA device, capture the gradient step as a CUDA graph and replay it: the same
     arithmetic in one launch (``rlblocks.cuda_graph``; a delayed actor step, as TD3's and
     REDQ's, is a graph of its own; ``contrib/benchmarks/update_rate.py`` measures it). It needs
-    one-step targets and no learning-rate schedule; without them, on a CPU, or with False, the
+    no learning-rate schedule (n-step targets are fine); with one, on a CPU, or with False, the
     eager step runs (on a GPU with a warning that says why)."""
 
 

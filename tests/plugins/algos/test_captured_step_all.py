@@ -39,8 +39,12 @@ SMALL = {
         log_std_max=-24.0,
     ),
 }
-#: phases each algorithm's step has (DDPG: one; the delayed actors: critic-only and with actor)
-PHASES = {"ddpg": 1, "td3": 2, "redq": 2}
+SMALL["sac"] = dict(  # a near-deterministic actor, as REDQ's
+    hidden_sizes=[32, 32], auto_alpha=False, alpha=1e-30, log_std_min=-25.0, log_std_max=-24.0
+)
+#: phases each algorithm's step has (DDPG, SAC: one; the delayed actors: critic-only and with
+#: actor)
+PHASES = {"ddpg": 1, "sac": 1, "td3": 2, "redq": 2}
 
 
 @pytest.mark.parametrize("algo", ["ddpg", "td3", "redq"])
@@ -90,17 +94,19 @@ def test_critic_only_steps_report_the_last_actor_step(algo: str, random_buffer) 
 
 
 def test_a_capture_refused_on_a_gpu_is_reported_once(random_buffer) -> None:
-    # a GPU run with cuda_graph on whose step must stay eager (here: n-step targets) says so
+    # a GPU run with cuda_graph on whose step must stay eager (here: an LR schedule) says so
     buf = random_buffer(ACT)
-    policy = rlblocks.make_policy("td3", OBS, ACT, n_step=3, **SMALL["td3"])
+    policy = rlblocks.make_policy("td3", OBS, ACT, **SMALL["td3"])
+    policy.critic_step.lr_schedule = lambda env_step: 1e-3
     policy.device = torch.device("cuda")  # only the decision is asked for: nothing runs
-    with pytest.warns(RuntimeWarning, match=r"TD3Policy .* eagerly on cuda.*n_step > 1") as told:
+    with pytest.warns(RuntimeWarning, match=r"TD3Policy .* eagerly on cuda.*schedule") as told:
         assert policy._graph_for(16, buf) is None
     assert "algo.cuda_graph=false" in str(told[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert policy._graph_for(16, random_buffer(ACT)) is None  # once per policy
-        quiet = rlblocks.make_policy("td3", OBS, ACT, n_step=3, cuda_graph=False)
+        quiet = rlblocks.make_policy("td3", OBS, ACT, cuda_graph=False)
+        quiet.critic_step.lr_schedule = lambda env_step: 1e-3
         quiet.device = torch.device("cuda")
         assert quiet._graph_for(16, buf) is None
 
@@ -119,10 +125,14 @@ def _paired_updates(eager, graphed, random_buffer, steps: int) -> tuple[dict, di
 
 
 @cuda
-@pytest.mark.parametrize("algo", ["ddpg", "td3", "redq"])
-def test_captured_step_matches_the_eager_step(algo: str, random_buffer) -> None:
+@pytest.mark.parametrize("n_step", [1, 3])
+@pytest.mark.parametrize("algo", ["ddpg", "td3", "redq", "sac"])
+def test_captured_step_matches_the_eager_step(algo: str, n_step: int, random_buffer) -> None:
+    # n_step=3: the host walks three rows along the episode, the graph adds the bootstrap value
     torch.manual_seed(0)
-    eager = rlblocks.make_policy(algo, OBS, ACT, device="cuda", cuda_graph=False, **SMALL[algo])
+    eager = rlblocks.make_policy(
+        algo, OBS, ACT, device="cuda", cuda_graph=False, n_step=n_step, **SMALL[algo]
+    )
     graphed = copy.deepcopy(eager)
     graphed.config.cuda_graph = True
     stats_a, stats_b = _paired_updates(eager, graphed, random_buffer, 14)
@@ -203,7 +213,8 @@ def test_a_captured_step_solves_pendulum_on_cuda(algo: str, tmp_path) -> None:
         loggers=[],
         progress=False,
         device="cuda",
-        overrides=["algo.n_step=1", "trainer.max_env_steps=30000"],  # cuda_graph: default
+        # the Pendulum presets' 3-step targets, captured (cuda_graph: the default)
+        overrides=["trainer.max_env_steps=30000"],
         run_dir=tmp_path / "run",
     )
     assert result.solved, result
