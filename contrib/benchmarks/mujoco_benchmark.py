@@ -33,18 +33,25 @@ first run read 117.23117190232013), also with numpy's and torch's CPU kernels he
 (``NPY_DISABLE_CPU_FEATURES``, ``ATEN_CPU_CAPABILITY``); the benchmark environment was rebuilt
 from the same pinned versions on 2026-11-27, between the two runs, so what made the first run
 differ (the virtual machine's host processor, or a build of a shared dependency) is gone and
-its seed-102 curve cannot be repeated here). Between
+its seed-102 curve cannot be repeated here). A cell whose rlblocks preset changed is re-run
+whole too: HalfCheetah-v5 PPO, on 2026-11-28, after PPO's HalfCheetah preset began starting the
+policy's log-std at -1 instead of 0 (chosen on seeds 0-9, see the PPO plugin's ``presets.py``);
+the ten log-std-0 seeds of both libraries are kept in ``halfcheetah-ppo-log-std-0.jsonl``
+(rlblocks 72 ± 203 against Tianshou's 115 ± 79), the tuning trials in
+``ppo-log-std-tuning.jsonl``. Between
 2026-11-27 and 2026-11-28 every cell was extended from 3 to 5 seeds (103 and 104, both
 libraries, all cells alike, decided before those seeds ran and whatever they show), a seed at a
 time across sessions, so the seeds of one cell can come from different days, each seed's two
 trials still back to back.
 
-Contenders (each with its own published settings, nothing tuned here):
+Contenders (each with its own settings, nothing tuned on the reported seeds):
 
 * rlblocks: ``rlblocks.train(algo, env=ENV, seed=s, loggers=[], progress=False)`` with the
   algorithm's MuJoCo preset (the TD3 and PPO papers' settings; SAC and DDPG as Tianshou's
-  examples; until 2026-11-27 SAC used the SAC paper's Adam 3e-4 and automatic entropy tuning,
-  trials kept in ``sac-paper-settings.jsonl`` next to the results), overriding only the budget
+  examples; PPO's HalfCheetah preset also starts the policy's log-std at -1, a value tuned on
+  seeds 0-9 at this budget and checked at 500k steps; until 2026-11-27 SAC used the SAC paper's
+  Adam 3e-4 and automatic entropy tuning, trials kept in ``sac-paper-settings.jsonl`` next to
+  the results), overriding only the budget
   (``trainer.max_env_steps``), the test interval, and for PPO the learning-rate decay horizon
   (``algo.lr_decay_steps`` = the budget). ``--rlblocks-set KEY=VALUE`` (repeatable) adds
   overrides for trying a setting, on the tuning seeds (``--first-seed 0``) and in another

@@ -174,6 +174,23 @@ def test_mujoco_env_ids_get_the_papers_settings_without_a_config_file(env_id: st
     assert config.algo.obs_norm and config.algo.value_scaling
 
 
+def test_halfcheetah_starts_its_policy_narrower_and_the_other_mujoco_tasks_do_not() -> None:
+    # HalfCheetah's own preset: the MuJoCo settings, and an initial log-std of -1 (presets.py)
+    cheetah = build_config("ppo", flags={"env": {"id": "HalfCheetah-v5"}}, spec_lookup=spec_lookup)
+    hopper = build_config("ppo", flags={"env": {"id": "Hopper-v5"}}, spec_lookup=spec_lookup)
+    assert cheetah.algo.log_std_init == -1.0 and hopper.algo.log_std_init == 0.0
+    assert cheetah.trainer == hopper.trainer and cheetah.algo.obs_norm
+    space = gym.spaces.Box(-1.0, 1.0, (6,), dtype=np.float32)
+    policy = PPOPolicy(gym.spaces.Box(-1.0, 1.0, (17,), dtype=np.float32), space, cheetah.algo)
+    stds = [m.log_std for m in policy.modules() if getattr(m, "log_std", None) is not None]
+    assert len(stds) == 1 and torch.equal(stds[0].data, torch.full((6,), -1.0))
+    mine = build_config(
+        "ppo", flags={"env": {"id": "HalfCheetah-v5"}}, overrides=["algo.log_std_init=0"],
+        spec_lookup=spec_lookup,
+    )
+    assert mine.algo.log_std_init == 0.0
+
+
 def test_cartpole_and_pendulum_keep_their_own_settings() -> None:
     cartpole = build_config("ppo", spec_lookup=spec_lookup)
     assert cartpole.env.id == "CartPole-v1"
