@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import types
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.auto_backend import choose_backend, measure_env
+from rlblocks.auto_backend import choose_backend, measure_env, measure_vector_env
 from rlblocks.errors import ConfigError
+from rlblocks.plugins.registry import get_registry
 from rlblocks.testing.env_checks import ProbeEnv
 
 
@@ -82,3 +84,17 @@ def test_backends_that_step_envs_here_get_a_shared_plan_when_it_pays() -> None:
     # 4 of them, or cheap envs: the round trip and the parent's bookkeeping eat the gain
     assert choose_backend(4, 30e-6, 136, installed, cores=2)[0] == "dummy"
     assert choose_backend(16, 5e-6, 16, installed, cores=2)[0] == "dummy"
+
+
+def test_measure_vector_env_times_a_backend_and_closes_what_it_probed() -> None:
+    closed = []
+
+    def factory(fns):
+        venv = get_registry("env").load("dummy")(fns)
+        close = venv.close
+        venv.close = lambda: (closed.append(True), close())  # type: ignore[method-assign]
+        return venv
+
+    fns = [lambda: gym.make("CartPole-v1")] * 3
+    seconds = measure_vector_env(factory, fns, probe_seconds=0.05)
+    assert closed == [True] and 0.0 < seconds < 0.05

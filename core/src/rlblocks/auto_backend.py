@@ -21,6 +21,12 @@ when each has a core).
 ``ipc`` is the round trip of a command to ``W`` workers on a loaded machine. The multi-process
 backend must win by ``margin`` to be picked, since it also costs processes and start-up time.
 
+A backend that runs the env id natively (one whose spec's ``provides`` accepts it: EnvPool) is
+not assumed faster: it is built over all the envs and stepped for about ``probe_seconds``, and
+declined when its measured time per vector step is clearly above stepping the envs in-process
+(EnvPool's thread hand-off pays from about four MuJoCo envs on two cores and loses with one or
+two); then the plans above decide.
+
 ``auto`` asks for speed over isolation: the in-process and shared plans step envs in the
 calling process, where an env that crashes or hangs stops training (a multi-process backend
 named explicitly keeps every env in a worker by default). The printed choice says when it
@@ -57,6 +63,9 @@ SHARED_IPC_S = 80e-6
 #: Preference among multi-process backends (others installed come after, by name).
 PREFERRED = ("shmem", "subproc")
 NEVER_AUTO = ("auto", "ray")  # ray is for going past one machine: ask for it by name
+#: A native backend is declined when its measured time per vector step exceeds the in-process
+#: estimate by more than 1 / NATIVE_MARGIN.
+NATIVE_MARGIN = 0.9
 
 
 def _cores() -> int:
@@ -161,6 +170,46 @@ def _takes_local_envs(spec: Any) -> bool:
         return False
 
 
+def measure_vector_env(
+    factory: Callable[..., Any], env_fns: Sequence[Callable[[], gym.Env]],
+    probe_seconds: float = 0.2,
+) -> float:
+    """Seconds per vector step of the backend ``factory`` builds over ``env_fns``, stepping
+    random actions (finished envs reset, as the collector does): a few untimed steps, then
+    three windows of about ``probe_seconds / 3``, the fastest counted, so that a thread pool's
+    start or a moment of load elsewhere does not decide. The probed instance is closed: the
+    caller builds a fresh one, so the probe leaves no mark on a seeded run."""
+    venv = factory(list(env_fns))
+    try:
+        n = venv.num_envs
+        space = venv.action_space
+        space.seed(0)
+        venv.reset(seed=0)
+        actions = [np.stack([space.sample() for _ in range(n)]) for _ in range(8)]
+        steps = 0
+
+        def step() -> None:
+            nonlocal steps
+            _, _, term, trunc, _ = venv.step(actions[steps % 8])
+            steps += 1
+            done = np.flatnonzero(np.logical_or(term, trunc))
+            if done.size:
+                venv.reset(done)
+
+        for _ in range(5):
+            step()
+        best = math.inf
+        for _ in range(3):
+            first, start = steps, time.perf_counter()
+            end = start + probe_seconds / 3
+            while steps - first < 5 or time.perf_counter() < end:
+                step()
+            best = min(best, (time.perf_counter() - start) / (steps - first))
+        return best
+    finally:
+        venv.close()
+
+
 def _native_backend(env_fn: Callable[[], gym.Env], installed: dict[str, Any]) -> str | None:
     """The first installed backend (by name) whose spec's ``provides`` accepts this env."""
     from rlblocks.plugins.spec import import_object
@@ -191,12 +240,25 @@ def make_auto_vector_env(
             installed[name] = reg.spec(name)
         except Exception:
             continue
+    step_s, obs_bytes = measure_env(env_fns[0], probe_seconds)
+    name, options, why = choose_backend(len(env_fns), step_s, obs_bytes, installed)
     native = _native_backend(env_fns[0], installed)
     if native is not None:
-        name, options, why = native, {}, "it runs this env id natively"
-    else:
-        step_s, obs_bytes = measure_env(env_fns[0], probe_seconds)
-        name, options, why = choose_backend(len(env_fns), step_s, obs_bytes, installed)
+        # a native engine (EnvPool) hands each call to its threads: that pays with several
+        # envs and loses with one (HalfCheetah-v5, 1 env: 8k env steps/s through EnvPool
+        # against 22k in-process), so it is measured, not assumed. It is declined only when
+        # clearly slower than stepping the envs here: with more than one thread its speed
+        # depends on where the OS puts them, decided anew for each pool (README of
+        # rlblocks-env-envpool), so a near tie says little about the pool built next
+        in_s = len(env_fns) * step_s
+        native_s = measure_vector_env(reg.load(native), env_fns, probe_seconds)
+        if native_s * NATIVE_MARGIN <= in_s:
+            name, options = native, {}
+            why = (f"it runs this env id natively: ~{native_s * 1e6:.0f} us per vector step "
+                   f"measured, in-process ~{in_s * 1e6:.0f} us")
+        else:
+            why += (f"; {native!r} runs this env id natively but measured "
+                    f"~{native_s * 1e6:.0f} us per vector step, slower than in-process")
     venv = reg.load(name)(list(env_fns), **options)
     choice = f"backend='auto' chose {name!r} {options or ''}({why})"
     with contextlib.suppress(AttributeError):  # a backend with __slots__ keeps no note

@@ -92,11 +92,42 @@ def test_ids_envpool_lacks_and_wrapped_envs_are_refused_with_the_reason() -> Non
         rlblocks.make_vector_env("envpool", [wrapped, wrapped])
 
 
-def test_auto_picks_envpool_for_an_id_it_provides() -> None:
+@pytest.mark.parametrize("native_us, picked", [(1.0, True), (1e6, False)])
+def test_auto_takes_envpool_for_an_id_it_provides_when_it_measures_faster(
+    monkeypatch: pytest.MonkeyPatch, native_us: float, picked: bool
+) -> None:
+    # the decision, with EnvPool's probe replaced by a fixed time per vector step (the real
+    # one depends on where the OS puts EnvPool's threads, see contrib/benchmarks/env_backends.py)
     pytest.importorskip("mujoco")
-    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=2)
+    import rlblocks.auto_backend as auto
+
+    monkeypatch.setattr(auto, "measure_vector_env", lambda *a, **k: native_us * 1e-6)
+    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=8)
     try:
-        assert "envpool" in envs.auto_choice
+        assert ("chose 'envpool'" in envs.auto_choice) is picked
+        assert f"~{native_us:.0f} us per vector step" in envs.auto_choice
+    finally:
+        envs.close()
+
+
+def test_auto_measures_envpool_on_all_the_envs() -> None:
+    pytest.importorskip("mujoco")
+    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=8)
+    try:
+        assert "natively" in envs.auto_choice and "us per vector step" in envs.auto_choice
+        assert envs.num_envs == 8
+    finally:
+        envs.close()
+
+
+def test_auto_keeps_a_single_mujoco_env_in_process() -> None:
+    # one env: EnvPool's per-call thread hand-off costs more than it saves (about 0.4x the
+    # in-process rate); the choice says it measured EnvPool and why it was not taken
+    pytest.importorskip("mujoco")
+    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=1)
+    try:
+        assert "chose 'envpool'" not in envs.auto_choice
+        assert "'envpool' runs this env id natively but measured" in envs.auto_choice
     finally:
         envs.close()
 
