@@ -6,7 +6,9 @@ rlblocks and ``algorithm.update(buffer, 256)`` in Tianshou, on a replay buffer o
 HalfCheetah-v5-shaped transitions (17 observation floats, 6 action floats in [-1, 1]), each step
 sampling a batch on the host, copying it to the device and taking the algorithm's optimizer
 steps and target updates. Both libraries run the same learner (``--algo``), with its paper's
-MuJoCo settings: 256-256 ReLU networks, Adam 3e-4, one-step targets, tau 0.005, gamma 0.99, and
+MuJoCo settings: 256-256 ReLU networks, Adam 3e-4, one-step targets (``--n-step``: n-step targets
+in both libraries, each walking its buffer's episodes on the host as a trainer's step does),
+tau 0.005, gamma 0.99, and
 
 * ``sac``: two critics, a tanh-Gaussian actor, automatic entropy tuning (Haarnoja et al., 2018,
   table 1; Tianshou's MuJoCo example fixes alpha instead, which would spare it the temperature
@@ -34,8 +36,9 @@ contender over its rounds, the spread (min-max), and each rlblocks contender's r
 Tianshou (above 1: rlblocks is faster).
 
 Run: ``python contrib/benchmarks/update_rate.py --device cuda [--algo sac|td3|ddpg|redq]
-[--frameworks rlblocks,rlblocks-graph,tianshou] [--updates 2000] [--rounds 5] [--out
-rate.json]``; it needs ``tianshou`` for the peer column (``contrib/benchmarks/requirements.txt``).
+[--frameworks rlblocks,rlblocks-graph,tianshou] [--updates 2000] [--rounds 5] [--n-step 1]
+[--out rate.json]``; it needs ``tianshou`` for the peer column
+(``contrib/benchmarks/requirements.txt``).
 """
 
 from __future__ import annotations
@@ -124,7 +127,8 @@ def trial(fw: str, args: argparse.Namespace) -> dict[str, Any]:
         lr = COMMON["lr"]
         fields = dict(
             hidden_sizes=COMMON["hidden_sizes"], actor_lr=lr, critic_lr=lr, gamma=COMMON["gamma"],
-            tau=COMMON["tau"], n_step=1, cuda_graph=fw == "rlblocks-graph", **OWN[args.algo],
+            tau=COMMON["tau"], n_step=args.n_step, cuda_graph=fw == "rlblocks-graph",
+            **OWN[args.algo],
         )  # fmt: skip
         if args.algo in ("sac", "redq"):
             fields["alpha_lr"] = lr
@@ -175,7 +179,7 @@ def _tianshou_learner(
     settings = dict(TIANSHOU_EXAMPLES.get(algo, {}))
     settings.update(
         hidden_sizes=COMMON["hidden_sizes"], actor_lr=lr, critic_lr=lr, alpha_lr=lr,
-        gamma=COMMON["gamma"], tau=COMMON["tau"], n_step=1,
+        gamma=COMMON["gamma"], tau=COMMON["tau"], n_step=args.n_step,
     )  # fmt: skip
     if algo == "sac":
         settings.update(auto_alpha=own["auto_alpha"])
@@ -225,7 +229,7 @@ def _tianshou_learner(
         tau=settings["tau"],
         gamma=settings["gamma"],
         alpha=alpha,
-        n_step_return_horizon=1,
+        n_step_return_horizon=args.n_step,
         actor_delay=own["actor_delay"],
     )
 
@@ -243,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--obs-dim", type=int, default=17)
     parser.add_argument("--act-dim", type=int, default=6)
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument("--n-step", type=int, default=1, help="n-step targets (both libraries)")
     parser.add_argument("--out", default="", help="also write the results here as JSON")
     parser.add_argument("--trial", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -272,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     for fw in frameworks:
         cmd = [sys.executable, os.path.abspath(__file__), "--trial", fw]
         for key in ("algo", "device", "updates", "rounds", "warmup", "batch_size", "buffer_size",
-                    "obs_dim", "act_dim", "torch_threads"):  # fmt: skip
+                    "obs_dim", "act_dim", "torch_threads", "n_step"):  # fmt: skip
             cmd += [f"--{key.replace('_', '-')}", str(getattr(args, key))]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -292,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"\n{args.algo.upper()} gradient steps/s on {device_name}, batch {args.batch_size}, "
-        f"HalfCheetah-v5 shapes, median of {args.rounds} rounds of {args.updates} steps"
+        f"HalfCheetah-v5 shapes, {args.n_step}-step targets, median of {args.rounds} rounds "
+        f"of {args.updates} steps"
     )
     print("| contender | steps/s (median) | range | vs Tianshou |")
     print("| --- | ---: | --- | ---: |")
