@@ -251,12 +251,16 @@ def make_auto_vector_env(
         # depends on where the OS puts them, decided anew for each pool (README of
         # rlblocks-env-envpool), so a near tie says little about the pool built next
         in_s = len(env_fns) * step_s
-        native_s = measure_vector_env(reg.load(native), env_fns, probe_seconds)
+        try:
+            native_s = measure_vector_env(reg.load(native), env_fns, probe_seconds)
+        except Exception as exc:  # a broken optional backend must not stop the others
+            native_s = math.inf
+            why += f"; {native!r} runs this env id natively but failed to step it: {exc!r}"
         if native_s * NATIVE_MARGIN <= in_s:
             name, options = native, {}
             why = (f"it runs this env id natively: ~{native_s * 1e6:.0f} us per vector step "
                    f"measured, in-process ~{in_s * 1e6:.0f} us")
-        else:
+        elif math.isfinite(native_s):
             why += (f"; {native!r} runs this env id natively but measured "
                     f"~{native_s * 1e6:.0f} us per vector step, slower than in-process")
     venv = reg.load(name)(list(env_fns), **options)

@@ -110,6 +110,22 @@ def test_auto_takes_envpool_for_an_id_it_provides_when_it_measures_faster(
         envs.close()
 
 
+def test_auto_falls_back_when_envpool_fails_to_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mujoco")
+    import rlblocks.auto_backend as auto
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no pool today")
+
+    monkeypatch.setattr(auto, "measure_vector_env", broken)
+    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=2)
+    try:
+        assert "chose 'envpool'" not in envs.auto_choice
+        assert "failed to step it: RuntimeError('no pool today')" in envs.auto_choice
+    finally:
+        envs.close()
+
+
 def test_auto_measures_envpool_on_all_the_envs() -> None:
     pytest.importorskip("mujoco")
     envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=8)
