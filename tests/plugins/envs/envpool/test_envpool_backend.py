@@ -92,6 +92,16 @@ def test_ids_envpool_lacks_and_wrapped_envs_are_refused_with_the_reason() -> Non
         rlblocks.make_vector_env("envpool", [wrapped, wrapped])
 
 
+def _auto_choice(env_id: str, num_envs: int) -> str:
+    """What ``backend="auto"`` printed for these envs (the envs are closed)."""
+    envs = rlblocks.make_vector_env("auto", env_id, num_envs=num_envs)
+    try:
+        assert envs.num_envs == num_envs
+        return envs.auto_choice
+    finally:
+        envs.close()
+
+
 @pytest.mark.parametrize("native_us, picked", [(1.0, True), (1e6, False)])
 def test_auto_takes_envpool_for_an_id_it_provides_when_it_measures_faster(
     monkeypatch: pytest.MonkeyPatch, native_us: float, picked: bool
@@ -102,12 +112,9 @@ def test_auto_takes_envpool_for_an_id_it_provides_when_it_measures_faster(
     import rlblocks.auto_backend as auto
 
     monkeypatch.setattr(auto, "measure_vector_env", lambda *a, **k: native_us * 1e-6)
-    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=8)
-    try:
-        assert ("chose 'envpool'" in envs.auto_choice) is picked
-        assert f"~{native_us:.0f} us per vector step" in envs.auto_choice
-    finally:
-        envs.close()
+    choice = _auto_choice("HalfCheetah-v5", 8)
+    assert ("chose 'envpool'" in choice) is picked
+    assert f"~{native_us:.0f} us per vector step" in choice
 
 
 def test_auto_falls_back_when_envpool_fails_to_step(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,43 +125,29 @@ def test_auto_falls_back_when_envpool_fails_to_step(monkeypatch: pytest.MonkeyPa
         raise RuntimeError("no pool today")
 
     monkeypatch.setattr(auto, "measure_vector_env", broken)
-    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=2)
-    try:
-        assert "chose 'envpool'" not in envs.auto_choice
-        assert "failed to step it: RuntimeError('no pool today')" in envs.auto_choice
-    finally:
-        envs.close()
+    choice = _auto_choice("HalfCheetah-v5", 2)
+    assert "chose 'envpool'" not in choice
+    assert "failed to step it: RuntimeError('no pool today')" in choice
 
 
 def test_auto_measures_envpool_on_all_the_envs() -> None:
     pytest.importorskip("mujoco")
-    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=8)
-    try:
-        assert "natively" in envs.auto_choice and "us per vector step" in envs.auto_choice
-        assert envs.num_envs == 8
-    finally:
-        envs.close()
+    choice = _auto_choice("HalfCheetah-v5", 8)
+    assert "natively" in choice and "us per vector step" in choice
 
 
 def test_auto_keeps_a_single_mujoco_env_in_process() -> None:
     # one env: EnvPool's per-call thread hand-off costs more than it saves (about 0.4x the
     # in-process rate); the choice says it measured EnvPool and why it was not taken
     pytest.importorskip("mujoco")
-    envs = rlblocks.make_vector_env("auto", "HalfCheetah-v5", num_envs=1)
-    try:
-        assert "chose 'envpool'" not in envs.auto_choice
-        assert "'envpool' runs this env id natively but measured" in envs.auto_choice
-    finally:
-        envs.close()
+    choice = _auto_choice("HalfCheetah-v5", 1)
+    assert "chose 'envpool'" not in choice
+    assert "'envpool' runs this env id natively but measured" in choice
 
 
 def test_auto_keeps_classic_control_in_process() -> None:
     """EnvPool's per-call thread hand-off costs more than a CartPole step: auto skips it."""
-    envs = rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=4)
-    try:
-        assert "envpool" not in envs.auto_choice
-    finally:
-        envs.close()
+    assert "envpool" not in _auto_choice("CartPole-v1", 4)
 
 
 def test_default_threads() -> None:
