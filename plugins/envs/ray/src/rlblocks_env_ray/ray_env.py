@@ -14,14 +14,14 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
 import ray
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from gymnasium.vector.utils import concatenate, create_empty_array
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from rlblocks.arraytree import put_rows, take_rows
@@ -493,68 +493,15 @@ class RayVectorEnv(WorkerGroups):
             self._needs_reset[ids[finished]] = True
         return ids, obs, rew, term, trunc, infos
 
-    def _call(self, env_ids: Any, *args: Any) -> list[Any]:
-        ids = self._ids(env_ids)
-        groups, order = self._groups(ids)
-        calls = [self._submit(w, CALL, gids, (*args[:1], slots, *args[1:]))
-                 for w, slots, _, gids in groups]
-        out: list[Any] = []
-        for c, payload in zip(calls, self._gather(calls)):
-            out += payload if payload is not None else [None] * len(c.ids)
-        return out if order is None else [out[k] for k in order]
-
-    def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
-        """Render the given envs in their actors (their ``render_mode`` decides the output)."""
-        return self._call(env_ids, "render")
-
-    def get_attr(self, name: str, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
-        """Read an attribute of each env (through gymnasium's wrappers); values are pickled."""
-        return self._call(env_ids, "get_attr", name)
-
-    def set_attr(
-        self, name: str, value: Any, env_ids: Sequence[int] | np.ndarray | None = None
-    ) -> None:
-        """Set an attribute on each env in its actor."""
-        self._call(env_ids, "set_attr", name, value)
-
-    def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
-        """Each env's state as plain values, taken in its actor (see
-        :mod:`rlblocks.env_state`): ``{"env": snapshot or None, "why": why not, "needs_reset":
-        whether its episode ended}``. No step may be in flight."""
-        ids = self._all_ids if env_ids is None else self._ids(env_ids)
-        if np.count_nonzero(self._in_flight[ids]):
-            raise EnvWorkerError("snapshot() while steps are in flight; call step_wait() first")
-        out = self._call(ids, "snapshot")
-        for i, entry in zip(ids.tolist(), out):
-            entry["needs_reset"] = bool(self._needs_reset[i])
-        return out
-
-    def restore(
+    def _call_groups(
         self,
-        snapshots: Sequence[Mapping[str, Any]],
-        env_ids: Sequence[int] | np.ndarray | None = None,
-    ) -> None:
-        """Put each env back where :meth:`snapshot` found its twin (every entry must hold an
-        ``"env"`` snapshot)."""
-        ids = self._all_ids if env_ids is None else self._ids(env_ids)
-        if len(snapshots) != len(ids):
-            raise ValueError(f"got {len(snapshots)} snapshots for {len(ids)} envs")
-        if any(s.get("env") is None for s in snapshots):
-            raise ValueError("restore() needs a snapshot of every env")
-        groups, _ = self._groups(ids)
-        calls = []
-        for w, slots, rows, gids in groups:
-            picked = snapshots[rows] if isinstance(rows, slice) else [snapshots[r] for r in rows]
-            args = ("restore", slots, [p["env"] for p in picked])
-            calls.append(self._submit(w, CALL, gids, args))
-        self._gather(calls)
-        for i, entry in zip(ids.tolist(), snapshots):
-            self._needs_reset[i] = bool(entry.get("needs_reset", False))
-
-    @property
-    def ready_env_ids(self) -> np.ndarray:
-        """Envs without a step in flight."""
-        return np.flatnonzero(~self._in_flight)
+        op: str,
+        groups: list[tuple[Any, Any, Any, np.ndarray]],
+        args_for: Callable[[Any, Any], tuple],
+    ) -> list[Any]:
+        calls = [self._submit(w, CALL, gids, (op, *args_for(slots, rows)))
+                 for w, slots, rows, gids in groups]
+        return self._gather(calls)
 
     @property
     def actors(self) -> list[Any]:
@@ -571,11 +518,6 @@ class RayVectorEnv(WorkerGroups):
         """Whether this vector env runs on a Ray that this backend started: it is shut down when
         the last vector env using it closes."""
         return self._holds_session
-
-    @property
-    def batched_observation_space(self) -> gym.Space:
-        """The space of a stacked observation of all envs."""
-        return batch_space(self.observation_space, self.num_envs)
 
     def close(self) -> None:
         """Close the envs, kill the actors and, after the last vector env using a Ray this

@@ -1,15 +1,19 @@
 """How a vector env with several envs per worker routes calls: which worker owns which env ids,
-and how per-worker results are joined back in the caller's order. Shared by the subproc, shmem
-and ray backends (a mixin: it reads the backend's ``num_envs``, ``_workers`` with their
-``start``/``stop``/``ids``, ``_env_worker``, ``_env_slot``, ``_all_ids``, ``_closed``,
-``_last_obs``, ``_in_flight`` and its ``_stack`` of per-worker observations)."""
+how per-worker results are joined back in the caller's order, and the calls that every such
+backend answers the same way once it can send one message per worker (render, attributes,
+snapshots). Shared by the subproc, shmem and ray backends (a mixin: it reads the backend's
+``num_envs``, ``_workers`` with their ``start``/``stop``/``ids``, ``_env_worker``,
+``_env_slot``, ``_all_ids``, ``_closed``, ``_last_obs``, ``_in_flight``, ``_needs_reset``
+and its ``_stack`` of per-worker observations, and calls its ``_call_groups``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from gymnasium.vector.utils import batch_space
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import EnvWorkerError
@@ -102,3 +106,86 @@ class WorkerGroups(VectorEnvBase):
             ids = ids[order]
         put_rows(self._last_obs, ids, obs)
         return ids, obs, rew_a, term_a, trunc_a, infos
+
+    # -- calls routed the same way by every backend -------------------------------------------
+
+    def _call_groups(
+        self,
+        op: str,
+        groups: list[tuple[Any, Any, Any, np.ndarray]],
+        args_for: Callable[[Any, Any], tuple],
+    ) -> list[Any]:
+        """Send the env call ``op`` (``"render"``, ``"get_attr"``, ``"set_attr"``,
+        ``"snapshot"`` or ``"restore"``) to each group's worker with the arguments
+        ``args_for(slots, rows)`` and return each worker's reply, in the groups' order; an env
+        error is raised once every reply is in. The one thing a backend must supply here."""
+        raise NotImplementedError
+
+    def _call_envs(self, op: str, env_ids: Any, *args: Any) -> list[Any]:
+        """``op(slots, *args)`` in each worker owning some of ``env_ids``: one entry per env,
+        in the caller's order (None where a worker replied nothing)."""
+        ids = self._ids(env_ids)
+        groups, order = self._groups(ids)
+        replies = self._call_groups(op, groups, lambda slots, rows: (slots, *args))
+        out: list[Any] = []
+        for (_, _, _, gids), reply in zip(groups, replies):
+            out += reply if reply is not None else [None] * len(gids)
+        return out if order is None else [out[k] for k in order]
+
+    def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
+        """Render the given envs in their workers (their ``render_mode`` decides the output)."""
+        return self._call_envs("render", env_ids)
+
+    def get_attr(self, name: str, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
+        """Read an attribute of each env (through gymnasium's wrappers); values are pickled."""
+        return self._call_envs("get_attr", env_ids, name)
+
+    def set_attr(
+        self, name: str, value: Any, env_ids: Sequence[int] | np.ndarray | None = None
+    ) -> None:
+        """Set an attribute on each env in its worker."""
+        self._call_envs("set_attr", env_ids, name, value)
+
+    def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
+        """Each env's state as plain values, taken in its worker (see
+        :mod:`rlblocks.env_state`): ``{"env": snapshot or None, "why": why not, "needs_reset":
+        whether its episode ended}``. No step may be in flight."""
+        ids = self._all_ids if env_ids is None else self._ids(env_ids)
+        if np.count_nonzero(self._in_flight[ids]):
+            raise EnvWorkerError("snapshot() while steps are in flight; call step_wait() first")
+        out = self._call_envs("snapshot", ids)
+        for i, entry in zip(ids.tolist(), out):
+            entry["needs_reset"] = bool(self._needs_reset[i])
+        return out
+
+    def restore(
+        self,
+        snapshots: Sequence[Mapping[str, Any]],
+        env_ids: Sequence[int] | np.ndarray | None = None,
+    ) -> None:
+        """Put each env back where :meth:`snapshot` found its twin (every entry must hold an
+        ``"env"`` snapshot)."""
+        ids = self._all_ids if env_ids is None else self._ids(env_ids)
+        if len(snapshots) != len(ids):
+            raise ValueError(f"got {len(snapshots)} snapshots for {len(ids)} envs")
+        if any(s.get("env") is None for s in snapshots):
+            raise ValueError("restore() needs a snapshot of every env")
+        groups, _ = self._groups(ids)
+
+        def args_for(slots: Any, rows: Any) -> tuple:
+            picked = snapshots[rows] if isinstance(rows, slice) else [snapshots[r] for r in rows]
+            return (slots, [p["env"] for p in picked])
+
+        self._call_groups("restore", groups, args_for)
+        for i, entry in zip(ids.tolist(), snapshots):
+            self._needs_reset[i] = bool(entry.get("needs_reset", False))
+
+    @property
+    def ready_env_ids(self) -> np.ndarray:
+        """Envs without a step in flight."""
+        return np.flatnonzero(~self._in_flight)
+
+    @property
+    def batched_observation_space(self) -> gym.Space:
+        """The space of a stacked observation of all envs."""
+        return batch_space(self.observation_space, self.num_envs)

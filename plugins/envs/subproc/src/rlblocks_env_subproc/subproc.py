@@ -26,14 +26,14 @@ import signal
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from gymnasium.vector.utils import concatenate, create_empty_array
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
@@ -92,6 +92,16 @@ def default_split(
     if num_workers is None:
         num_workers = cores - 1 if local_envs and cores > 1 else cores
     return max(1, min(num_workers, remote)), local_envs
+
+
+#: The worker's message kind for each env call that :class:`WorkerGroups` routes.
+_CALLS = {
+    "render": W.RENDER,
+    "get_attr": W.GET_ATTR,
+    "set_attr": W.SET_ATTR,
+    "snapshot": W.SNAPSHOT,
+    "restore": W.RESTORE,
+}
 
 
 def _default_context() -> str:
@@ -684,78 +694,22 @@ class SubprocVectorEnv(WorkerGroups):
             self._needs_reset[all_ids[done]] = True
         return obs, rew, term, trunc, infos
 
-    def _simple(self, kind: int, env_ids: Any, *args: Any) -> list[Any]:
-        ids = self._ids(env_ids)
-        groups, order = self._groups(ids)
-        sent = self._send_groups(kind, groups, lambda w, slots, rows: (kind, slots, *args))
-        out: list[Any] = []
-        for (_, _, req), payload in zip(sent, self._collect(sent)):
-            out += payload or [None] * len(req.ids)
-        return out if order is None else [out[k] for k in order]
-
-    def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
-        """Render the given envs in their workers (their ``render_mode`` decides the output)."""
-        return self._simple(W.RENDER, env_ids)
-
-    def get_attr(self, name: str, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
-        """Read an attribute of each env (through gymnasium's wrappers); values are pickled."""
-        return self._simple(W.GET_ATTR, env_ids, name)
-
-    def set_attr(
-        self, name: str, value: Any, env_ids: Sequence[int] | np.ndarray | None = None
-    ) -> None:
-        """Set an attribute on each env in its worker."""
-        self._simple(W.SET_ATTR, env_ids, name, value)
-
-    def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
-        """Each env's state as plain values, taken in its worker (see
-        :mod:`rlblocks.env_state`): ``{"env": snapshot or None, "why": why not, "needs_reset":
-        whether its episode ended}``. No step may be in flight."""
-        ids = self._all_ids if env_ids is None else self._ids(env_ids)
-        if np.count_nonzero(self._in_flight[ids]):
-            raise EnvWorkerError("snapshot() while steps are in flight; call step_wait() first")
-        out = self._simple(W.SNAPSHOT, ids)
-        for i, entry in zip(ids.tolist(), out):
-            entry["needs_reset"] = bool(self._needs_reset[i])
-        return out
-
-    def restore(
+    def _call_groups(
         self,
-        snapshots: Sequence[Mapping[str, Any]],
-        env_ids: Sequence[int] | np.ndarray | None = None,
-    ) -> None:
-        """Put each env back where :meth:`snapshot` found its twin (every entry must hold an
-        ``"env"`` snapshot)."""
-        ids = self._all_ids if env_ids is None else self._ids(env_ids)
-        if len(snapshots) != len(ids):
-            raise ValueError(f"got {len(snapshots)} snapshots for {len(ids)} envs")
-        if any(s.get("env") is None for s in snapshots):
-            raise ValueError("restore() needs a snapshot of every env")
-        groups, _ = self._groups(ids)
-
-        def msg(w: _Worker, slots: Any, rows: Any) -> tuple:
-            picked = snapshots[rows] if isinstance(rows, slice) else [snapshots[r] for r in rows]
-            return (W.RESTORE, slots, [p["env"] for p in picked])
-
-        self._collect(self._send_groups(W.RESTORE, groups, msg))
-        for i, entry in zip(ids.tolist(), snapshots):
-            self._needs_reset[i] = bool(entry.get("needs_reset", False))
-
-    @property
-    def ready_env_ids(self) -> np.ndarray:
-        """Envs without a step in flight."""
-        return np.flatnonzero(~self._in_flight)
+        op: str,
+        groups: list[tuple[Any, Any, Any, np.ndarray]],
+        args_for: Callable[[Any, Any], tuple],
+    ) -> list[Any]:
+        kind = _CALLS[op]
+        return self._collect(
+            self._send_groups(kind, groups, lambda w, slots, rows: (kind, *args_for(slots, rows)))
+        )
 
     @property
     def worker_pids(self) -> list[int]:
         """Process ids of the workers (for monitoring, and for tests that kill one); the calling
         process, which steps the local envs, is not one of them."""
         return [w.process.pid for w in self._remote if w.process is not None]
-
-    @property
-    def batched_observation_space(self) -> gym.Space:
-        """The space of a stacked observation of all envs."""
-        return batch_space(self.observation_space, self.num_envs)
 
     def close(self) -> None:
         """Stop every worker (politely, then by force); a second call does nothing."""
