@@ -191,8 +191,8 @@ def test_cli_plot_draws_one_curve_per_algo_env_group(solved_run, tmp_path: Path)
     out = tmp_path / "curves.png"
     from rlblocks.runs import plot_runs
 
-    counts = plot_runs([run, other, run], out)
-    assert counts == {"dqn on CartPole-v1": 2, "ppo on CartPole-v1": 1}
+    counts = plot_runs([run, other, run], out)  # a run named twice counts once
+    assert counts == {"dqn on CartPole-v1": 1, "ppo on CartPole-v1": 1}
     assert cli(["plot", str(run), str(other), "--out", str(out), "--x", "wall_seconds"]) == 0
     pixels = image.imread(out)
     assert pixels.shape[0] > 200 and pixels.shape[1] > 300
@@ -207,6 +207,48 @@ def test_cli_plot_draws_one_curve_per_algo_env_group(solved_run, tmp_path: Path)
 def test_plot_needs_tests_in_the_runs(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"no tests\.csv"):
         read_tests(tmp_path)
+
+
+def _fake_run(run: Path, algo: str, returns: list[float]) -> Path:
+    """A run directory as `rlblocks train` leaves it, as far as plotting reads it."""
+    from rlblocks.runs import TestRecorder
+
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"algo_name": algo, "env": {"id": "X-v0"}}))
+    if returns:
+        rows = [
+            {"env_step": 100 * (k + 1), "return_mean": r, "gradient_steps": 0, "episodes": 1,
+             "screen": 0}
+            for k, r in enumerate(returns)
+        ]  # fmt: skip
+        TestRecorder(run, lambda: None)._write(rows)
+    return run
+
+
+def test_plot_takes_a_folder_of_runs_and_counts_each_run_once(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    from rlblocks.runs import find_runs, plot_runs
+
+    a = _fake_run(tmp_path / "runs" / "dqn-a", "dqn", [1.0, 2.0])
+    b = _fake_run(tmp_path / "runs" / "sweep" / "dqn-b", "dqn", [3.0])
+    c = _fake_run(tmp_path / "runs" / "ppo-c", "ppo", [5.0, 6.0])
+    _fake_run(a / "inner", "ppo", [9.0])  # inside a run: not searched
+    warming = _fake_run(tmp_path / "runs" / "sac-d", "sac", [])  # no test finished yet
+    assert find_runs([tmp_path / "runs", c]) == [
+        (a, False), (c, True), (warming, False), (b, False)
+    ]  # fmt: skip
+    out = tmp_path / "curves.png"
+    with pytest.warns(UserWarning, match=r"no test finished in them yet: .*sac-d"):
+        counts = plot_runs([tmp_path / "runs", a], out)
+    assert counts == {"dqn on X-v0": 2, "ppo on X-v0": 1}
+    assert out.stat().st_size > 0
+    with pytest.raises(CheckpointError, match=r"no tests\.csv"):  # named itself: an error
+        plot_runs([warming], out)
+    (tmp_path / "empty").mkdir()
+    assert cli(["plot", str(tmp_path / "empty")]) != 0
+    assert "is not a run directory (no config.json) and holds none" in capsys.readouterr().err
+    with pytest.raises(CheckpointError, match="no such run directory"):
+        find_runs([tmp_path / "nope"])
 
 
 def test_describe_lists_fields_defaults_presets_and_meaning(capsys) -> None:

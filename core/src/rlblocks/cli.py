@@ -393,7 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("plot", parents=[common], help="plot test-return curves of runs")
-    p.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run directories")
+    p.add_argument("runs", type=Path, nargs="+", metavar="RUN",
+                   help="run directories, or folders holding some (every run below them)")
     p.add_argument("--out", type=Path, default=Path("runs.png"), metavar="FILE.png",
                    help="the PNG to write (default runs.png)")
     p.add_argument("--x", choices=("env_steps", "wall_seconds"), default="env_steps",

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import textwrap
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,35 @@ def run_label(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
         raise CheckpointError(f"{run_dir}: cannot read the run's config.json ({exc})") from exc
 
 
+def find_runs(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
+    """The run directories that ``paths`` name, each once, in order, with whether it was named
+    itself: a run directory (it holds a ``config.json``) stands for itself, any other folder for
+    every run directory below it (sorted; a run's own folders are not searched), so
+    ``rlblocks plot runs`` plots every run under ``runs/``."""
+    found: dict[Path, tuple[Path, bool]] = {}  # keyed by the resolved path: a run counts once
+    for p in map(Path, paths):
+        if (p / "config.json").is_file():
+            found[p.resolve()] = (p, True)
+            continue
+        if not p.is_dir():
+            what = "a file, not a run directory" if p.exists() else "no such run directory"
+            raise CheckpointError(f"{p}: {what}")
+        below = []
+        for root, dirs, files in os.walk(p):
+            if "config.json" in files:
+                below.append(Path(root))
+                dirs.clear()
+            dirs.sort()
+        if not below:
+            raise CheckpointError(
+                f"{p} is not a run directory (no config.json) and holds none; name the "
+                "directories that `rlblocks train` wrote (each has a config.json)"
+            )
+        for run in sorted(below):
+            found.setdefault(run.resolve(), (run, False))
+    return list(found.values())
+
+
 def bootstrap_band(
     curves: np.ndarray, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -162,8 +192,9 @@ def plot_runs(
     x: str = "env_steps",
     title: str | None = None,
 ) -> dict[str, int]:
-    """Plot the test-return curves of ``run_dirs`` into the PNG ``out``: one curve per
-    (algorithm, env) group, the mean over its runs with a 95% bootstrap band; a run that stopped
+    """Plot the test-return curves of ``run_dirs`` (run directories, or folders holding some:
+    see :func:`find_runs`; each run once) into the PNG ``out``: one curve per (algorithm, env)
+    group, the mean over its runs with a 95% bootstrap band; a run that stopped
     before the others (solved) holds its last test return. Returns the number of runs per group
     label."""
     if x not in {"env_steps", "wall_seconds"}:
@@ -178,11 +209,19 @@ def plot_runs(
     if not run_dirs:
         raise ConfigError("no run directories to plot")
     groups: dict[str, list[list[dict[str, float]]]] = {}
-    for rd in run_dirs:
+    skipped = []
+    for rd, named in find_runs(run_dirs):
         algo, env = run_label(rd)
+        if not named and not (rd / TESTS_FILE).is_file():
+            skipped.append(str(rd))  # found in a folder, e.g. a run that is still warming up
+            continue
         rows = read_tests(rd)
         if rows:
             groups.setdefault(f"{algo} on {env}", []).append(rows)
+    if skipped:
+        warnings.warn(
+            f"not plotted, no test finished in them yet: {', '.join(skipped)}", stacklevel=2
+        )
     if not groups:
         raise CheckpointError("none of the runs has a finished test to plot")
     column = "env_step" if x == "env_steps" else "wall_seconds"
