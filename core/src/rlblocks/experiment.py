@@ -358,18 +358,43 @@ def make_policy(
     return cls(observation_space, action_space, config=config, device=device, **extra)
 
 
-def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
+def _handles(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> bool:
     obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
-    if act_ok and type(action_space).__name__ not in act_ok:
-        raise ConfigError(
-            f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has "
-            f"{type(action_space).__name__}; pick an algorithm that handles it"
+    return (not act_ok or type(action_space).__name__ in act_ok) and (
+        not obs_ok or type(observation_space).__name__ in obs_ok
+    )
+
+
+def _algos_for(observation_space: gym.Space, action_space: gym.Space) -> str:
+    """The installed algorithms whose specs accept these spaces, for an error message."""
+    reg = get_registry("algo")
+    names = []
+    for name in reg.names():
+        try:
+            if _handles(reg.spec(name), observation_space, action_space):
+                names.append(name)
+        except Exception:  # a broken plugin must not hide the error being reported
+            continue
+    if not names:
+        return "no installed algorithm accepts these spaces"
+    return f"installed algorithms that accept these spaces: {', '.join(names)}"
+
+
+def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
+    if _handles(spec, observation_space, action_space):
+        return
+    obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
+    obs, act = type(observation_space).__name__, type(action_space).__name__
+    if act_ok and act not in act_ok:
+        problem = f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has {act}"
+    else:
+        problem = (
+            f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has {obs}"
         )
-    if obs_ok and type(observation_space).__name__ not in obs_ok:
-        raise ConfigError(
-            f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has "
-            f"{type(observation_space).__name__}"
-        )
+    raise ConfigError(
+        f"{problem}; {_algos_for(observation_space, action_space)} (the env's spaces: "
+        f"observation {obs}, action {act})"
+    )
 
 
 def _check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
