@@ -124,3 +124,25 @@ def test_checkpoint_arrays_keep_dtype_and_shape_and_refuse_objects() -> None:
     assert isinstance(back["b"][1], tuple) and back["b"][1][0].flags.writeable
     with pytest.raises(TypeError, match="dtype"):
         to_plain(np.array([object()]))
+
+
+@pytest.mark.parametrize("steps_before", [0, 1])
+def test_an_env_restored_before_its_second_step_steps_and_resets(steps_before: int) -> None:
+    """gymnasium's env checker compares its first reset and steps by object identity and keeps
+    them for that: an env snapshotted between its first reset and its second step (a test env
+    that a short test never reached) must still step after a restore, and reset."""
+    env = gym.make("Pendulum-v1")
+    env.reset(seed=1)
+    actions = [np.array([0.5 - 0.1 * k], dtype=np.float32) for k in range(6)]
+    _rollout(env, actions[:steps_before])
+    snap = _through_checkpoint(env_state.snapshot(env))
+    expected = _rollout(env, actions[steps_before:])
+    twin = gym.make("Pendulum-v1")
+    env_state.restore(twin, snap)
+    assert _rollout(twin, actions[steps_before:]) == expected
+    other = gym.make("Pendulum-v1")
+    env_state.restore(other, snap)  # a collector that starts the restored env afresh
+    first = np.asarray(other.reset(seed=5)[0]).tobytes()
+    assert first == np.asarray(env.reset(seed=5)[0]).tobytes()
+    assert _rollout(other, actions) == _rollout(env, actions)
+    env.close(), twin.close(), other.close()

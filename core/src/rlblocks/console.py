@@ -82,7 +82,7 @@ class ConsoleReporter:
         best = result.get("best_test_return")
         lines = [
             f"{'solved' if result.get('solved') else 'stopped'}: {result.get('stop_reason', '')}",
-            f"  best test return {best if best is None else round(best, 2)}, "
+            f"  {'no full test yet' if best is None else f'best test return {round(best, 2)}'}, "
             f"{result.get('env_steps')} env steps, {result.get('gradient_steps')} gradient steps, "
             f"{result.get('wall_seconds', 0.0):.1f} s",
         ]

@@ -306,12 +306,27 @@ def restore(env: gym.Env, state: Mapping[str, Any]) -> None:
             for attr in _ATTRS[_key(layer)]:
                 if attr in value:
                     setattr(layer, attr, _restore_value(value[attr], getattr(layer, attr, None)))
+            if _key(layer) == ("gymnasium.wrappers.common", "PassiveEnvChecker"):
+                _continue_reuse_check(layer)
         elif how == "running":
             _RUNNING[_key(layer)][1](layer, value)
         else:
             _mujoco_set(layer, value)
         if "rng" in entry:
             _set_rng_state(layer, entry["rng"])
+
+
+def _continue_reuse_check(checker: Any) -> None:
+    """gymnasium's PassiveEnvChecker compares the objects of its first reset and first steps to
+    warn about an env that reuses its observation buffers, and keeps the last ones for that
+    (``_previous_data``, not state: object identity cannot cross a restore). A checker restored
+    between its first reset and its second step would compare against nothing and fail with a
+    TypeError at the next step, so it gets an empty record: the API checks of the first step
+    still run, and no object is shared with one made before the restore."""
+    if getattr(checker, "_previous_data", False) is None and not getattr(
+        checker, "checked_data_reuse", True
+    ):
+        checker._previous_data = (None, {})
 
 
 def snapshot_or_reason(env: gym.Env) -> dict[str, Any]:
