@@ -75,6 +75,16 @@ Named ``mujoco_benchmark.py``, not ``mujoco.py``: a script's folder comes first 
 ``sys.path``, so a ``mujoco.py`` there would shadow the ``mujoco`` package for every script
 in it (this one included).
 
+On 2026-11-28 the six off-policy cells (SAC, TD3, DDPG on both envs) began the same extension
+to seeds 105-109, all cells alike and both libraries, decided before any of those trials ran and
+to be reported whatever they show (a planners' question: the Hopper TD3 and DDPG cells trailed
+Tianshou by the mean at 5 seeds, not significantly); about 1.5 hours of this machine per seed,
+so it goes a seed at a time, in the script's order, across sessions. The first run of rlblocks'
+Hopper SAC seed 105 overlapped with test runs on the machine's other core (604 s; 509 s when
+run again on a quiet machine, the same day, right after Tianshou's trial of that seed); it is
+kept in ``loaded-trials.jsonl`` and not in the table. Its learning curve equals the re-run's to
+the last digit: a trial's returns do not depend on the machine's load, only its wall time does.
+
 Run (in .venv-bench, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
 --envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 5
 --out-dir docs/benchmarks/mujoco``, then the same with ``--algos ppo --seeds 10``: the PPO cells
@@ -82,6 +92,8 @@ were extended to seeds 105-109 on 2026-11-28 (both envs, both libraries, decided
 because a PPO trial costs 20-100 s and 50k-step PPO returns on HalfCheetah spread from about
 -100 to 650 over seeds (a seed's policy starts running by then or does not), which 5 seeds cannot
 average out; at 5 seeds HalfCheetah PPO read -30 ± 82 (rlblocks) against 97 ± 60 (Tianshou).
+The off-policy extension (above) is the same command with ``--algos sac,td3,ddpg --seeds 10``;
+a re-run skips the trials already in ``results.jsonl``.
 """
 
 from __future__ import annotations
@@ -584,8 +596,10 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "above 2.78 at 4 degrees of freedom, 2.45 at 6, 2.31 at 8, 2.26 at 9 and 2.10 at 18 "
         "(5 or 10 seeds each), so smaller values say the two libraries are not told apart by "
         "these seeds. Seeds 103 and 104 were added to every cell after the first three, and "
-        "105-109 to the PPO cells (both libraries, decided before they ran); the seeds column "
-        "shows each cell's count. "
+        "105-109 to the PPO cells (both libraries, decided before they ran); the six off-policy "
+        "cells are being extended to 105-109 as well (all alike, both libraries, decided on "
+        "2026-11-28 before any of them ran, whatever they show), a seed at a time, so until "
+        "that is done their counts differ: the seeds column shows each cell's count. "
         "Trials kept beside the results (see the script's docstring) are not in the table. "
         "The two trials of a seed run back to back, but a cell's seeds may come from different "
         "days, and the "
