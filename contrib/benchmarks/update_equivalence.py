@@ -1,0 +1,338 @@
+#!/usr/bin/env python
+"""Do rlblocks and Tianshou take the same gradient steps? DDPG (and TD3) given the same start.
+
+The MuJoCo table (``mujoco_benchmark.py``) compares final returns over seeds; a gap there is
+either seed noise or a difference in what the libraries compute. This script separates the two
+for the learner: it builds both libraries' learner for a MuJoCo task's spaces with the settings
+the table uses, copies rlblocks' initial weights into Tianshou's networks (targets included),
+fills both replay buffers with the same transitions (random actions in the real env, so
+terminations and time limits are in them), and feeds both the same sampled rows for ``--steps``
+gradient steps through each library's own update call (``policy.update(256, buffer)`` and
+``algorithm.update(buffer, 256)``; only the sampler's row choice is replaced, by one shared draw).
+Each library computes its own TD targets, losses, optimizer steps and target updates.
+
+Printed, at a few step counts: the largest difference between the two libraries' parameters
+(actor, critic and both targets), relative to the largest parameter of that network, and the
+critic losses of both. With the same arithmetic the networks differ by float rounding only:
+Adam's kernels differ between the libraries (rlblocks uses the fused kernel, Tianshou
+PyTorch's default) and a last-bit difference grows slowly over steps. A different update (a
+missed termination mask, a different loss or target, a step in another order) shows at the
+first step, at the scale of the step itself (about ``lr`` relative). ``--adam-like-tianshou``
+gives rlblocks PyTorch's default Adam kernel too, to show how close the two can come.
+
+TD3 (``--algo td3``) is compared the same way, with the target-smoothing noise drawn from the
+same torch seed in both libraries each step; its differences are by design and are reported:
+rlblocks follows the TD3 paper (Fujimoto et al., 2018, and its reference code) where Tianshou
+2.0.1 does not, in two places: the actor's first step is at the second gradient step
+(Tianshou's at the first), and the smoothed target action is clipped to the action bounds.
+
+Run (in .venv-bench, see README.md): ``python contrib/benchmarks/update_equivalence.py --algo
+ddpg --env Hopper-v5 [--steps 2000] [--adam-like-tianshou]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+CHECKPOINTS = (1, 2, 10, 100, 1000, 10_000, 100_000)
+
+
+def random_transitions(env_id: str, n: int, seed: int) -> dict[str, np.ndarray]:
+    """``n`` transitions of uniformly random actions in ``env_id`` (resets after each end)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    keys = ("obs", "act", "rew", "terminated", "truncated", "obs_next")
+    rows: dict[str, list[Any]] = {k: [] for k in keys}
+    for _ in range(n):
+        act = env.action_space.sample()
+        obs_next, rew, terminated, truncated, _ = env.step(act)
+        for key, value in zip(rows, (obs, act, rew, terminated, truncated, obs_next)):
+            rows[key].append(value)
+        obs = env.reset()[0] if terminated or truncated else obs_next
+    env.close()
+    out = {k: np.asarray(v) for k, v in rows.items()}
+    for key in ("obs", "act", "obs_next", "rew"):
+        out[key] = out[key].astype(np.float32)
+    return out
+
+
+def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any, Any]:
+    """rlblocks' policy and Tianshou's algorithm with the table's settings, same weights."""
+    import torch
+    from mujoco_benchmark import TIANSHOU_EXAMPLES, _tianshou_algorithm
+
+    import rlblocks
+
+    s = dict(TIANSHOU_EXAMPLES[args.algo])
+    fields = dict(
+        hidden_sizes=s["hidden_sizes"], actor_lr=s["actor_lr"], critic_lr=s["critic_lr"],
+        gamma=s["gamma"], tau=s["tau"], n_step=s["n_step"], cuda_graph=False,
+    )  # fmt: skip
+    if args.algo == "td3":
+        fields.update(
+            policy_noise=s["policy_noise"], noise_clip=s["noise_clip"],
+            policy_delay=s["update_actor_freq"],
+        )  # fmt: skip
+    for item in args.rlblocks_set:
+        key, _, value = item.partition("=")
+        fields[key] = type(fields[key])(value) if key in fields else float(value)
+    torch.manual_seed(args.seed)
+    ours = rlblocks.make_policy(args.algo, obs_space, act_space, device="cpu", **fields)
+    if args.adam_like_tianshou:
+        from rlblocks.optim import OptimizerStep
+
+        ours.actor_step = ours.add_optimizer(
+            "actor", OptimizerStep(ours.actor, s["actor_lr"], fused=False)
+        )
+        ours.critic_step = ours.add_optimizer(
+            "critic", OptimizerStep(ours.critic, s["critic_lr"], fused=False)
+        )
+
+    class _Env:
+        action_space = act_space
+
+    theirs = _tianshou_algorithm(args.algo, s, _Env(), obs_space.shape, act_space.shape, 1)
+    sync(paired_params(ours.actor, theirs.policy.actor), None)
+    sync(paired_params(ours.actor_target.net, theirs.actor_old.module), None)
+    critics = [(theirs.critic, theirs.critic_old.module)]
+    if args.algo == "td3":
+        critics.append((theirs.critic2, theirs.critic2_old.module))
+    for i, (critic, critic_old) in enumerate(critics):
+        sync(paired_params(ours.critic, critic, i), None)
+        sync(paired_params(ours.critic_target.net, critic_old, i), None)
+    return ours, theirs
+
+
+def unclipped_td3_target(policy: Any) -> Any:
+    """rlblocks' TD3 target value with the smoothed action not clipped to [-1, 1]."""
+    import torch
+
+    c = policy.config
+
+    def target_value(obs_next: Any) -> torch.Tensor:
+        act_next = policy.actor_target(obs_next)
+        noise = torch.randn_like(act_next) * c.policy_noise
+        act_next = act_next + noise.clamp(-c.noise_clip, c.noise_clip)
+        return policy.critic_target(obs_next, act_next).min(dim=0).values
+
+    return target_value
+
+
+def paired_params(ours: Any, theirs: Any, member: int = 0) -> list[tuple[Any, Any, Any]]:
+    """``(rlblocks parameter, Tianshou parameter, to_theirs)`` for each weight and bias in
+    layer order, ``to_theirs`` turning a tensor in rlblocks' layout (of that parameter, or of
+    its optimizer state) into Tianshou's; of an rlblocks critic ensemble, member ``member``
+    (Tianshou keeps each critic as a network of its own)."""
+    from torch import nn
+
+    from rlblocks.nets.critics import EnsembleLinear
+
+    def layers(module: Any) -> list[Any]:
+        return [m for m in module.modules() if isinstance(m, (nn.Linear, EnsembleLinear))]
+
+    pairs = []
+    for mine, their in zip(layers(ours), layers(theirs), strict=True):
+        if isinstance(mine, EnsembleLinear):
+            pairs += [
+                (mine.weight, their.weight, lambda t: t[member].T),
+                (mine.bias, their.bias, lambda t: t[member, 0]),
+            ]
+        else:
+            pairs += [(mine.weight, their.weight, _same), (mine.bias, their.bias, _same)]
+    for mine, their, conv in pairs:
+        if conv(mine).shape != their.shape:
+            raise ValueError(f"layer shapes differ: {tuple(mine.shape)} and {tuple(their.shape)}")
+    return pairs
+
+
+def _same(t: Any) -> Any:
+    return t
+
+
+def sync(pairs: list[tuple[Any, Any, Any]], optims: tuple[Any, Any] | None) -> None:
+    """Set Tianshou's parameters (and, with ``optims``, its Adam moments and step counts) to
+    rlblocks' exactly."""
+    import torch
+
+    with torch.no_grad():
+        for mine, their, conv in pairs:
+            their.copy_(conv(mine))
+            if optims is None:
+                continue
+            state = optims[0].state.get(mine)
+            if not state:
+                optims[1].state.pop(their, None)
+                continue
+            optims[1].state[their] = {
+                "step": state["step"].detach().clone().cpu().reshape(()),
+                "exp_avg": conv(state["exp_avg"]).detach().clone(),
+                "exp_avg_sq": conv(state["exp_avg_sq"]).detach().clone(),
+            }
+
+
+def step_gap(pairs: list[tuple[Any, Any, Any]], before: list[Any]) -> float:
+    """max |rlblocks' change - Tianshou's change| / max |rlblocks' change| over one step, for
+    parameters that both started at ``before`` (in Tianshou's layout)."""
+    gap = scale = 0.0
+    for (mine, their, conv), start in zip(pairs, before, strict=True):
+        d_mine = conv(mine).detach() - start
+        d_their = their.detach() - start
+        gap = max(gap, float((d_mine - d_their).abs().max()))
+        scale = max(scale, float(d_mine.abs().max()))
+    return gap / scale if scale else float(gap > 0)
+
+
+def value_gap(pairs: list[tuple[Any, Any, Any]]) -> float:
+    """max |rlblocks - Tianshou| / max |Tianshou| over a network's parameters."""
+    gap = max(float((conv(m).detach() - t.detach()).abs().max()) for m, t, conv in pairs)
+    return gap / max(float(t.detach().abs().max()) for _, t, _ in pairs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ddpg", "td3"), default="ddpg")
+    parser.add_argument("--env", default="Hopper-v5")
+    parser.add_argument("--steps", type=int, default=2_000, help="gradient steps")
+    parser.add_argument("--transitions", type=int, default=20_000)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--adam-like-tianshou", action="store_true",
+        help="rlblocks takes PyTorch's default (unfused) Adam kernel, as Tianshou does",
+    )  # fmt: skip
+    parser.add_argument(
+        "--free-running", action="store_true",
+        help="do not re-synchronise Tianshou to rlblocks before each step: both run on from "
+        "the same start and drift apart by rounding (ReLU kinks and Adam amplify last-bit "
+        "differences), which shows how fast trajectories separate",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rlblocks-set", action="append", default=[], metavar="KEY=VALUE",
+        help="change one of rlblocks' settings (e.g. gamma=0.98): a check that the comparison "
+        "sees a different update",
+    )  # fmt: skip
+    parser.add_argument(
+        "--td3-unclipped-target", action="store_true",
+        help="TD3: rlblocks' smoothed target action left unclipped, as Tianshou leaves it (to "
+        "show that this is the one difference in the update)",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+
+    import gymnasium as gym
+    import torch
+    from tianshou.algorithm.algorithm_base import policy_within_training_step
+    from tianshou.data import Batch
+    from tianshou.data import ReplayBuffer as TianshouBuffer
+
+    from rlblocks.buffer import ReplayBuffer
+
+    torch.set_num_threads(1)
+    env = gym.make(args.env)
+    obs_space, act_space = env.observation_space, env.action_space
+    env.close()
+    if not np.allclose(act_space.low, -1.0) or not np.allclose(act_space.high, 1.0):
+        raise SystemExit(f"{args.env}: pick an env whose actions are in [-1, 1] (no rescaling)")
+    data = random_transitions(args.env, args.transitions, args.seed)
+    n = args.transitions
+    ours, theirs = build(args, obs_space, act_space)
+    if args.td3_unclipped_target:
+        if args.algo != "td3":
+            raise SystemExit("--td3-unclipped-target is for --algo td3")
+        ours.target_value = unclipped_td3_target(ours)
+    nets = {
+        "actor": paired_params(ours.actor, theirs.policy.actor),
+        "critic": paired_params(ours.critic, theirs.critic, 0),
+        "actor target": paired_params(ours.actor_target.net, theirs.actor_old.module),
+        "critic target": paired_params(ours.critic_target.net, theirs.critic_old.module, 0),
+    }
+    optims = {
+        "actor": (ours.actor_step.optim, theirs.policy_optim._optim),
+        "critic": (ours.critic_step.optim, theirs.critic_optim._optim),
+    }
+    if args.algo == "td3":
+        nets["critic 2"] = paired_params(ours.critic, theirs.critic2, 1)
+        nets["critic 2 target"] = paired_params(
+            ours.critic_target.net, theirs.critic2_old.module, 1
+        )
+        optims["critic 2"] = (ours.critic_step.optim, theirs.critic2_optim._optim)
+
+    buf = ReplayBuffer(n)
+    buf.extend(data, env_ids=[0] * n)
+    tbuf = TianshouBuffer(n)
+    for i in range(n):
+        tbuf.add(Batch(**{k: v[i] for k, v in data.items()}, info={}))
+    rows = np.random.default_rng(args.seed + 1)
+    drawn: dict[str, np.ndarray] = {}
+    buf.sample_index = lambda size: drawn["idx"]  # type: ignore[method-assign]
+    tbuf.sample = lambda size: (tbuf[drawn["idx"]], drawn["idx"])  # type: ignore[method-assign]
+    ours.train()
+    theirs.train()
+
+    mode = (
+        "free-running from the same start"
+        if args.free_running
+        else ("Tianshou re-set to rlblocks' weights and Adam state before every step")
+    )
+    print(
+        f"{args.algo} on {args.env} spaces: {n} random-action transitions "
+        f"({int(data['terminated'].sum())} terminations, {int(data['truncated'].sum())} time "
+        f"limits), batch {args.batch_size}, {mode}; rlblocks' Adam kernel: "
+        f"{'unfused (as Tianshou)' if args.adam_like_tianshou else 'fused'}"
+        + (f"; rlblocks changed: {', '.join(args.rlblocks_set)}" if args.rlblocks_set else "")
+        + ("; rlblocks' TD3 target unclipped" if args.td3_unclipped_target else "")
+    )
+    if args.free_running:
+        print("gap = max |rlblocks - Tianshou| / max |Tianshou| over a network's weights")
+    else:
+        print(
+            "gap = the worst step so far of max |rlblocks' change - Tianshou's change| / "
+            "max |rlblocks' change| (targets: of the weights, as free-running)"
+        )
+    names = list(nets)
+    print("| step | " + " | ".join(names) + " | critic loss rlblocks | Tianshou |")
+    print("| --- " * (len(names) + 3) + "|")
+    checkpoints = [c for c in CHECKPOINTS if c < args.steps] + [args.steps]
+    worst = dict.fromkeys(names, 0.0)
+    for step in range(1, args.steps + 1):
+        drawn["idx"] = rows.integers(0, n, args.batch_size)
+        if not args.free_running:
+            for name, pairs in nets.items():
+                sync(pairs, optims.get(name))
+            if args.algo == "td3":  # the actor's phase: rlblocks' count, Tianshou's alike
+                theirs._cnt = ours.gradient_steps + 1
+        before = {
+            name: [conv(m).detach().clone() for m, _, conv in pairs] for name, pairs in nets.items()
+        }
+        torch.manual_seed(args.seed * 1_000_003 + step)  # TD3's smoothing noise, both alike
+        stats = ours.update(args.batch_size, buf)
+        torch.manual_seed(args.seed * 1_000_003 + step)
+        with policy_within_training_step(theirs.policy):
+            tstats = theirs.update(tbuf, args.batch_size)
+        for name, pairs in nets.items():
+            if args.free_running or "target" in name:
+                gap = value_gap(pairs)
+            else:
+                gap = step_gap(pairs, before[name])
+            worst[name] = gap if args.free_running else max(worst[name], gap)
+        if step in checkpoints:
+            ts_loss = getattr(tstats, "critic_loss", None)
+            if ts_loss is None:
+                ts_loss = tstats.critic1_loss + tstats.critic2_loss
+            cells = " | ".join(f"{worst[name]:.1e}" for name in names)
+            ours_loss = float(stats["loss/critic"])
+            print(f"| {step} | {cells} | {ours_loss:.6g} | {float(ts_loss):.6g} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
