@@ -556,6 +556,15 @@ def run_trial(fw: str, algo: str, env: str, seed: int, args: argparse.Namespace)
     return {**base, "error": f"exit {proc.returncode}: {tail}"}
 
 
+def _pair_ratio(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
+    """``median (max)`` over the seeds both libraries ran of rlblocks' wall / Tianshou's."""
+    their_secs = {r["seed"]: r["seconds"] for r in theirs}
+    ratios = [r["seconds"] / their_secs[r["seed"]] for r in ours if r["seed"] in their_secs]
+    if not ratios:
+        return "–"
+    return f"{statistics.median(ratios):.2f} ({max(ratios):.2f})"
+
+
 def _mean_std(xs: list[float]) -> str:
     if not xs:
         return "–"
@@ -589,8 +598,10 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "docstring lists both libraries' settings). Final = the last test's mean return over "
         f"{TEST_EPISODES} episodes, best = the best test; mean ± std over seeds. Wall = median "
         "seconds from the start of training to the end of the budget, tests and random warm-up "
-        "included, one torch thread each. Ratio = rlblocks wall / Tianshou wall (below 1: "
-        "rlblocks is faster). Paper = Tianshou paper, table 2 (v3 tasks, 1M steps; PPO 3M), "
+        "included, one torch thread each. Wall ratio = rlblocks wall / Tianshou wall (below 1: "
+        "rlblocks is faster). Pair ratio = the median over seeds of each seed's own ratio "
+        "(its two trials ran back to back, so the VM's speed on the day cancels), the largest "
+        "in brackets. Paper = Tianshou paper, table 2 (v3 tasks, 1M steps; PPO 3M), "
         "for orientation only. Welch t = Welch's t statistic of the final returns, rlblocks "
         "minus Tianshou, with its degrees of freedom: a two-sided 5% difference needs |t| "
         "above 2.78 at 4 degrees of freedom, 2.45 at 6, 2.31 at 8, 2.26 at 9 and 2.10 at 18 "
@@ -603,12 +614,17 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "Trials kept beside the results (see the script's docstring) are not in the table. "
         "The two trials of a seed run back to back, but a cell's seeds may come from different "
         "days, and the "
-        "VM's speed drifts between days (up to about 1.8x): compare wall seconds within a row.",
+        "VM's speed drifts between days (up to about 1.8x): compare wall seconds within a row. "
+        "Whether a difference in returns comes from the learner is checked apart from seeds by "
+        "`contrib/benchmarks/update_equivalence.py` (same weights, Adam state and sampled rows "
+        "in both libraries): DDPG's gradient steps are the same to float rounding; TD3's differ "
+        "in one place by design (rlblocks clips the smoothed target action, as the TD3 paper "
+        "does) and its delayed actor's first step comes one step later, as in the paper.",
         "",
         "| env | algo | budget | seeds | rlblocks final | Tianshou final | Welch t (df) | "
         "rlblocks best | Tianshou best | rlblocks wall s | Tianshou wall s | wall ratio | "
-        "paper (1M) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "pair ratio (max) | paper (1M) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for env in envs:
         for algo in algos:
@@ -632,6 +648,7 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 else "–"
             )
             paper = TIANSHOU_PAPER.get(algo, {}).get(env.split("-")[0], "–")
+            pair = _pair_ratio(cells["rlblocks"], cells["tianshou"])
             lines.append(
                 f"| {env} | {algo} | {','.join(map(str, budgets))} | "
                 f"{seeds['rlblocks']}/{seeds['tianshou']} | {_mean_std(final['rlblocks'])} | "
@@ -639,7 +656,8 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 f"{_welch_t(final['rlblocks'], final['tianshou'])} | "
                 f"{_mean_std(best['rlblocks'])} | "
                 f"{_mean_std(best['tianshou'])} | "
-                f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {paper} |"
+                f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {pair} | "
+                f"{paper} |"
             )
     done = {_key(r) for r in ok}
     errors = [r for r in results if "error" in r and _key(r) not in done]  # not since re-run
