@@ -1,33 +1,40 @@
 #!/usr/bin/env python
-"""Do rlblocks and Tianshou take the same gradient steps? DDPG (and TD3) given the same start.
+"""Do rlblocks and Tianshou take the same gradient steps? DDPG, TD3 and SAC from the same start.
 
 The MuJoCo table (``mujoco_benchmark.py``) compares final returns over seeds; a gap there is
 either seed noise or a difference in what the libraries compute. This script separates the two
 for the learner: it builds both libraries' learner for a MuJoCo task's spaces with the settings
 the table uses, copies rlblocks' initial weights into Tianshou's networks (targets included),
 fills both replay buffers with the same transitions (random actions in the real env, so
-terminations and time limits are in them), and feeds both the same sampled rows for ``--steps``
-gradient steps through each library's own update call (``policy.update(256, buffer)`` and
-``algorithm.update(buffer, 256)``; only the sampler's row choice is replaced, by one shared draw).
-Each library computes its own TD targets, losses, optimizer steps and target updates.
+terminations are in them), and feeds both the same sampled rows for ``--steps`` gradient steps
+through each library's own update call (``policy.update(256, buffer)`` and
+``algorithm.update(buffer, 256)``; only the sampler's row choice is replaced, by one shared
+draw). Each library computes its own TD targets, losses, optimizer steps and target updates.
+Random draws inside a step (TD3's target smoothing noise, SAC's reparameterised actions) come
+from the same torch seed in both, and are the same numbers where both draw the same shapes in
+the same order.
 
-Printed, at a few step counts: the largest difference between the two libraries' parameters
-(actor, critic and both targets), relative to the largest parameter of that network, and the
-critic losses of both. With the same arithmetic the networks differ by float rounding only:
-Adam's kernels differ between the libraries (rlblocks uses the fused kernel, Tianshou
-PyTorch's default) and a last-bit difference grows slowly over steps. A different update (a
-missed termination mask, a different loss or target, a step in another order) shows at the
-first step, at the scale of the step itself (about ``lr`` relative). ``--adam-like-tianshou``
-gives rlblocks PyTorch's default Adam kernel too, to show how close the two can come.
+Before every step Tianshou is re-set to rlblocks' weights and Adam moments (``--free-running``
+leaves them apart after the start), so each step compares the two updates from one point of
+rlblocks' path. Printed at a few step counts, per network: the worst step so far of
+``|g_rlblocks - g_Tianshou| / |g_rlblocks|``, the gradients each library's Adam step took (read
+back from Adam's first moments), and for the targets the largest weight difference after the
+step relative to the largest weight; and both critic losses. The same arithmetic differs by
+float rounding (about 1e-7 to 1e-5: the libraries' matrix products, Adam kernels and reductions
+are not the same kernels); a different update (a missed termination mask, another loss or
+target) shows from the first step at the scale of the gradient itself (``--rlblocks-set
+gamma=0.98`` shows what that looks like).
 
-TD3 (``--algo td3``) is compared the same way, with the target-smoothing noise drawn from the
-same torch seed in both libraries each step; its differences are by design and are reported:
-rlblocks follows the TD3 paper (Fujimoto et al., 2018, and its reference code) where Tianshou
-2.0.1 does not, in two places: the actor's first step is at the second gradient step
-(Tianshou's at the first), and the smoothed target action is clipped to the action bounds.
+Differences found are by design, and a flag removes each one from rlblocks' side to show it is
+the only one: TD3's smoothed target action is clipped to the action bounds in rlblocks, as in
+the TD3 paper's reference code, not in Tianshou 2.0.1 (``--td3-unclipped-target``), and its
+delayed actor first steps at the second gradient step, as in the paper (Tianshou's at the
+first; the script sets Tianshou's counter to rlblocks' phase); SAC's log-probability is the
+same mathematics written without two roundings (see :func:`tianshou_log_prob`;
+``--sac-tianshou-log-prob``).
 
 Run (in .venv-bench, see README.md): ``python contrib/benchmarks/update_equivalence.py --algo
-ddpg --env Hopper-v5 [--steps 2000] [--adam-like-tianshou]``.
+ddpg|td3|sac --env Hopper-v5 [--steps 2000] [--adam-like-tianshou]``.
 """
 
 from __future__ import annotations
@@ -83,6 +90,8 @@ def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any
             policy_noise=s["policy_noise"], noise_clip=s["noise_clip"],
             policy_delay=s["update_actor_freq"],
         )  # fmt: skip
+    if args.algo == "sac":
+        fields.update(auto_alpha=s["auto_alpha"], alpha=s["alpha"])
     for item in args.rlblocks_set:
         key, _, value = item.partition("=")
         fields[key] = type(fields[key])(value) if key in fields else float(value)
@@ -102,15 +111,80 @@ def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any
         action_space = act_space
 
     theirs = _tianshou_algorithm(args.algo, s, _Env(), obs_space.shape, act_space.shape, 1)
-    sync(paired_params(ours.actor, theirs.policy.actor), None)
-    sync(paired_params(ours.actor_target.net, theirs.actor_old.module), None)
-    critics = [(theirs.critic, theirs.critic_old.module)]
-    if args.algo == "td3":
-        critics.append((theirs.critic2, theirs.critic2_old.module))
-    for i, (critic, critic_old) in enumerate(critics):
-        sync(paired_params(ours.critic, critic, i), None)
-        sync(paired_params(ours.critic_target.net, critic_old, i), None)
+    for pairs in network_pairs(args.algo, ours, theirs)[0].values():
+        sync(pairs, None)
     return ours, theirs
+
+
+def network_pairs(
+    algo: str, ours: Any, theirs: Any
+) -> tuple[dict[str, list[tuple[Any, Any, Any]]], dict[str, tuple[Any, Any]]]:
+    """Each network's paired parameters (see :func:`paired_params`) by name, and each trained
+    network's pair of optimizers (rlblocks', Tianshou's)."""
+    if algo == "sac":
+        actor = sac_actor_pairs(ours.actor, theirs.policy.actor)
+    else:
+        actor = paired_params(ours.actor, theirs.policy.actor)
+    nets = {"actor": actor, "critic": paired_params(ours.critic, theirs.critic, 0)}
+    if algo != "sac":  # SAC has no target actor
+        nets["actor target"] = paired_params(ours.actor_target.net, theirs.actor_old.module)
+    nets["critic target"] = paired_params(ours.critic_target.net, theirs.critic_old.module, 0)
+    optims = {
+        "actor": (ours.actor_step.optim, theirs.policy_optim._optim),
+        "critic": (ours.critic_step.optim, theirs.critic_optim._optim),
+    }
+    if algo != "ddpg":
+        nets["critic 2"] = paired_params(ours.critic, theirs.critic2, 1)
+        nets["critic 2 target"] = paired_params(
+            ours.critic_target.net, theirs.critic2_old.module, 1
+        )
+        optims["critic 2"] = (ours.critic_step.optim, theirs.critic2_optim._optim)
+    return nets, optims
+
+
+def sac_actor_pairs(ours: Any, theirs: Any) -> list[tuple[Any, Any, Any]]:
+    """rlblocks' SAC actor (an MLP body, then one head for mean and log-std) against
+    Tianshou's (a preprocessing net, then a mean head and a log-std head)."""
+    from torch import nn
+
+    def linear(module: Any) -> Any:
+        return next(m for m in module.modules() if isinstance(m, nn.Linear))
+
+    a = ours.act_dim
+    head, mu, sigma = ours.head, linear(theirs.mu), linear(theirs.sigma)
+    return [
+        *paired_params(ours.body, theirs.preprocess),
+        (head.weight, mu.weight, lambda t: t[:a]),
+        (head.bias, mu.bias, lambda t: t[:a]),
+        (head.weight, sigma.weight, lambda t: t[a:]),
+        (head.bias, sigma.bias, lambda t: t[a:]),
+    ]
+
+
+def tianshou_log_prob(actor: Any) -> Any:
+    """rlblocks' SAC actor's forward with the log-probability computed as Tianshou computes
+    it: the Gaussian's ``log_prob`` of the pre-tanh sample ``u = mean + std * noise`` (which
+    subtracts ``mean`` from ``u`` again) and the tanh correction ``log(1 - tanh(u)^2 + eps)``
+    with float32's eps. rlblocks writes the same quantity from the drawn noise itself,
+    ``-noise^2 / 2 - log std - log(2 pi) / 2``, and the exact correction ``2 (log 2 - u -
+    softplus(-2u))``: the same mathematics, without the two roundings, which matter where the
+    policy saturates (a small std next to a large mean, ``tanh(u)`` at 1 in float32)."""
+    import torch
+
+    eps = float(np.finfo(np.float32).eps)
+
+    def forward(obs: Any, deterministic: bool = False, with_log_prob: bool = True) -> Any:
+        mean, log_std = actor.distribution(obs)
+        std = log_std.exp()
+        noise = torch.zeros_like(mean) if deterministic else torch.randn_like(mean)
+        u = mean + std * noise
+        act = torch.tanh(u)
+        if not with_log_prob:
+            return act, None
+        log_prob = torch.distributions.Normal(mean, std).log_prob(u).sum(-1)
+        return act, log_prob - torch.log(1.0 - act.pow(2) + eps).sum(-1)
+
+    return forward
 
 
 def unclipped_td3_target(policy: Any) -> Any:
@@ -180,16 +254,40 @@ def sync(pairs: list[tuple[Any, Any, Any]], optims: tuple[Any, Any] | None) -> N
             }
 
 
-def step_gap(pairs: list[tuple[Any, Any, Any]], before: list[Any]) -> float:
-    """max |rlblocks' change - Tianshou's change| / max |rlblocks' change| over one step, for
-    parameters that both started at ``before`` (in Tianshou's layout)."""
-    gap = scale = 0.0
-    for (mine, their, conv), start in zip(pairs, before, strict=True):
-        d_mine = conv(mine).detach() - start
-        d_their = their.detach() - start
-        gap = max(gap, float((d_mine - d_their).abs().max()))
-        scale = max(scale, float(d_mine.abs().max()))
-    return gap / scale if scale else float(gap > 0)
+def first_moments(pairs: list[tuple[Any, Any, Any]], optim: Any) -> list[Any]:
+    """Adam's first moment of each rlblocks parameter (in Tianshou's layout; zeros before the
+    first step)."""
+    import torch
+
+    out = []
+    for mine, _, conv in pairs:
+        state = optim.state.get(mine)
+        m = state["exp_avg"] if state else torch.zeros_like(mine)
+        out.append(conv(m).detach().clone())
+    return out
+
+
+def grad_gap(
+    pairs: list[tuple[Any, Any, Any]], optims: tuple[Any, Any], m_before: list[Any]
+) -> float:
+    """|g_rlblocks - g_Tianshou| / |g_rlblocks| (2-norms over a network) of the gradients
+    each library's Adam step just took, read back from the first moments, which started
+    equal: ``g = (m_after - beta1 m_before) / (1 - beta1)``. Comparing gradients rather than
+    steps keeps out Adam's division of near-zero gradients by their own size, which turns a
+    rounding-level difference of a gradient of 1e-9 into a step difference of lr / 2."""
+    import torch
+
+    ours, theirs = optims
+    beta1 = ours.param_groups[0]["betas"][0]
+    diff = norm = 0.0
+    for (mine, their, conv), m0 in zip(pairs, m_before, strict=True):
+        m_ours = ours.state.get(mine, {}).get("exp_avg")
+        m_theirs = theirs.state.get(their, {}).get("exp_avg")
+        g_ours = (conv(m_ours) - beta1 * m0) / (1 - beta1) if m_ours is not None else 0 * m0
+        g_theirs = (m_theirs - beta1 * m0) / (1 - beta1) if m_theirs is not None else 0 * m0
+        diff += float(torch.sum((g_ours - g_theirs) ** 2))
+        norm += float(torch.sum(g_ours**2))
+    return (diff / norm) ** 0.5 if norm else float(diff > 0)
 
 
 def value_gap(pairs: list[tuple[Any, Any, Any]]) -> float:
@@ -200,7 +298,7 @@ def value_gap(pairs: list[tuple[Any, Any, Any]]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", choices=("ddpg", "td3"), default="ddpg")
+    parser.add_argument("--algo", choices=("ddpg", "td3", "sac"), default="ddpg")
     parser.add_argument("--env", default="Hopper-v5")
     parser.add_argument("--steps", type=int, default=2_000, help="gradient steps")
     parser.add_argument("--transitions", type=int, default=20_000)
@@ -226,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         help="TD3: rlblocks' smoothed target action left unclipped, as Tianshou leaves it (to "
         "show that this is the one difference in the update)",
     )  # fmt: skip
+    parser.add_argument(
+        "--sac-tianshou-log-prob", action="store_true",
+        help="SAC: rlblocks' log-probability computed as Tianshou computes it (to show that "
+        "this is the one difference in the update)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     import gymnasium as gym
@@ -249,22 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.algo != "td3":
             raise SystemExit("--td3-unclipped-target is for --algo td3")
         ours.target_value = unclipped_td3_target(ours)
-    nets = {
-        "actor": paired_params(ours.actor, theirs.policy.actor),
-        "critic": paired_params(ours.critic, theirs.critic, 0),
-        "actor target": paired_params(ours.actor_target.net, theirs.actor_old.module),
-        "critic target": paired_params(ours.critic_target.net, theirs.critic_old.module, 0),
-    }
-    optims = {
-        "actor": (ours.actor_step.optim, theirs.policy_optim._optim),
-        "critic": (ours.critic_step.optim, theirs.critic_optim._optim),
-    }
-    if args.algo == "td3":
-        nets["critic 2"] = paired_params(ours.critic, theirs.critic2, 1)
-        nets["critic 2 target"] = paired_params(
-            ours.critic_target.net, theirs.critic2_old.module, 1
-        )
-        optims["critic 2"] = (ours.critic_step.optim, theirs.critic2_optim._optim)
+    if args.sac_tianshou_log_prob:
+        if args.algo != "sac":
+            raise SystemExit("--sac-tianshou-log-prob is for --algo sac")
+        ours.actor.forward = tianshou_log_prob(ours.actor)
+    nets, optims = network_pairs(args.algo, ours, theirs)
 
     buf = ReplayBuffer(n)
     buf.extend(data, env_ids=[0] * n)
@@ -290,13 +382,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{'unfused (as Tianshou)' if args.adam_like_tianshou else 'fused'}"
         + (f"; rlblocks changed: {', '.join(args.rlblocks_set)}" if args.rlblocks_set else "")
         + ("; rlblocks' TD3 target unclipped" if args.td3_unclipped_target else "")
+        + ("; rlblocks' SAC log-prob as Tianshou's" if args.sac_tianshou_log_prob else "")
     )
     if args.free_running:
         print("gap = max |rlblocks - Tianshou| / max |Tianshou| over a network's weights")
     else:
         print(
-            "gap = the worst step so far of max |rlblocks' change - Tianshou's change| / "
-            "max |rlblocks' change| (targets: of the weights, as free-running)"
+            "gap = the worst step so far of |rlblocks' gradient - Tianshou's| / |rlblocks' "
+            "gradient| (2-norms over the network); targets: max |rlblocks - Tianshou| / "
+            "max |Tianshou| of the weights after the step"
         )
     names = list(nets)
     print("| step | " + " | ".join(names) + " | critic loss rlblocks | Tianshou |")
@@ -310,9 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                 sync(pairs, optims.get(name))
             if args.algo == "td3":  # the actor's phase: rlblocks' count, Tianshou's alike
                 theirs._cnt = ours.gradient_steps + 1
-        before = {
-            name: [conv(m).detach().clone() for m, _, conv in pairs] for name, pairs in nets.items()
-        }
+        m_before = {name: first_moments(nets[name], pair[0]) for name, pair in optims.items()}
         torch.manual_seed(args.seed * 1_000_003 + step)  # TD3's smoothing noise, both alike
         stats = ours.update(args.batch_size, buf)
         torch.manual_seed(args.seed * 1_000_003 + step)
@@ -322,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.free_running or "target" in name:
                 gap = value_gap(pairs)
             else:
-                gap = step_gap(pairs, before[name])
+                gap = grad_gap(pairs, optims[name], m_before[name])
             worst[name] = gap if args.free_running else max(worst[name], gap)
         if step in checkpoints:
             ts_loss = getattr(tstats, "critic_loss", None)
