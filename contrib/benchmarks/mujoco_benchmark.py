@@ -617,9 +617,11 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "VM's speed drifts between days (up to about 1.8x): compare wall seconds within a row. "
         "Whether a difference in returns comes from the learner is checked apart from seeds by "
         "`contrib/benchmarks/update_equivalence.py` (same weights, Adam state and sampled rows "
-        "in both libraries): DDPG's gradient steps are the same to float rounding; TD3's differ "
-        "in one place by design (rlblocks clips the smoothed target action, as the TD3 paper "
-        "does) and its delayed actor's first step comes one step later, as in the paper.",
+        "in both libraries): DDPG's gradients are the same to float rounding; TD3's differ in "
+        "one place by design (rlblocks clips the smoothed target action, as the TD3 paper "
+        "does) and its delayed actor's first step comes one step later, as in the paper; SAC's "
+        "differ only in how the log-probability is rounded (the same mathematics, rlblocks' "
+        "form exact where the policy saturates).",
         "",
         "| env | algo | budget | seeds | rlblocks final | Tianshou final | Welch t (df) | "
         "rlblocks best | Tianshou best | rlblocks wall s | Tianshou wall s | wall ratio | "
