@@ -84,6 +84,10 @@ Hopper SAC seed 105 overlapped with test runs on the machine's other core (604 s
 run again on a quiet machine, the same day, right after Tianshou's trial of that seed); it is
 kept in ``loaded-trials.jsonl`` and not in the table. Its learning curve equals the re-run's to
 the last digit: a trial's returns do not depend on the machine's load, only its wall time does.
+The first pair of HalfCheetah DDPG seed 105 (rlblocks 223 s, Tianshou 863 s) overlapped short
+diagnostic runs on the other core, mostly during Tianshou's trial, which can flatter the wall
+ratio; both trials were run again back to back on a quiet machine the same day, and the first
+pair is kept in ``loaded-trials.jsonl``.
 
 Run (in .venv-bench, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
 --envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 5
