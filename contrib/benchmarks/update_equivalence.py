@@ -79,6 +79,7 @@ def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any
     from mujoco_benchmark import TIANSHOU_EXAMPLES, _tianshou_algorithm
 
     import rlblocks
+    from rlblocks.config import parse_override
 
     s = dict(TIANSHOU_EXAMPLES[args.algo])
     fields = dict(
@@ -92,9 +93,9 @@ def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any
         )  # fmt: skip
     if args.algo == "sac":
         fields.update(auto_alpha=s["auto_alpha"], alpha=s["alpha"])
-    for item in args.rlblocks_set:
-        key, _, value = item.partition("=")
-        fields[key] = type(fields[key])(value) if key in fields else float(value)
+    for item in args.rlblocks_set:  # read as `rlblocks train --set algo.KEY=VALUE` reads it
+        path, value = parse_override(item)
+        fields[".".join(path)] = value
     torch.manual_seed(args.seed)
     ours = rlblocks.make_policy(args.algo, obs_space, act_space, device="cpu", **fields)
     if args.adam_like_tianshou:
