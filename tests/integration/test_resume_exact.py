@@ -18,6 +18,8 @@ from rlblocks.errors import EnvWorkerError
 from rlblocks.experiment import make_vector_env
 from rlblocks.plugins import hookimpl
 
+_NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
 
 class _Crash(Exception):
     pass
@@ -58,16 +60,27 @@ def _crash_and_resume(
 @pytest.mark.parametrize(
     ("algo", "env", "steps", "crash", "overrides"),
     [
-        ("dqn", "CartPole-v1", 3000, 1700, []),
-        ("dqn", "CartPole-v1", 2000, 1100, ["env.backend=subproc", "env.num_envs=4"]),
-        ("ppo", "CartPole-v1", 6000, 3500, []),
-        ("sac", "Pendulum-v1", 1600, 1300, ["trainer.warmup_steps=1000"]),
+        pytest.param("dqn", "CartPole-v1", 3000, 1700, [], id="dqn"),
+        pytest.param("dqn", "CartPole-v1", 2000, 1100, ["env.backend=subproc", "env.num_envs=4"],
+                     id="dqn-subproc"),
+        pytest.param("ppo", "CartPole-v1", 6000, 3500, [], id="ppo"),
+        pytest.param("sac", "Pendulum-v1", 1600, 1300, ["trainer.warmup_steps=1000"],
+                     id="sac-pendulum"),
         # Atari: the emulator (sticky actions' RNG too), stacked frames, noisy nets, priorities
-        ("rainbow", "ALE/Pong-v5", 600, 350,
-         ["env.make_kwargs.max_num_frames_per_episode=2000", "buffer.size=1000",
-          "trainer.warmup_steps=200", "env.num_test_envs=1", "trainer.test_episodes=1"]),
+        pytest.param("rainbow", "ALE/Pong-v5", 600, 350,
+                     ["env.make_kwargs.max_num_frames_per_episode=2000", "buffer.size=1000",
+                      "trainer.warmup_steps=200", "env.num_test_envs=1",
+                      "trainer.test_episodes=1"], id="rainbow-atari"),
+        # on a GPU the random draws (SAC's sampled actions, TD3's noise, REDQ's critic subset)
+        # come from the GPU's generator, which the checkpoint keeps; eager and captured steps
+        pytest.param("sac", "Pendulum-v1", 1600, 1300,
+                     ["trainer.warmup_steps=1000", "run.device=cuda", "algo.cuda_graph=false"],
+                     marks=_NEEDS_CUDA, id="sac-pendulum-cuda"),
+        *(pytest.param(algo, "Pendulum-v1", 1600, 1300,
+                       ["trainer.warmup_steps=1000", "run.device=cuda", "algo.cuda_graph=true"],
+                       marks=_NEEDS_CUDA, id=f"{algo}-pendulum-cuda-graph")
+          for algo in ("sac", "td3", "redq")),
     ],
-    ids=["dqn", "dqn-subproc", "ppo", "sac-pendulum", "rainbow-atari"],
 )
 def test_crash_then_resume_ends_bit_identical_to_an_uninterrupted_run(
     tmp_path: Path, algo: str, env: str, steps: int, crash: int, overrides: list[str], capfd
@@ -168,3 +181,35 @@ def test_a_hook_may_checkpoint_numpy_arrays(tmp_path: Path) -> None:
     rlblocks.resume(tmp_path / "r", overrides=["trainer.max_env_steps=600"], hooks=[Keeper()])
     assert seen["hist"].dtype == np.float32
     assert np.array_equal(seen["hist"], np.arange(5, dtype=np.float32) * 2)
+
+
+def test_the_checkpoint_keeps_the_gpu_generators_and_resume_continues_them(
+    tmp_path: Path, monkeypatch, capfd
+) -> None:
+    from rlblocks import experiment
+    from rlblocks.checkpoint import load_checkpoint
+
+    # a stand-in for a run on two GPUs (on a GPU, the sac-pendulum-cuda case above runs it all)
+    states = [torch.arange(8, dtype=torch.uint8), torch.arange(8, 16, dtype=torch.uint8)]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in states])
+    sets = ["trainer.max_env_steps=400", "trainer.warmup_steps=64", "trainer.test_interval=200",
+            "trainer.test_episodes=2", "env.num_test_envs=2", "run.device=cpu"]  # fmt: skip
+    kw = {"seed": 0, "progress": False, "loggers": [], "quiet": True}
+    rlblocks.train("dqn", overrides=sets, run_dir=tmp_path / "r", **kw)
+    (ckpt,) = sorted((tmp_path / "r" / "checkpoints").glob("*/latest.pt"))[-1:]
+    saved = load_checkpoint(ckpt)["cuda_rng"]
+    assert [s.tolist() for s in saved] == [s.tolist() for s in states]
+
+    # resumed where there are fewer GPUs: the ones there continue, the rest is named
+    calls: list[tuple[list[int], int]] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda s, i: calls.append((s.tolist(), i)))
+    experiment._set_cuda_rng_state(saved)
+    assert calls == [(states[0].tolist(), 0)]
+    assert "random streams of 2 GPU(s) and this machine has 1" in capfd.readouterr().err
+    # a CPU run's checkpoint holds none, and restores nothing
+    calls.clear()
+    experiment._set_cuda_rng_state(None)
+    assert calls == []

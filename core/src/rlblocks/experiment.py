@@ -926,6 +926,10 @@ class Experiment:
             "policy_extra": self.policy.extra_state(),
             "trainer": trainer.state_dict(),
             "torch_rng": torch.get_rng_state(),
+            # the GPUs' own generators: a CUDA run draws its exploration and sampled actions there
+            "cuda_rng": (
+                torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+            ),
             "python_rng": random.getstate(),
             "numpy_rng": _numpy_rng_state(),
             # random streams, counters, and the envs with their running episodes
@@ -995,6 +999,7 @@ class Experiment:
             self.test_recorder.truncate_after(trainer.state.env_step)
         if "torch_rng" in payload:
             torch.set_rng_state(payload["torch_rng"])
+        _set_cuda_rng_state(payload.get("cuda_rng"))
         if "python_rng" in payload:
             state = payload["python_rng"]
             random.setstate((state[0], tuple(state[1]), state[2]))
@@ -1104,6 +1109,22 @@ def _set_numpy_rng_state(state: Mapping[str, Any]) -> None:
         state["name"], np.asarray(state["key"], dtype=np.uint32), state["pos"],
         state["has_gauss"], state["cached"],
     ))  # fmt: skip
+
+
+def _set_cuda_rng_state(states: list[torch.Tensor] | None) -> None:
+    """Continue the saved GPU generators (one state per device the run had initialised). A run
+    saved on more GPUs than this machine has, or resumed without one, draws afresh from the
+    seed on the GPUs it lacks, and says so."""
+    if not states:
+        return
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for index, state in enumerate(states[:have]):
+        torch.cuda.set_rng_state(state, index)
+    if have < len(states):
+        _warn_stderr(
+            f"the checkpoint holds the random streams of {len(states)} GPU(s) and this machine "
+            f"has {have}: the streams of the missing GPUs are not continued"
+        )
 
 
 def _warn_stderr(message: str) -> None:
