@@ -17,6 +17,7 @@ from rlblocks.batch import Batch
 from rlblocks.checkpoint import load_checkpoint
 from rlblocks.cli import main as cli
 from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.plugins import hookimpl
 from rlblocks.runs import read_tests
 
 SMALL = [
@@ -261,6 +262,80 @@ def test_describe_lists_fields_defaults_presets_and_meaning(capsys) -> None:
     assert max(len(line) for line in out.splitlines()) <= 200
     assert cli(["describe", "sac"]) == 0
     assert "hidden_sizes = [64, 64]" in capsys.readouterr().out  # Pendulum defaults
+
+
+@pytest.mark.slow
+def test_describe_a_finished_run(solved_run, capsys) -> None:
+    run, result = solved_run
+    assert cli(["describe", str(run)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # wrapped to the terminal: words compared
+    assert out.startswith(f"{run}: dqn on CartPole-v1, seed 0, device cpu")
+    assert "ran with: rlblocks " in out and "rlblocks-algo-dqn " in out
+    assert f"finished (solved): {result.stop_reason}; {result.env_steps} env steps" in out
+    tests = [t for t in read_tests(run) if not t["screen"]]
+    best = max(t["return_mean"] for t in tests)
+    assert f"tests: {len(tests)}; last at env step {tests[-1]['env_step']}" in out
+    assert f"best {best:.4g} at env step" in out
+    assert "best.pt (the weights of the best test" in out and "with the replay buffer" in out
+    changed = out.split("settings that differ from dqn's defaults for CartPole-v1")[1]
+    # what rlblocks.train was given besides the env and seed (the run directory is the run)
+    assert "run.loggers = [] (default " in changed and "run.progress = False" in changed
+    assert "run.run_dir" not in changed and "algo." not in changed
+    assert "note:" not in out
+
+
+class _StopAt:
+    """Kills the run (an exception out of a hook) once ``env_step`` is reached; on the way,
+    describes the run directory as another process would see it."""
+
+    def __init__(self, run: Path, env_step: int) -> None:
+        self.run, self.env_step, self.seen = run, env_step, ""
+
+    @hookimpl
+    def rlblocks_rollout_end(self, stats: dict, env_step: int, trainer) -> None:
+        if env_step >= self.env_step:
+            from rlblocks.runs import describe_run
+
+            self.seen = describe_run(self.run)
+            raise RuntimeError("killed")
+
+
+def test_describe_a_running_then_stopped_run_and_bad_paths(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    run = tmp_path / "cut"
+    sets = [*SMALL, "trainer.checkpoint_interval=100", "algo.lr=5e-4"]
+    stop = _StopAt(run, 450)
+    with pytest.raises(RuntimeError, match="killed"):
+        rlblocks.train("dqn", env="CartPole-v1", seed=4, overrides=sets, run_dir=run,
+                       progress=False, loggers=[], hooks=[stop])  # fmt: skip
+    assert "running now (pid " in stop.seen
+    assert cli(["describe", str(run)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{run}: dqn on CartPole-v1, seed 4" in out
+    assert "not finished: its last checkpoint is at env step 4" in out
+    assert f"continue it: rlblocks resume {run}" in out
+    assert "(the resume point, with the replay buffer)" in out
+    assert "tests: 2; last at env step 4" in out  # tests at 200 and 400 of the 450 steps
+    changed = out.split("settings that differ from dqn's defaults for CartPole-v1")[1]
+    assert "trainer.max_env_steps = 600 (default " in changed
+    assert "algo.lr = 0.0005 (default " in changed
+    assert "run.seed" not in changed  # shown on the first line
+    # a folder that is not a run, a path that is none, and --env with a run directory
+    assert cli(["describe", str(tmp_path)]) == 2
+    assert "is not a run directory: no config.json in it" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    assert cli(["describe", "folder"]) == 2  # a bare name: an algorithm, or a folder here
+    assert "folder is neither a run directory (no config.json in it) nor an installed" in (
+        capsys.readouterr().err
+    )
+    assert cli(["describe", "nothing-here"]) == 2
+    assert "no algo named 'nothing-here'" in capsys.readouterr().err
+    assert cli(["describe", "folder/nope"]) == 2
+    assert "folder/nope is not a run directory" in capsys.readouterr().err
+    assert cli(["describe", str(run), "--env", "Pendulum-v1"]) == 2
+    assert "--env applies to an algorithm name" in capsys.readouterr().err
 
 
 def test_list_details_stays_readable(capsys) -> None:

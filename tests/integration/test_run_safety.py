@@ -4,6 +4,7 @@ extended only on purpose, SIGINT/SIGTERM stop with a checkpoint, stale temporari
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -43,6 +44,25 @@ def test_a_locked_run_directory_is_refused(tmp_path: Path) -> None:
     finally:
         lock.release()
     assert _train(run).env_steps >= 600  # free again
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="run directories are locked on POSIX only")
+def test_a_lock_probed_for_an_instant_is_still_taken(tmp_path: Path) -> None:
+    # `rlblocks describe` takes a shared lock for an instant to see whether a run is live
+    import fcntl
+    import threading
+
+    run = tmp_path / "run"
+    run.mkdir()
+    probe = os.open(run / ".lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(probe, fcntl.LOCK_SH)
+    threading.Timer(0.1, os.close, args=(probe,)).start()
+    lock = RunDirLock(run)
+    lock.acquire()  # retries past the probe instead of calling the directory in use
+    try:
+        assert (run / ".lock").read_text() == str(os.getpid())
+    finally:
+        lock.release()
 
 
 @pytest.mark.slow

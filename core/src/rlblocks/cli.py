@@ -282,12 +282,31 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    """Print every config field of an algorithm with its value, default and meaning."""
+    """Print a run directory's summary, or every config field of an algorithm with its value,
+    default and meaning."""
     runs = importlib.import_module("rlblocks.runs")
     import shutil
 
     width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns - 2))
-    print(runs.describe_algo(args.algo, env=args.env, width=width))
+    target = Path(args.algo)
+    # a run directory, or a path meant as one (an algorithm name holds no slash)
+    if (target / "config.json").is_file() or "/" in args.algo or "\\" in args.algo:
+        if args.env:
+            raise RlblocksError(
+                "--env applies to an algorithm name; a run directory already names its env"
+            )
+        print(runs.describe_run(target, width=width))
+        return 0
+    try:
+        text = runs.describe_algo(args.algo, env=args.env, width=width)
+    except RlblocksError:
+        if target.is_dir():
+            raise RlblocksError(
+                f"{target} is neither a run directory (no config.json in it) nor an installed "
+                "algorithm; `rlblocks plot` takes folders of runs"
+            ) from None
+        raise
+    print(text)
     return 0
 
 
@@ -423,9 +442,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("describe", parents=[common],
-                       help="every config field of an algorithm: value, default, meaning")
-    p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
-    p.add_argument("--env", metavar="ID", help="show the values a run on this env gets")
+                       help="a run directory (what ran, where it stands, its tests, checkpoints "
+                            "and changed settings), or every config field of an algorithm: "
+                            "value, default, meaning")
+    p.add_argument("algo", metavar="ALGO_OR_RUN_DIR",
+                   help="algorithm name (see `rlblocks list algo`) or run directory")
+    p.add_argument("--env", metavar="ID",
+                   help="with an algorithm: show the values a run on this env gets")
     p.set_defaults(func=cmd_describe)
 
     p = sub.add_parser("verify", parents=[common],

@@ -26,6 +26,7 @@ import os
 import platform
 import random
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -520,9 +521,16 @@ class RunDirLock:
         except ImportError:  # not POSIX: no lock, as before
             self._fd = fd
             return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        # a short retry: `rlblocks describe` probes the lock for an instant
+        deadline = time.monotonic() + 0.5
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
             holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise ConfigError(

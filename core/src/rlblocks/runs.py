@@ -1,5 +1,5 @@
 """Reading runs back: the test record every run directory keeps, learning-curve plots over
-several runs, and a readable description of an algorithm's config.
+several runs, and readable descriptions of a run directory and of an algorithm's config.
 
 Every run with a directory appends one row per test to ``RUN_DIR/tests.csv`` (env step, wall
 seconds, gradient steps, mean/std/min/max test return, mean length, episodes, and whether it was
@@ -26,7 +26,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlblocks.checkpoint import check_file, write_verified
+from rlblocks.checkpoint import GenerationStore, check_file, write_verified
 from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.plugins import hookimpl
 
@@ -330,6 +330,191 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
                         subsequent_indent="        ",
                     )  # fmt: skip
     return "\n".join(lines)
+
+
+def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
+    """A run directory in a few lines: what ran (algorithm, env, seed, device, the versions it
+    ran with), where it stands (finished and why, running, or stopped with the command that
+    continues it), its tests, its checkpoints, and every setting that differs from what the
+    installed algorithm would use on that env by default. It reads the run's small files only:
+    no checkpoint is loaded and nothing in the directory is executed."""
+    run = Path(run_dir)
+    if not (run / "config.json").is_file():
+        raise CheckpointError(
+            f"{run} is not a run directory: no config.json in it (pass a run directory, or an "
+            "algorithm name to see its config fields)"
+        )
+    notes: list[str] = []
+    data = _read_json(run / "config.json", notes)
+    if data is None:
+        raise CheckpointError(f"{run}: {notes[0]}")
+    algo, env_id = str(data.get("algo_name", "?")), str(data.get("env", {}).get("id", "?"))
+    rs = data.get("run", {}) if isinstance(data.get("run"), dict) else {}
+    lines = [f"{run}: {algo} on {env_id}, seed {rs.get('seed', '?')}, device {rs.get('device')}"]
+    versions = _read_json(run / "plugins.json", notes) if (run / "plugins.json").is_file() else None
+    if versions:
+        parts = [f"rlblocks {versions.get('rlblocks', '?')}"]
+        comps = versions.get("components", {})
+        parts += [f"{v.get('distribution', k)} {v.get('version', '?')}" for k, v in comps.items()]
+        parts += [f"{k} {versions[k]}" for k in ("torch", "gymnasium", "python") if k in versions]
+        lines.append("ran with: " + ", ".join(parts))
+
+    result = _read_json(run / "result.json", notes) if (run / "result.json").is_file() else None
+    store_root = run / "checkpoints"
+    gens = GenerationStore(store_root).generations()
+    gen_step = None
+    if gens:
+        try:
+            gen_step = GenerationStore(store_root).manifest(gens[0]).get("env_step")
+        except (OSError, ValueError):
+            notes.append(f"checkpoints/{gens[0].name}/MANIFEST.json is unreadable")
+    if result is not None:
+        solved = " (solved)" if result.get("solved") else ""
+        lines.append(
+            f"finished{solved}: {result.get('stop_reason') or 'done'}; "
+            f"{result.get('env_steps')} env steps, {result.get('gradient_steps')} gradient "
+            f"steps, {_seconds(result.get('wall_seconds'))}"
+        )
+    else:
+        holder = _lock_holder(run)
+        where = f" at env step {gen_step}" if gen_step is not None else ""
+        if holder is not None:
+            lines.append(f"running now (pid {holder} holds the run directory)")
+        elif gens:
+            lines.append(f"not finished: its last checkpoint is{where}; continue it: "
+                         f"rlblocks resume {run}")  # fmt: skip
+        else:
+            lines.append("not finished, and no checkpoint was written: train it again")
+
+    tests: list[dict[str, float]] = []
+    try:
+        tests = read_tests(run) if (run / TESTS_FILE).is_file() else []
+    except CheckpointError as exc:
+        notes.append(str(exc))
+    full = [t for t in tests if not t.get("screen")]
+    if full:
+        best = max(full, key=lambda t: t["return_mean"])
+        last = full[-1]
+        lines.append(
+            f"tests: {len(full)}; last at env step {last['env_step']}: "
+            f"{_num(last['return_mean'])} +- {_num(last.get('return_std', math.nan))} over "
+            f"{last.get('episodes', '?')} episodes; best {_num(best['return_mean'])} at env "
+            f"step {best['env_step']}"
+        )
+    else:
+        lines.append("tests: none finished yet")
+    ckpts = []
+    if (store_root / "best.pt").is_file():
+        ckpts.append("best.pt (the weights of the best test; rlblocks eval uses it)")
+    if gens:
+        at = f" at env step {gen_step}" if gen_step is not None else ""
+        buffer = ", with the replay buffer" if (gens[0] / "buffer.h5").is_file() else ""
+        ckpts.append(f"{gens[0].name}{at} (the resume point{buffer})")
+    lines.append("checkpoints: " + ("; ".join(ckpts) if ckpts else "none"))
+    lines += _settings_changed(algo, env_id, data, width)
+    lines += [f"note: {n}" for n in notes]
+    wrapped = []
+    for line in lines:  # a long line goes on indented under itself
+        parts = textwrap.wrap(line, width=width, subsequent_indent="    ",
+                              break_on_hyphens=False, break_long_words=False)  # fmt: skip
+        wrapped += parts or [""]
+    return "\n".join(wrapped)
+
+
+def _read_json(path: Path, notes: list[str]) -> Any:
+    """A run's JSON file, or None with what is wrong with it in ``notes``."""
+    try:
+        check_file(path)
+    except CheckpointError as exc:
+        notes.append(str(exc))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        notes.append(f"{path.name} is unreadable ({exc})")
+        return None
+
+
+def _lock_holder(run: Path) -> str | None:
+    """The pid a run in progress wrote into the run directory's lock (``"?"`` if unreadable),
+    or None when no run holds it. The probe takes a shared lock for an instant; a run starting
+    in that instant retries its own lock (see ``RunDirLock``)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: runs take no lock there
+        return None
+    try:
+        fd = os.open(run / ".lock", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return os.read(fd, 64).decode(errors="replace").strip() or "?"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _settings_changed(algo: str, env_id: str, data: Mapping[str, Any], width: int) -> list[str]:
+    """Lines naming each config value of the run that differs from the installed algorithm's
+    default for ``env_id`` (presets included)."""
+    from rlblocks import config as cfg
+    from rlblocks.errors import RlblocksError
+    from rlblocks.experiment import spec_lookup
+
+    try:
+        default = cfg.to_dict(
+            cfg.build_config(algo, flags={"env": {"id": env_id}}, spec_lookup=spec_lookup)
+        )
+    except RlblocksError as exc:
+        return [f"settings: cannot compare with {algo}'s defaults here ({exc}); config.json "
+                "holds every value"]  # fmt: skip
+    saved, base = _leaves(data), _leaves(default)
+    changed = [
+        (path, value) for path, value in saved.items()
+        if path not in ("algo_name", "run.seed", "run.run_dir")
+        and base.get(path, _MISSING) != value
+    ]  # fmt: skip
+    if not changed:
+        return [f"settings: {algo}'s defaults for {env_id}"]
+    out = [f"settings that differ from {algo}'s defaults for {env_id} (--set SECTION.FIELD):"]
+    for path, value in changed:
+        was = base.get(path, _MISSING)
+        tail = "not a default field" if was is _MISSING else f"default {_short(was)}"
+        out.append(f"  {path} = {_short(value)}    ({tail})")
+    return out
+
+
+_MISSING = object()
+
+
+def _leaves(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts flattened to dotted paths (lists and other values are leaves)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(_leaves(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def _num(x: Any) -> str:
+    try:
+        return f"{float(x):.4g}" if math.isfinite(float(x)) else "nan"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def _seconds(x: Any) -> str:
+    try:
+        s = float(x)
+    except (TypeError, ValueError):
+        return "? s"
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def _field_default(a: Any) -> Any:
