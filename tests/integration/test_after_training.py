@@ -321,15 +321,21 @@ def test_describe_a_running_then_stopped_run_and_bad_paths(
     assert "trainer.max_env_steps = 600 (default " in changed
     assert "algo.lr = 0.0005 (default " in changed
     assert "run.seed" not in changed  # shown on the first line
-    # a folder that is not a run, a path that is none, and --env with a run directory
-    assert cli(["describe", str(tmp_path)]) == 2
-    assert "is not a run directory: no config.json in it" in capsys.readouterr().err
+    # a folder of runs: one line each
+    assert cli(["describe", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith(f"{tmp_path}: 1 run(s)")
+    assert ("cut: dqn on CartPole-v1, seed 4; not finished: its last checkpoint is at env step "
+            "400; best test ") in out  # fmt: skip
+    # a folder without runs, a path that is none, and --env with a run directory
     monkeypatch.chdir(tmp_path)
     (tmp_path / "folder").mkdir()
     assert cli(["describe", "folder"]) == 2  # a bare name: an algorithm, or a folder here
-    assert "folder is neither a run directory (no config.json in it) nor an installed" in (
+    assert "folder is neither a run directory (no config.json in or below it) nor an" in (
         capsys.readouterr().err
     )
+    assert cli(["describe", "./folder"]) == 2
+    assert "is not a run directory (no config.json) and holds none" in capsys.readouterr().err
     assert cli(["describe", "nothing-here"]) == 2
     assert "no algo named 'nothing-here'" in capsys.readouterr().err
     assert cli(["describe", "folder/nope"]) == 2

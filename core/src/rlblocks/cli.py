@@ -282,30 +282,37 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    """Print a run directory's summary, or every config field of an algorithm with its value,
-    default and meaning."""
+    """Print a run directory's summary (one line per run for a folder of runs), or every
+    config field of an algorithm with its value, default and meaning."""
     runs = importlib.import_module("rlblocks.runs")
     import shutil
 
     width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns - 2))
     target = Path(args.algo)
-    # a run directory, or a path meant as one (an algorithm name holds no slash)
-    if (target / "config.json").is_file() or "/" in args.algo or "\\" in args.algo:
+    is_run = (target / "config.json").is_file()
+    # a run directory, a folder of runs, or a path meant as one (an algorithm name has no slash)
+    if is_run or "/" in args.algo or "\\" in args.algo:
         if args.env:
             raise RlblocksError(
                 "--env applies to an algorithm name; a run directory already names its env"
             )
-        print(runs.describe_run(target, width=width))
+        if not is_run and target.is_dir():
+            print(runs.describe_runs(target, width=width))
+        else:
+            print(runs.describe_run(target, width=width))
         return 0
     try:
         text = runs.describe_algo(args.algo, env=args.env, width=width)
     except RlblocksError:
-        if target.is_dir():
+        if not target.is_dir():
+            raise
+        try:
+            text = runs.describe_runs(target, width=width)
+        except RlblocksError:
             raise RlblocksError(
-                f"{target} is neither a run directory (no config.json in it) nor an installed "
-                "algorithm; `rlblocks plot` takes folders of runs"
+                f"{target} is neither a run directory (no config.json in or below it) nor an "
+                "installed algorithm"
             ) from None
-        raise
     print(text)
     return 0
 
@@ -446,7 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "and changed settings), or every config field of an algorithm: "
                             "value, default, meaning")
     p.add_argument("algo", metavar="ALGO_OR_RUN_DIR",
-                   help="algorithm name (see `rlblocks list algo`) or run directory")
+                   help="algorithm name (see `rlblocks list algo`), run directory, or a "
+                        "folder of runs (one line each)")
     p.add_argument("--env", metavar="ID",
                    help="with an algorithm: show the values a run on this env gets")
     p.set_defaults(func=cmd_describe)

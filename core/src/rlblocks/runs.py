@@ -344,59 +344,29 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
             f"{run} is not a run directory: no config.json in it (pass a run directory, or an "
             "algorithm name to see its config fields)"
         )
-    notes: list[str] = []
-    data = _read_json(run / "config.json", notes)
-    if data is None:
-        raise CheckpointError(f"{run}: {notes[0]}")
-    algo, env_id = str(data.get("algo_name", "?")), str(data.get("env", {}).get("id", "?"))
-    rs = data.get("run", {}) if isinstance(data.get("run"), dict) else {}
-    lines = [f"{run}: {algo} on {env_id}, seed {rs.get('seed', '?')}, device {rs.get('device')}"]
-    versions = _read_json(run / "plugins.json", notes) if (run / "plugins.json").is_file() else None
-    if versions:
-        parts = [f"rlblocks {versions.get('rlblocks', '?')}"]
-        comps = versions.get("components", {})
-        parts += [f"{v.get('distribution', k)} {v.get('version', '?')}" for k, v in comps.items()]
-        parts += [f"{k} {versions[k]}" for k in ("torch", "gymnasium", "python") if k in versions]
+    f = _RunFacts(run)
+    lines = [f"{run}: {f.algo} on {f.env_id}, seed {f.seed}, device {f.device}"]
+    if f.versions:
+        v = f.versions
+        parts = [f"rlblocks {v.get('rlblocks', '?')}"]
+        parts += [f"{c.get('distribution', k)} {c.get('version', '?')}"
+                  for k, c in v.get("components", {}).items()]  # fmt: skip
+        parts += [f"{k} {v[k]}" for k in ("torch", "gymnasium", "python") if k in v]
         lines.append("ran with: " + ", ".join(parts))
-
-    result = _read_json(run / "result.json", notes) if (run / "result.json").is_file() else None
-    store_root = run / "checkpoints"
-    gens = GenerationStore(store_root).generations()
-    gen_step = None
-    if gens:
-        try:
-            gen_step = GenerationStore(store_root).manifest(gens[0]).get("env_step")
-        except (OSError, ValueError):
-            notes.append(f"checkpoints/{gens[0].name}/MANIFEST.json is unreadable")
-    if result is not None:
-        solved = " (solved)" if result.get("solved") else ""
+    r = f.result
+    if r is not None:
         lines.append(
-            f"finished{solved}: {result.get('stop_reason') or 'done'}; "
-            f"{result.get('env_steps')} env steps, {result.get('gradient_steps')} gradient "
-            f"steps, {_seconds(result.get('wall_seconds'))}"
+            f"{f.status()}: {r.get('stop_reason') or 'done'}; {r.get('env_steps')} env steps, "
+            f"{r.get('gradient_steps')} gradient steps, {_seconds(r.get('wall_seconds'))}"
         )
+    elif f.holder is None and f.gens:
+        lines.append(f"{f.status()}; continue it: rlblocks resume {run}")
     else:
-        holder = _lock_holder(run)
-        where = f" at env step {gen_step}" if gen_step is not None else ""
-        if holder is not None:
-            lines.append(f"running now (pid {holder} holds the run directory)")
-        elif gens:
-            lines.append(f"not finished: its last checkpoint is{where}; continue it: "
-                         f"rlblocks resume {run}")  # fmt: skip
-        else:
-            lines.append("not finished, and no checkpoint was written: train it again")
-
-    tests: list[dict[str, float]] = []
-    try:
-        tests = read_tests(run) if (run / TESTS_FILE).is_file() else []
-    except CheckpointError as exc:
-        notes.append(str(exc))
-    full = [t for t in tests if not t.get("screen")]
-    if full:
-        best = max(full, key=lambda t: t["return_mean"])
-        last = full[-1]
+        lines.append(f.status())
+    if f.tests:
+        best, last = f.best_test(), f.tests[-1]
         lines.append(
-            f"tests: {len(full)}; last at env step {last['env_step']}: "
+            f"tests: {len(f.tests)}; last at env step {last['env_step']}: "
             f"{_num(last['return_mean'])} +- {_num(last.get('return_std', math.nan))} over "
             f"{last.get('episodes', '?')} episodes; best {_num(best['return_mean'])} at env "
             f"step {best['env_step']}"
@@ -404,18 +374,91 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     else:
         lines.append("tests: none finished yet")
     ckpts = []
-    if (store_root / "best.pt").is_file():
+    if (run / "checkpoints" / "best.pt").is_file():
         ckpts.append("best.pt (the weights of the best test; rlblocks eval uses it)")
-    if gens:
-        at = f" at env step {gen_step}" if gen_step is not None else ""
-        buffer = ", with the replay buffer" if (gens[0] / "buffer.h5").is_file() else ""
-        ckpts.append(f"{gens[0].name}{at} (the resume point{buffer})")
+    if f.gens:
+        buffer = ", with the replay buffer" if (f.gens[0] / "buffer.h5").is_file() else ""
+        ckpts.append(f"{f.gens[0].name}{f.at_step()} (the resume point{buffer})")
     lines.append("checkpoints: " + ("; ".join(ckpts) if ckpts else "none"))
-    lines += _settings_changed(algo, env_id, data, width)
-    lines += [f"note: {n}" for n in notes]
+    lines += _settings_changed(f.algo, f.env_id, f.data, width)
+    lines += [f"note: {n}" for n in f.notes]
+    return _wrap(lines, width)
+
+
+def describe_runs(folder: str | os.PathLike[str], width: int = 100) -> str:
+    """One line per run directory below ``folder`` (the seed runs of ``train --seeds``, a
+    folder of runs): algorithm, env, seed, where it stands and its best test."""
+    folder = Path(folder)
+    found = find_runs([folder])
+    lines = [f"{folder}: {len(found)} run(s); `rlblocks describe RUN_DIR` tells more of one"]
+    for run, _ in found:
+        f = _RunFacts(run)
+        best = f.best_test()
+        score = f"best test {_num(best['return_mean'])}" if best else "no test yet"
+        name = run.relative_to(folder) if run.is_relative_to(folder) else run
+        lines.append(f"  {name}: {f.algo} on {f.env_id}, seed {f.seed}; {f.status()}; {score}")
+        lines += [f"    note: {n}" for n in f.notes]
+    return _wrap(lines, width)
+
+
+class _RunFacts:
+    """What a run directory's small files say: config, versions, result, checkpoint
+    generations, the lock's holder, full tests; problems met on the way in ``notes``."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self.notes: list[str] = []
+        data = _read_json(run / "config.json", self.notes)
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{run}: {self.notes[0] if self.notes else 'bad config.json'}")
+        self.data = data
+        self.algo = str(data.get("algo_name", "?"))
+        env = data.get("env") if isinstance(data.get("env"), dict) else {}
+        rs = data.get("run") if isinstance(data.get("run"), dict) else {}
+        self.env_id, self.seed, self.device = env.get("id", "?"), rs.get("seed"), rs.get("device")
+        self.versions = self._optional("plugins.json")
+        self.result = self._optional("result.json")
+        store = GenerationStore(run / "checkpoints")
+        self.gens = store.generations()
+        self.gen_step = None
+        if self.gens:
+            try:
+                self.gen_step = store.manifest(self.gens[0]).get("env_step")
+            except (OSError, ValueError):
+                self.notes.append(f"checkpoints/{self.gens[0].name}/MANIFEST.json is unreadable")
+        self.holder = _lock_holder(run) if self.result is None else None
+        tests: list[dict[str, float]] = []
+        try:
+            tests = read_tests(run) if (run / TESTS_FILE).is_file() else []
+        except CheckpointError as exc:
+            self.notes.append(str(exc))
+        self.tests = [t for t in tests if not t.get("screen")]
+
+    def _optional(self, name: str) -> Any:
+        return _read_json(self.run / name, self.notes) if (self.run / name).is_file() else None
+
+    def at_step(self) -> str:
+        return f" at env step {self.gen_step}" if self.gen_step is not None else ""
+
+    def best_test(self) -> dict[str, float] | None:
+        return max(self.tests, key=lambda t: t["return_mean"]) if self.tests else None
+
+    def status(self) -> str:
+        if self.result is not None:
+            return "finished (solved)" if self.result.get("solved") else "finished"
+        if self.holder is not None:
+            return f"running now (pid {self.holder} holds the run directory)"
+        if self.gens:
+            return f"not finished: its last checkpoint is{self.at_step()}"
+        return "not finished, and no checkpoint was written: train it again"
+
+
+def _wrap(lines: list[str], width: int) -> str:
+    """Lines longer than ``width`` go on indented under themselves."""
     wrapped = []
-    for line in lines:  # a long line goes on indented under itself
-        parts = textwrap.wrap(line, width=width, subsequent_indent="    ",
+    for line in lines:
+        lead = " " * (len(line) - len(line.lstrip()))
+        parts = textwrap.wrap(line, width=width, subsequent_indent=lead + "    ",
                               break_on_hyphens=False, break_long_words=False)  # fmt: skip
         wrapped += parts or [""]
     return "\n".join(wrapped)
