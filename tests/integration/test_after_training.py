@@ -321,10 +321,13 @@ def test_describe_a_running_then_stopped_run_and_bad_paths(
     assert "trainer.max_env_steps = 600 (default " in changed
     assert "algo.lr = 0.0005 (default " in changed
     assert "run.seed" not in changed  # shown on the first line
-    # a folder of runs: one line each
+    # a folder of runs: one line each, a damaged one said so without hiding the others
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
     assert cli(["describe", str(tmp_path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith(f"{tmp_path}: 1 run(s)")
+    assert out.startswith(f"{tmp_path}: 2 run(s)")
+    assert "broken: unreadable (" in out and "config.json is unreadable" in out
     assert ("cut: dqn on CartPole-v1, seed 4; not finished: its last checkpoint is at env step "
             "400; best test ") in out  # fmt: skip
     # a folder without runs, a path that is none, and --env with a run directory

@@ -392,10 +392,14 @@ def describe_runs(folder: str | os.PathLike[str], width: int = 100) -> str:
     found = find_runs([folder])
     lines = [f"{folder}: {len(found)} run(s); `rlblocks describe RUN_DIR` tells more of one"]
     for run, _ in found:
-        f = _RunFacts(run)
+        name = run.relative_to(folder) if run.is_relative_to(folder) else run
+        try:
+            f = _RunFacts(run)
+        except CheckpointError as exc:  # one damaged run must not hide the others
+            lines.append(f"  {name}: unreadable ({exc})")
+            continue
         best = f.best_test()
         score = f"best test {_num(best['return_mean'])}" if best else "no test yet"
-        name = run.relative_to(folder) if run.is_relative_to(folder) else run
         lines.append(f"  {name}: {f.algo} on {f.env_id}, seed {f.seed}; {f.status()}; {score}")
         lines += [f"    note: {n}" for n in f.notes]
     return _wrap(lines, width)
@@ -410,7 +414,7 @@ class _RunFacts:
         self.notes: list[str] = []
         data = _read_json(run / "config.json", self.notes)
         if not isinstance(data, dict):
-            raise CheckpointError(f"{run}: {self.notes[0] if self.notes else 'bad config.json'}")
+            raise CheckpointError(f"{run}: {self.notes[-1] if self.notes else 'bad config.json'}")
         self.data = data
         self.algo = str(data.get("algo_name", "?"))
         env = data.get("env") if isinstance(data.get("env"), dict) else {}
