@@ -356,13 +356,19 @@ class GenerationStore:
                 return f"{gen.name}/{name} is damaged (size or checksum differs from the manifest)"
         return ""
 
-    def latest_good(self, warn: Callable[[str], None] | None = None) -> Path | None:
-        """The newest generation that verifies, starting from ``CURRENT``; each one skipped is
-        reported through ``warn``. None when there is no generation at all."""
+    def candidates(self) -> list[Path]:
+        """Generations in the order loading tries them: ``CURRENT``'s first, then newest first
+        (a generation renamed into place but never committed comes after the current one)."""
         order = self.generations()
         current = self._current_name()
         if current is not None:
             order.sort(key=lambda p: (p.name != current, -int(p.name[4:])))
+        return order
+
+    def latest_good(self, warn: Callable[[str], None] | None = None) -> Path | None:
+        """The newest generation that verifies, starting from ``CURRENT``; each one skipped is
+        reported through ``warn``. None when there is no generation at all."""
+        order = self.candidates()
         problems = []
         for gen in order:
             problem = self.verify(gen)

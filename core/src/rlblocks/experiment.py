@@ -521,7 +521,7 @@ class RunDirLock:
         except ImportError:  # not POSIX: no lock, as before
             self._fd = fd
             return
-        # a short retry: `rlblocks describe` probes the lock for an instant
+        # a short retry: holder() (rlblocks describe) probes the lock for an instant
         deadline = time.monotonic() + 0.5
         while True:
             try:
@@ -531,7 +531,7 @@ class RunDirLock:
                 if time.monotonic() < deadline:
                     time.sleep(0.02)
                     continue
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            holder = _lock_pid(fd)
             os.close(fd)
             raise ConfigError(
                 f"run directory {self.path.parent} is in use by another run (pid {holder}); "
@@ -541,10 +541,38 @@ class RunDirLock:
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
 
+    @staticmethod
+    def holder(run_dir: str | os.PathLike[str]) -> str | None:
+        """The pid of the run that holds ``run_dir`` now (``"?"`` if it wrote none), or None.
+        The probe takes a shared lock for an instant, which :meth:`acquire`'s retry rides out;
+        without POSIX locks it cannot tell and says None."""
+        try:
+            import fcntl
+        except ImportError:
+            return None
+        try:
+            fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return _lock_pid(fd)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor releases the lock
             self._fd = None
+
+
+def _lock_pid(fd: int) -> str:
+    """The pid a lock holder wrote into the lock file (``"?"`` if none)."""
+    return os.read(fd, 64).decode(errors="replace").strip() or "?"
 
 
 def clear_run_dir(run_dir: Path) -> None:

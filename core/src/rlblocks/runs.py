@@ -410,6 +410,8 @@ class _RunFacts:
     generations, the lock's holder, full tests; problems met on the way in ``notes``."""
 
     def __init__(self, run: Path) -> None:
+        from rlblocks.experiment import RunDirLock
+
         self.run = run
         self.notes: list[str] = []
         data = _read_json(run / "config.json", self.notes)
@@ -423,14 +425,14 @@ class _RunFacts:
         self.versions = self._optional("plugins.json")
         self.result = self._optional("result.json")
         store = GenerationStore(run / "checkpoints")
-        self.gens = store.generations()
+        self.gens = store.candidates()  # [0]: the one resume loads if it is whole
         self.gen_step = None
         if self.gens:
             try:
                 self.gen_step = store.manifest(self.gens[0]).get("env_step")
             except (OSError, ValueError):
                 self.notes.append(f"checkpoints/{self.gens[0].name}/MANIFEST.json is unreadable")
-        self.holder = _lock_holder(run) if self.result is None else None
+        self.holder = RunDirLock.holder(run) if self.result is None else None
         tests: list[dict[str, float]] = []
         try:
             tests = read_tests(run) if (run / TESTS_FILE).is_file() else []
@@ -479,29 +481,6 @@ def _read_json(path: Path, notes: list[str]) -> Any:
     except (OSError, ValueError) as exc:
         notes.append(f"{path.name} is unreadable ({exc})")
         return None
-
-
-def _lock_holder(run: Path) -> str | None:
-    """The pid a run in progress wrote into the run directory's lock (``"?"`` if unreadable),
-    or None when no run holds it. The probe takes a shared lock for an instant; a run starting
-    in that instant retries its own lock (see ``RunDirLock``)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: runs take no lock there
-        return None
-    try:
-        fd = os.open(run / ".lock", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return os.read(fd, 64).decode(errors="replace").strip() or "?"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def _settings_changed(algo: str, env_id: str, data: Mapping[str, Any], width: int) -> list[str]:
