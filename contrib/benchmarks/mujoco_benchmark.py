@@ -87,7 +87,11 @@ the last digit: a trial's returns do not depend on the machine's load, only its 
 The first pair of HalfCheetah DDPG seed 105 (rlblocks 223 s, Tianshou 863 s) overlapped short
 diagnostic runs on the other core, mostly during Tianshou's trial, which can flatter the wall
 ratio; both trials were run again back to back on a quiet machine the same day, and the first
-pair is kept in ``loaded-trials.jsonl``.
+pair is kept in ``loaded-trials.jsonl``. The extension ended on 2026-11-29 with seed 109 of
+Hopper SAC and the three HalfCheetah cells; two of those rlblocks trials (HalfCheetah SAC and
+TD3) shared the machine with a single-threaded, niced diagnostic run on the other core, started
+after the rlblocks trial and ended before the Tianshou trial of the pair began, which can only
+slow rlblocks' side; the table keeps them.
 
 Run (in .venv-bench, see README.md): ``python contrib/benchmarks/mujoco_benchmark.py
 --envs Hopper-v5,HalfCheetah-v5 --algos sac,td3,ddpg,ppo --steps 50000 --seeds 5
@@ -611,10 +615,9 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "above 2.78 at 4 degrees of freedom, 2.45 at 6, 2.31 at 8, 2.26 at 9 and 2.10 at 18 "
         "(5 or 10 seeds each), so smaller values say the two libraries are not told apart by "
         "these seeds. Seeds 103 and 104 were added to every cell after the first three, and "
-        "105-109 to the PPO cells (both libraries, decided before they ran); the six off-policy "
-        "cells are being extended to 105-109 as well (all alike, both libraries, decided on "
-        "2026-11-28 before any of them ran, whatever they show), a seed at a time, so until "
-        "that is done their counts differ: the seeds column shows each cell's count. "
+        "105-109 to every cell later (both libraries, all cells alike, decided before any of "
+        "them ran and reported whatever they showed: PPO's, then the off-policy cells' on "
+        "2026-11-28, the last trials run on 2026-11-29). "
         "Trials kept beside the results (see the script's docstring) are not in the table. "
         "The two trials of a seed run back to back, but a cell's seeds may come from different "
         "days, and the "
