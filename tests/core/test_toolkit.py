@@ -470,12 +470,21 @@ def test_deterministic_actor_is_bounded() -> None:
     assert out.shape == (10, 2) and out.abs().max() <= 1.0
 
 
-def test_ensemble_members_equal_separate_linear_layers() -> None:
-    layer = EnsembleLinear(3, 4, 5)
-    x = torch.randn(3, 7, 4)
+@pytest.mark.parametrize("out_dim", [5, 1])  # 1: a critic's scalar head, its own CPU kernel
+def test_ensemble_members_equal_separate_linear_layers(out_dim: int) -> None:
+    layer = EnsembleLinear(3, 4, out_dim)
+    x = torch.randn(3, 7, 4, requires_grad=True)
     out = layer(x)
+    assert out.shape == (3, 7, out_dim)
     for i in range(3):
         torch.testing.assert_close(out[i], x[i] @ layer.weight[i] + layer.bias[i, 0])
+    # gradients reach the weights, the bias and the input as separate layers' would
+    (out * torch.arange(out.numel()).reshape(out.shape)).sum().backward()
+    w, b, xi = (t.detach().clone().requires_grad_() for t in (layer.weight, layer.bias, x))
+    ref = torch.stack([xi[i] @ w[i] + b[i, 0] for i in range(3)])
+    (ref * torch.arange(ref.numel()).reshape(ref.shape)).sum().backward()
+    for got, want in ((layer.weight.grad, w.grad), (layer.bias.grad, b.grad), (x.grad, xi.grad)):
+        torch.testing.assert_close(got, want)
 
 
 def test_q_ensemble_members_are_independent() -> None:
