@@ -791,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = {a: {fw: [] for fw in contenders(a)} for a in algos}
     script = sys.argv[0] if sys.argv and sys.argv[0] else os.path.relpath(__file__)
-    command = shlex.join([sys.executable, script, *argv])
+    command = shlex.join(["python", script, *argv])  # the venv's own path says nothing to a reader
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     header = [
         f"Time to solve {ENV_ID}: seconds until the mean of {TEST_EPISODES} test episodes "
