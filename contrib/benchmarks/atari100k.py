@@ -116,12 +116,13 @@ import math
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import types
 from typing import Any
+
+from _trials import run_json_trial
 
 FRAMEWORKS = ("rlblocks", "tianshou")
 LABELS = {
@@ -576,16 +577,7 @@ def run_trial(fw: str, game: str, seed: int, args: argparse.Namespace) -> dict[s
         "cap": args.cap,
         "torch_threads": args.torch_threads,
     }
-    timeout = args.cap + args.grace if args.cap else None
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {**base, "error": f"killed after cap + grace = {timeout:.0f} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return {**base, **json.loads(line)}
-    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-    return {**base, "error": f"exit {proc.returncode}: {tail}"}
+    return run_json_trial(cmd, base, timeout=args.cap + args.grace if args.cap else None)
 
 
 def _mean_std(xs: list[float]) -> str:

@@ -34,12 +34,16 @@ import argparse
 import json
 import math
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
+
+from _trials import finite, median_cell, median_seconds, run_json_trial
+
+#: what a trial that did not run to its end counts as
+UNSOLVED = {"solved": False, "seconds": None}
+
 
 ENV_ID = "CartPole-v1"
 THRESHOLD = 475.0  # gymnasium's reward_threshold for CartPole-v1
@@ -132,7 +136,7 @@ def trial_rlblocks(seed: int, cap: float) -> dict[str, Any]:
         "seconds": seconds,
         "outer_seconds": outer,  # our own clock around train(), setup included
         "env_steps": int(result.env_steps),
-        "best_test_return": _finite(result.best_test_return),
+        "best_test_return": finite(result.best_test_return),
         "stop_reason": str(result.stop_reason),
     }
 
@@ -181,7 +185,7 @@ def trial_sb3(seed: int, cap: float) -> dict[str, Any]:
         "solved": best >= THRESHOLD and seconds <= cap,
         "seconds": seconds,
         "env_steps": int(model.num_timesteps),
-        "best_test_return": _finite(best),
+        "best_test_return": finite(best),
         "n_evals": len(eval_cb.evaluations_timesteps),
         "stop_reason": "cap" if cap_cb.capped else ("solved" if best >= THRESHOLD else "budget"),
     }
@@ -283,17 +287,13 @@ def trial_tianshou(seed: int, cap: float) -> dict[str, Any]:
         "solved": best >= THRESHOLD and seconds <= cap and not capped,
         "seconds": seconds,
         "env_steps": int(train_collector.collect_step),
-        "best_test_return": _finite(best),
+        "best_test_return": finite(best),
         "n_evals": len(test_means),
         "stop_reason": "cap" if capped else ("solved" if best >= THRESHOLD else "budget"),
     }
 
 
 TRIALS = {"rlblocks": trial_rlblocks, "sb3": trial_sb3, "tianshou": trial_tianshou}
-
-
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,17 +315,7 @@ def run_trial_subprocess(fw: str, seed: int, args: argparse.Namespace) -> dict[s
         str(args.torch_threads),
     ]
     base = {"framework": fw, "seed": seed}
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=args.cap + args.grace, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {**base, "solved": False, "seconds": None, "error": "killed at cap + grace"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return {**base, **json.loads(line)}
-    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-    return {**base, "solved": False, "seconds": None, "error": f"exit {proc.returncode}: {tail}"}
+    return run_json_trial(cmd, base, timeout=args.cap + args.grace, failed=UNSOLVED)
 
 
 def _fmt_cell(r: dict[str, Any] | None) -> str:
@@ -337,20 +327,6 @@ def _fmt_cell(r: dict[str, Any] | None) -> str:
     if s is None:
         return "-"
     return f"{s:7.1f} {'yes' if r['solved'] else 'NO '}"
-
-
-def _median_seconds(results: list[dict[str, Any]]) -> float | None:
-    """Median seconds over seeds; an unsolved run counts as infinitely slow."""
-    if not results:
-        return None
-    vals = [r["seconds"] if r.get("solved") else math.inf for r in results]
-    return statistics.median(vals)
-
-
-def _fmt_med(m: float | None, cap: float) -> str:
-    if m is None:
-        return "-"
-    return f">{cap:.0f} (unsolved)" if math.isinf(m) else f"{m:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -414,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'seed':<8}" + "".join(f"{LABELS[fw]:>{width}}" for fw in frameworks))
     for i, seed in enumerate(seeds):
         print(f"{seed:<8}" + "".join(f"{_fmt_cell(results[fw][i]):>{width}}" for fw in frameworks))
-    med = {fw: _median_seconds(results[fw]) for fw in frameworks}
-    cells = [_fmt_med(med[fw], args.cap) for fw in frameworks]
+    med = {fw: median_seconds(results[fw]) for fw in frameworks}
+    cells = [median_cell(med[fw], args.cap) for fw in frameworks]
     print(f"{'median':<8}" + "".join(f"{c:>{width}}" for c in cells))
     n_solved = {fw: sum(bool(r.get("solved")) for r in results[fw]) for fw in frameworks}
     cells = [f"{n_solved[fw]}/{len(seeds)}" for fw in frameworks]

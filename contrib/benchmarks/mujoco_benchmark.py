@@ -102,6 +102,19 @@ because a PPO trial costs 20-100 s and 50k-step PPO returns on HalfCheetah sprea
 average out; at 5 seeds HalfCheetah PPO read -30 ± 82 (rlblocks) against 97 ± 60 (Tianshou).
 The off-policy extension (above) is the same command with ``--algos sac,td3,ddpg --seeds 10``;
 a re-run skips the trials already in ``results.jsonl``.
+
+On 2026-11-29 (commit 351393c) the critics' scalar output layer got its own CPU kernel
+(``rlblocks.nets.critics.EnsembleLinear``: a multiply and a row sum instead of ``baddbmm``'s
+matrix-vector path; the same arithmetic, rounded differently, with 1.3-1.5x Tianshou's CPU
+gradient steps per second against 1.2-1.5x before, ``docs/benchmarks/update_rate_cpu.md``).
+Every off-policy trial in the table ran the code before it (5494d6d or earlier), and today's
+code does not repeat their curves digit for digit: a change in rounding sends a trial down
+another path from the first updates on, as a change of seed would. Re-running the six off-policy
+cells whole, both libraries, at 10 seeds takes about 20 hours of this machine; until that is
+done the off-policy rows describe the earlier code, and from then on each rlblocks trial records
+the commit it ran (``rlblocks_code``; the report counts them under the table). A returns-only
+check of the new code on fresh seeds (200-209, wall not measured: both cores were in use) is
+kept beside the results: ``hopper-seeds-200-209.jsonl``.
 """
 
 from __future__ import annotations
@@ -116,6 +129,8 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+from _trials import run_json_trial
 
 ALGOS = ("sac", "td3", "ddpg", "ppo")
 FRAMEWORKS = ("rlblocks", "tianshou")
@@ -249,6 +264,33 @@ def interval_for(algo: str, test_interval: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def code_version(module_file: str) -> str:
+    """The git commit the imported rlblocks comes from (``+modified`` when its tracked files
+    differ from that commit), else the installed version: a trial records the code it ran, so
+    a table can tell trials of different code apart."""
+    where = os.path.dirname(os.path.abspath(module_file))
+
+    def git(*cmd: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", where, *cmd], capture_output=True, text=True, timeout=30
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "--short=7", "HEAD")
+    if commit:
+        modified = git("status", "--porcelain", "--untracked-files=no")
+        return commit + ("+modified" if modified else "")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "rlblocks " + version("rlblocks")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def trial_rlblocks(
     algo: str, env: str, seed: int, steps: int, interval: int, extra: list[str] | None = None
 ) -> dict[str, Any]:
@@ -283,6 +325,7 @@ def trial_rlblocks(
             stop_reward=1e12,  # never reached: the whole budget runs
         )
     out = {"curve": curve, "seconds": float(result.wall_seconds), "env_steps": result.env_steps}
+    out["rlblocks_code"] = code_version(rlblocks.__file__)
     if extra:
         out["rlblocks_set"] = list(extra)
     return out
@@ -556,12 +599,7 @@ def run_trial(fw: str, algo: str, env: str, seed: int, args: argparse.Namespace)
     for item in args.rlblocks_set:
         cmd += ["--rlblocks-set", item]
     base = {"framework": fw, "algo": algo, "env": env, "seed": seed, "budget": budget}
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return {**base, **json.loads(line)}
-    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-    return {**base, "error": f"exit {proc.returncode}: {tail}"}
+    return run_json_trial(cmd, base)
 
 
 def _pair_ratio(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> str:
@@ -668,6 +706,17 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {pair} | "
                 f"{paper} |"
             )
+    codes: dict[str, int] = {}
+    for r in ok:
+        if r["framework"] == "rlblocks":
+            code = r.get("rlblocks_code", "not recorded")
+            codes[code] = codes.get(code, 0) + 1
+    lines += [
+        "",
+        "rlblocks code of the trials (`rlblocks_code` in results.jsonl; recorded from "
+        "2026-11-29 on, the trials before ran commit 5494d6d or earlier): "
+        + "; ".join(f"{code}: {n} trial{'s' * (n != 1)}" for code, n in sorted(codes.items())),
+    ]
     done = {_key(r) for r in ok}
     errors = [r for r in results if "error" in r and _key(r) not in done]  # not since re-run
     if errors:

@@ -51,13 +51,17 @@ import argparse
 import json
 import math
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
+
+from _trials import finite, gist, median_cell, median_seconds, run_json_trial
+
+#: what a trial that did not run to its end counts as
+UNSOLVED = {"solved": False, "seconds": None}
+
 
 ENV_ID = "Pendulum-v1"
 THRESHOLD = -250.0  # the stop threshold of Tianshou's tests for Pendulum (gymnasium sets none)
@@ -148,10 +152,6 @@ class _CapReached(Exception):
     pass
 
 
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
-
-
 # --------------------------------------------------------------------------------------------
 # Trials (each runs in its own subprocess and returns a dict)
 # --------------------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def trial_rlblocks(algo: str, seed: int, cap: float, sets: list[str]) -> dict[st
         "seconds": seconds,
         "outer_seconds": outer,  # our own clock around train(), setup included
         "env_steps": int(result.env_steps),
-        "best_test_return": _finite(result.best_test_return),
+        "best_test_return": finite(result.best_test_return),
         "stop_reason": str(result.stop_reason),
     }
 
@@ -253,7 +253,7 @@ def trial_sb3(algo: str, seed: int, cap: float, eval_freq: int) -> dict[str, Any
         "solved": best >= THRESHOLD and seconds <= cap,
         "seconds": seconds,
         "env_steps": int(model.num_timesteps),
-        "best_test_return": _finite(best),
+        "best_test_return": finite(best),
         "n_evals": eval_cb.n_calls // eval_freq,  # evaluations_timesteps needs a log_path
         "stop_reason": "cap" if cap_cb.capped else ("solved" if best >= THRESHOLD else "budget"),
     }
@@ -390,7 +390,7 @@ def trial_tianshou(algo: str, seed: int, cap: float, nan_check: str = "on") -> d
         "solved": best >= THRESHOLD and seconds <= cap and not capped,
         "seconds": seconds,
         "env_steps": int(train_collector.collect_step),
-        "best_test_return": _finite(best),
+        "best_test_return": finite(best),
         "n_evals": len(test_means),
         "stop_reason": "cap" if capped else ("solved" if best >= THRESHOLD else "budget"),
     }
@@ -411,24 +411,7 @@ def run_trial_subprocess(fw: str, algo: str, seed: int, args: argparse.Namespace
     for kv in args.rlblocks_set:
         cmd += ["--rlblocks-set", kv]
     base = {"framework": fw, "algo": algo, "seed": seed}
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=args.cap + args.grace, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {**base, "solved": False, "seconds": None, "error": "killed at cap + grace"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return {**base, **json.loads(line)}
-    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-    return {**base, "solved": False, "seconds": None, "error": f"exit {proc.returncode}: {tail}"}
-
-
-def _median_seconds(results: list[dict[str, Any]]) -> float | None:
-    """Median seconds over seeds; an unsolved run counts as infinitely slow."""
-    if not results or all(r.get("error") for r in results):
-        return None
-    return statistics.median(r["seconds"] if r.get("solved") else math.inf for r in results)
+    return run_json_trial(cmd, base, timeout=args.cap + args.grace, failed=UNSOLVED)
 
 
 def _cell(r: dict[str, Any]) -> str:
@@ -438,21 +421,6 @@ def _cell(r: dict[str, Any]) -> str:
     if s is None:
         return "-"
     return f"{s:.1f}" if r.get("solved") else f"({s:.0f})"
-
-
-def _gist(error: str) -> str:
-    """The exception line of a trial's traceback (else its last line)."""
-    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln):
-            return ln
-    return lines[-1] if lines else ""
-
-
-def _fmt_med(m: float | None, cap: float) -> str:
-    if m is None:
-        return "error"
-    return f">{cap:.0f}" if math.isinf(m) else f"{m:.1f}"
 
 
 def _ratio(ours: float | None, peer: float | None, cap: float) -> str:
@@ -479,7 +447,7 @@ def build_table(
             "median env steps", "faster peer / rlblocks"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for algo in algos:
-        med = {fw: _median_seconds(results[algo][fw]) for fw in frameworks}
+        med = {fw: median_seconds(results[algo][fw]) for fw in frameworks}
         peers = [fw for fw in frameworks if fw != "rlblocks" and med[fw] is not None]
         best_peer = min(peers, key=lambda fw: med[fw]) if peers else None  # type: ignore[arg-type]
         for fw in frameworks:
@@ -489,7 +457,7 @@ def build_table(
             if fw == "rlblocks" and best_peer is not None and med["rlblocks"] is not None:
                 ratio = f"{_ratio(med['rlblocks'], med[best_peer], cap)} ({LABELS[best_peer]})"
             row = [
-                algo.upper(), LABELS[fw], *[_cell(r) for r in rs], _fmt_med(med[fw], cap),
+                algo.upper(), LABELS[fw], *[_cell(r) for r in rs], median_cell(med[fw], cap),
                 f"{sum(bool(r.get('solved')) for r in rs)}/{len(rs)}",
                 f"{statistics.median(steps):,.0f}" if steps else "-", ratio,
             ]
@@ -591,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + table + "\n\n" + notes)
     errors = [r for a in algos for fw in frameworks for r in results[a][fw] if r.get("error")]
     for r in errors:
-        print(f"error: {r['algo']} {LABELS[r['framework']]} seed {r['seed']}: {_gist(r['error'])}")
+        print(f"error: {r['algo']} {LABELS[r['framework']]} seed {r['seed']}: {gist(r['error'])}")
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(table + "\n\n" + notes + "\n")

@@ -32,10 +32,11 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
+
+from _trials import run_json_trial
 
 TASKS: dict[str, dict[str, Any]] = {
     "ppo-cartpole": {"algo": "ppo", "env": "CartPole-v1", "threshold": 475.0},
@@ -271,14 +272,8 @@ TRIALS = {"rlblocks": trial_rlblocks, "sb3": trial_sb3, "tianshou": trial_tiansh
 def run_trial(fw: str, task: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--_trial", fw, "--_task", task, "--_seed", str(seed),
            "--cap", str(args.cap), "--sb3-eval-freq", str(args.sb3_eval_freq)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.cap + 120)
-    except subprocess.TimeoutExpired:
-        return {"solved": False, "seconds": math.inf, "error": "killed after cap + grace"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"solved": False, "seconds": math.inf, "error": proc.stderr.strip()[-300:]}
-    return json.loads(lines[-1])
+    unsolved = {"solved": False, "seconds": math.inf}  # this script's medians count it slowest
+    return run_json_trial(cmd, {}, timeout=args.cap + 120, failed=unsolved)
 
 
 def median_seconds(results: list[dict[str, Any]]) -> float:

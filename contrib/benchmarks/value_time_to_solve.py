@@ -73,14 +73,18 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
+
+from _trials import finite, gist, median_cell, median_seconds, run_json_trial
+
+#: what a trial that did not run to its end counts as
+UNSOLVED = {"solved": False, "seconds": None}
+
 
 ENV_ID = "CartPole-v1"
 THRESHOLD = 475.0  # gymnasium's reward_threshold for CartPole-v1
@@ -215,10 +219,6 @@ class _CapReached(Exception):
     pass
 
 
-def _finite(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(float(x)) else float(x)
-
-
 # --------------------------------------------------------------------------------------------
 # Trials (each runs in its own subprocess and returns a dict)
 # --------------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def trial_rlblocks(algo: str, seed: int, cap: float) -> dict[str, Any]:
         "seconds": seconds,
         "outer_seconds": outer,  # our clock around train(): setup included
         "env_steps": int(result.env_steps),
-        "best_test_return": _finite(result.best_test_return),
+        "best_test_return": finite(result.best_test_return),
         "stop_reason": str(result.stop_reason),
     }
 
@@ -444,7 +444,7 @@ def trial_tianshou(algo: str, seed: int, cap: float, nan_check: str = "on") -> d
         "solved": solved,
         "seconds": seconds,
         "env_steps": int(train_collector.collect_step),
-        "best_test_return": _finite(best),
+        "best_test_return": finite(best),
         "n_evals": len(test_means),
         "stop_reason": "cap" if capped else ("solved" if best >= THRESHOLD else "ended"),
     }
@@ -498,7 +498,7 @@ def trial_sb3(algo: str, seed: int, cap: float, eval_freq: int) -> dict[str, Any
         "solved": best >= THRESHOLD and seconds <= cap,
         "seconds": seconds,
         "env_steps": int(model.num_timesteps),
-        "best_test_return": _finite(best),
+        "best_test_return": finite(best),
         "n_evals": eval_cb.n_calls // eval_freq,
         "stop_reason": "cap" if cap_cb.capped else ("solved" if best >= THRESHOLD else "ended"),
     }
@@ -572,24 +572,7 @@ def run_trial_subprocess(fw: str, algo: str, seed: int, args: argparse.Namespace
         args.tianshou_nan_check,
     ]
     base = {"framework": fw, "algo": algo, "seed": seed}
-    try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=args.cap + args.grace, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return {**base, "solved": False, "seconds": None, "error": "killed at cap + grace"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            return {**base, **json.loads(line)}
-    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-    return {**base, "solved": False, "seconds": None, "error": f"exit {proc.returncode}: {tail}"}
-
-
-def _median(results: list[dict[str, Any]]) -> float | None:
-    """Median seconds over seeds, an unsolved run counting as infinitely slow; None: all failed."""
-    if not results or all(r.get("error") for r in results):
-        return None
-    return statistics.median(r["seconds"] if r.get("solved") else math.inf for r in results)
+    return run_json_trial(cmd, base, timeout=args.cap + args.grace, failed=UNSOLVED)
 
 
 def _seed_cell(r: dict[str, Any]) -> str:
@@ -598,21 +581,6 @@ def _seed_cell(r: dict[str, Any]) -> str:
     if r.get("seconds") is None:
         return "-"
     return f"{r['seconds']:.1f} {'yes' if r.get('solved') else 'no'}"
-
-
-def _median_cell(m: float | None, cap: float) -> str:
-    if m is None:
-        return "error"
-    return f">{cap:.0f}" if math.isinf(m) else f"{m:.1f}"
-
-
-def _gist(error: str) -> str:
-    """The exception line of a trial's traceback, else its last line."""
-    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", ln):
-            return ln
-    return lines[-1] if lines else ""
 
 
 def speedup(ours: float | None, peer: float | None, cap: float) -> tuple[str, bool | None]:
@@ -664,7 +632,7 @@ def build_report(
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     speedups: list[str] = []
     for algo, per_fw in results.items():
-        med = {fw: _median(rs) for fw, rs in per_fw.items()}
+        med = {fw: median_seconds(rs) for fw, rs in per_fw.items()}
         best = _faster_peer(med)
         for fw, rs in per_fw.items():
             steps = [r["env_steps"] for r in rs if r.get("env_steps") is not None]
@@ -675,7 +643,7 @@ def build_report(
                 NAMES[algo],
                 LABELS[fw],
                 *[_seed_cell(r) for r in rs],
-                _median_cell(med[fw], cap),
+                median_cell(med[fw], cap),
                 f"{sum(bool(r.get('solved')) for r in rs)}/{len(rs)}",
                 f"{statistics.median(steps):,.0f}" if steps else "-",
                 ratio,
@@ -830,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = run_trial_subprocess(fw, algo, seed, args)
                 results[algo][fw].append(r)
                 if r.get("error"):
-                    extra = f"error: {_gist(r['error'])}"
+                    extra = f"error: {gist(r['error'])}"
                 else:
                     extra = (
                         f"{r['seconds']:7.1f} s solved={r['solved']} env_steps={r['env_steps']} "
@@ -850,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
         *speedups,
     ]
     errors = [
-        f"error: {NAMES[r['algo']]} {LABELS[r['framework']]} seed {r['seed']}: {_gist(r['error'])}"
+        f"error: {NAMES[r['algo']]} {LABELS[r['framework']]} seed {r['seed']}: {gist(r['error'])}"
         for per_fw in results.values()
         for rs in per_fw.values()
         for r in rs

@@ -1,0 +1,96 @@
+"""The benchmark scripts' shared trial runner and table helpers (contrib/benchmarks/_trials.py),
+and that every script using it still starts when run as a script (its folder on sys.path)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "contrib" / "benchmarks"
+
+
+def _load_trials():
+    spec = importlib.util.spec_from_file_location("_bench_trials", BENCH / "_trials.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+trials = _load_trials()
+
+
+def test_a_trial_returns_its_last_json_line_over_the_base() -> None:
+    code = (
+        "print('{\"seconds\": 0.5}'); print('chatter'); "
+        'print(\'{"seconds": 1.5, "solved": true}\')'
+    )
+    r = trials.run_json_trial([sys.executable, "-c", code], {"seed": 7, "seconds": None})
+    assert r == {"seed": 7, "seconds": 1.5, "solved": True}
+
+
+def test_a_failed_trial_keeps_its_exit_status_and_traceback() -> None:
+    code = (
+        "import sys; print('no json here'); "
+        "sys.stderr.write('Traceback (most recent call last):\\n  File x\\n'); "
+        "sys.stderr.write('ValueError: bad rate\\n'); "
+        "sys.exit(3)"
+    )
+    r = trials.run_json_trial(
+        [sys.executable, "-c", code], {"seed": 1}, failed={"solved": False, "seconds": None}
+    )
+    assert r["seed"] == 1 and r["solved"] is False and r["seconds"] is None
+    assert r["error"].startswith("exit 3:")
+    assert trials.gist(r["error"]) == "ValueError: bad rate"
+    assert trials.gist("just a last line\n") == "just a last line"
+
+
+def test_a_trial_past_its_timeout_is_killed_and_said_so() -> None:
+    r = trials.run_json_trial(
+        [sys.executable, "-c", "import time; time.sleep(60)"], {"seed": 2}, timeout=0.5
+    )
+    assert "killed after" in r["error"] and r["seed"] == 2
+
+
+def test_median_counts_an_unsolved_trial_slowest_and_all_errors_as_none() -> None:
+    ok = {"solved": True, "seconds": 3.0}
+    unsolved = {"solved": False, "seconds": 150.0}
+    broken = {"solved": False, "seconds": None, "error": "exit 1: boom"}
+    assert trials.median_seconds([ok, unsolved, {"solved": True, "seconds": 5.0}]) == 5.0
+    assert math.isinf(trials.median_seconds([unsolved, unsolved, ok]))
+    assert trials.median_seconds([broken, broken]) is None
+    assert trials.median_seconds([]) is None
+    assert trials.median_cell(None, 150) == "error"
+    assert trials.median_cell(math.inf, 150) == ">150"
+    assert trials.median_cell(7.25, 150) == "7.2"
+    assert trials.finite(float("nan")) is None and trials.finite(math.inf) is None
+    assert trials.finite(None) is None and trials.finite(2) == 2.0
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "atari100k.py",
+        "dqn_time_to_solve.py",
+        "mujoco_benchmark.py",
+        "offpolicy_time_to_solve.py",
+        "onpolicy_time_to_solve.py",
+        "value_time_to_solve.py",
+    ],
+)
+def test_each_script_using_the_runner_starts_from_anywhere(script: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "usage:" in proc.stdout
