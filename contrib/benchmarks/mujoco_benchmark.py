@@ -115,9 +115,10 @@ done the off-policy rows describe the earlier code, and from then on each rlbloc
 the commit it ran (``rlblocks_code``; the report counts them under the table). A returns-only
 check of the new code on fresh seeds (200-209, wall not measured: both cores were in use) is
 kept beside the results: ``hopper-seeds-200-209.jsonl`` (``walls_comparable`` false). As it
-stood when this session stopped (2026-11-29): Hopper TD3 rlblocks 249 ± 59 over seeds 200-209,
-Tianshou 280 ± 118 over 200-207 (Welch t -0.68; rlblocks ahead on 4 of the 8 seeds both ran:
-a seed's two trials start from the same weights and warm-up data, their first tests agree);
+stood on 2026-11-29, with Tianshou's later seeds still to run: Hopper TD3 rlblocks 249 ± 59
+over seeds 200-209, Tianshou 280 ± 118 over 200-207 (Welch t -0.68; rlblocks ahead on 4 of
+the 8 seeds both ran: a seed's two trials start from the same weights and warm-up data, their
+first tests agree);
 Hopper DDPG rlblocks 238 ± 90 over 200-209, Tianshou 347 ± 67 over 200-202 (ahead on 1 of 3).
 """
 
