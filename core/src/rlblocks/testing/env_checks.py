@@ -16,13 +16,15 @@ wrong order, a lost action, a hidden autoreset or a shared seed shows up as a pl
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.protocols import VectorEnv
+from rlblocks.errors import EnvWorkerError
+from rlblocks.protocols import AsyncVectorEnv, VectorEnv
 
 # Observation layout of a probe env: one float64 vector of these fields.
 _INDEX, _T, _RESETS, _LAST_ACTION, _NOISE = range(5)
@@ -35,11 +37,14 @@ class ProbeEnv(gym.Env):
 
     Observation ``[index, t, resets, last_action, noise]``: ``t`` counts steps in the episode,
     ``resets`` counts resets over the env's life, ``noise`` is drawn from the env's RNG at reset (so
-    it identifies the seed). Reward is ``10 * index + t``. Module-level so subprocess backends can
-    pickle its factories.
+    it identifies the seed). Reward is ``10 * index + t``. ``render()`` gives a 2x2 RGB frame
+    filled with ``10 * index + t``; ``tag`` is a plain attribute for ``get_attr``/``set_attr``.
+    Module-level so subprocess backends can pickle its factories.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's convention)
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012 (gymnasium's)
+    render_mode = "rgb_array"
+    tag = 0.0
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -70,6 +75,9 @@ class ProbeEnv(gym.Env):
         truncated = done and self.index % 2 == 1
         return self._state.copy(), float(10 * self.index + t), terminated, truncated, {}
 
+    def render(self) -> np.ndarray:
+        return np.full((2, 2, 3), 10 * self.index + int(self._state[_T]), dtype=np.uint8)
+
     def snapshot_state(self) -> dict[str, Any]:
         """Plain values a resumed run restores (see :mod:`rlblocks.env_state`)."""
         return {"state": self._state.copy(), "resets": self._resets}
@@ -77,6 +85,19 @@ class ProbeEnv(gym.Env):
     def restore_state(self, state: dict[str, Any]) -> None:
         self._state = np.array(state["state"], dtype=np.float64)
         self._resets = int(state["resets"])
+
+
+class FailingProbeEnv(ProbeEnv):
+    """A probe env whose second step raises :class:`ProbeEnvFailure` (what a broken env does)."""
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._state[_T] >= 1:
+            raise ProbeEnvFailure(f"probe env {self.index} failed on purpose")
+        return super().step(action)
+
+
+class ProbeEnvFailure(RuntimeError):
+    """Raised inside :class:`FailingProbeEnv`; a backend reports it as ``EnvWorkerError``."""
 
 
 def probe_env_fns(num_envs: int) -> list[Callable[[], gym.Env]]:
@@ -110,7 +131,7 @@ def _check_rows(obs: np.ndarray, env_ids: Sequence[int], what: str) -> None:
 
 
 def _check_step(
-    result: Any, env_ids: Sequence[int], actions: np.ndarray, what: str
+    result: Any, env_ids: Sequence[int], actions: np.ndarray | None, what: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     assert isinstance(result, tuple) and len(result) == 5, (
         f"{what}: step should return (obs, rew, terminated, truncated, infos), got "
@@ -135,9 +156,9 @@ def _check_step(
         f"{what}: env(s) {fresh} returned the first observation of a new episode from step(); "
         "a backend must not autoreset (the caller resets finished envs)"
     )
-    sent = np.asarray(actions).tolist()
+    sent = None if actions is None else np.asarray(actions).tolist()
     got = obs[:, _LAST_ACTION].astype(int).tolist()
-    assert got == sent, (
+    assert sent is None or got == sent, (
         f"{what}: env_ids {list(env_ids)} were sent actions {sent} (in env_ids order) but "
         f"received {got}; actions[k] must go to env env_ids[k]"
     )
@@ -156,9 +177,14 @@ def check_vector_env(
     and of a subset (list or array ``env_ids``, results in ``env_ids`` order); step of all and of a
     subset; reward, ``terminated`` and ``truncated`` shapes and dtypes; no autoreset (a finished
     env keeps its terminal observation until the caller resets it); ``reset(seed=s)`` seeding env
-    ``i`` with ``s + i``; ``close()`` twice; the context manager when the backend has one; and,
-    when it has ``snapshot``/``restore``, that a restored twin continues every episode exactly
-    (the envs' ``needs_reset`` flags included).
+    ``i`` with ``s + i``; ``close()`` twice; the context manager when the backend has one; that
+    an env raising in ``step`` reaches the caller as :class:`~rlblocks.errors.EnvWorkerError`
+    naming the env and the env's own error; and the optional abilities the backend has: with
+    ``snapshot``/``restore``, that a restored twin continues every episode exactly (the envs'
+    ``needs_reset`` flags included); with ``step_async``/``step_wait``
+    (:class:`~rlblocks.protocols.AsyncVectorEnv`), that ready envs come back with their own ids,
+    each result once, and can step again while the others run; with ``render``, ``get_attr`` and
+    ``set_attr``, that they reach the envs named by ``env_ids``, in that order.
     Stepping an env whose episode ended, without resetting it, may raise; it must not reset it.
     Raises AssertionError with a message saying which rule broke.
     """
@@ -169,11 +195,15 @@ def check_vector_env(
         _check_reset(env, num_envs)
         _check_step_and_no_autoreset(env, num_envs)
         _check_seeding(env, num_envs)
+        _check_render_and_attributes(env, num_envs)
     finally:
         env.close()
     env.close()  # a second close must be harmless
     if callable(getattr(env, "snapshot", None)):
         _check_snapshots(make_env, num_envs)
+    if isinstance(env, AsyncVectorEnv):
+        _check_async(make_env, num_envs)
+    _check_env_error(make_env, num_envs)
 
     if hasattr(env, "__enter__"):
         with make_env(probe_env_fns(num_envs)) as entered:
@@ -349,3 +379,114 @@ def _check_snapshots(
     finally:
         env.close()
         twin.close()
+
+
+def _check_render_and_attributes(env: VectorEnv, num_envs: int) -> None:
+    """``render``/``get_attr``/``set_attr``, for a backend that has them."""
+    subset = [num_envs - 1, 0]
+    tagged = [num_envs - 1, 0, 1]
+    if callable(getattr(env, "render", None)):
+        env.reset()
+        env.step(_actions(range(num_envs), 1))
+        frames = env.render(subset)  # type: ignore[attr-defined]
+        got = [int(np.asarray(f).reshape(-1)[0]) for f in frames]
+        assert got == [10 * i + 1 for i in subset], (
+            f"render({subset}) should give those envs' frames in env_ids order (probe frames "
+            f"read 10 * index + t: {[10 * i + 1 for i in subset]}), got {got}"
+        )
+    if callable(getattr(env, "get_attr", None)):
+        got = env.get_attr("index")  # type: ignore[attr-defined]
+        assert list(got) == list(range(num_envs)), (
+            f"get_attr('index') should read every env's attribute in env order, got {got}"
+        )
+    if callable(getattr(env, "set_attr", None)) and callable(getattr(env, "get_attr", None)):
+        env.set_attr("tag", 1.5, [1])  # type: ignore[attr-defined]
+        got = env.get_attr("tag", tagged)  # type: ignore[attr-defined]
+        assert list(got) == [0.0, 0.0, 1.5], (
+            f"set_attr('tag', 1.5, [1]) should change env 1 only: get_attr('tag', "
+            f"{tagged}) gave {got}, expected [0.0, 0.0, 1.5]"
+        )
+
+
+def _check_async(
+    make_env: Callable[[list[Callable[[], gym.Env]]], VectorEnv], num_envs: int
+) -> None:
+    """``step_async``/``step_wait``: every result once, with its own env id, whatever order the
+    envs finish in; ready envs step again while the others are in flight."""
+    env: Any = make_env(probe_env_fns(num_envs))
+    try:
+        env.reset()
+        env.step_async(_actions(range(num_envs), 1))
+        seen: dict[int, list[int]] = {i: [] for i in range(num_envs)}
+
+        def take(result: Any, what: str) -> list[int]:
+            assert isinstance(result, tuple) and len(result) == 6, (
+                f"{what}: step_wait should return (env_ids, obs, rew, terminated, truncated, "
+                f"infos), got {type(result).__name__} of length "
+                f"{len(result) if hasattr(result, '__len__') else '?'}"
+            )
+            ids = [int(i) for i in np.asarray(result[0]).reshape(-1)]
+            if not ids:
+                return ids
+            obs, *_ = _check_step(result[1:], ids, None, what)
+            for i, t, a in zip(ids, obs[:, _T].astype(int), obs[:, _LAST_ACTION].astype(int)):
+                assert a == (i + t) % _NUM_ACTIONS, (
+                    f"{what}: env {i} at its step {t} received action {a}, not the one sent to "
+                    "it; step_async's actions[k] must go to env_ids[k]"
+                )
+                assert t not in seen[i], f"{what}: env {i}'s step {t} came back twice"
+                seen[i].append(int(t))
+            return ids
+
+        ready = take(env.step_wait(wait_num=1), "first")
+        assert ready, "step_wait(wait_num=1) returned no env"
+        ready = [i for i in ready if i != 0]  # env 0's episode ends at its 2nd step
+        if ready:
+            env.step_async(_actions(ready, 2), ready)
+        expected = {i: [1, 2] if i in ready else [1] for i in range(num_envs)}
+        for _ in range(1000):
+            if seen == expected:
+                break
+            take(env.step_wait(), "step_wait")
+        assert seen == expected, (
+            f"after step_async of every env and then of the ready envs {ready}, step_wait gave "
+            f"these steps per env: {seen}; expected {expected}"
+        )
+        env.reset()
+        _check_step(
+            env.step(_actions(range(num_envs), 3)), list(range(num_envs)),
+            _actions(range(num_envs), 3), "step after step_wait",
+        )  # fmt: skip
+    finally:
+        env.close()
+
+
+def _check_env_error(
+    make_env: Callable[[list[Callable[[], gym.Env]]], VectorEnv], num_envs: int
+) -> None:
+    """An env that raises in ``step`` is reported as ``EnvWorkerError`` naming it."""
+    fns = probe_env_fns(num_envs)
+    fns[1] = functools.partial(FailingProbeEnv, 1)
+    env = make_env(fns)
+    try:
+        env.reset()
+        env.step(_actions(range(num_envs), 1))
+        try:
+            env.step(_actions(range(num_envs), 2))
+        except EnvWorkerError as err:
+            text = str(err)
+            assert re.search(r"\benv 1\b", text), (
+                f"EnvWorkerError should name the env that raised ('env 1'): {text!r}"
+            )
+            assert "probe env 1 failed on purpose" in text, (
+                f"EnvWorkerError should carry the env's own error message: {text!r}"
+            )
+        except Exception as err:  # the check reports what came instead
+            raise AssertionError(
+                f"an env raising in step should reach the caller as rlblocks.errors."
+                f"EnvWorkerError (naming the env), got {type(err).__name__}: {err}"
+            ) from err
+        else:
+            raise AssertionError("an env raised in step but step() returned without an error")
+    finally:
+        env.close()

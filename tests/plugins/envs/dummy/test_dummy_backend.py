@@ -27,6 +27,77 @@ def test_the_kit_catches_a_backend_whose_restore_forgets_the_envs() -> None:
         check_vector_env(Forgetful)
 
 
+class _AsyncDummy(DummyVectorEnv):
+    """The smallest async backend: ``step_async`` steps at once, ``step_wait`` hands back the
+    results in ready order (here: the reverse of the order sent, to show ids travel with rows)."""
+
+    def __init__(self, env_fns, **kwargs) -> None:
+        super().__init__(env_fns, **kwargs)
+        self._ready: list[tuple[np.ndarray, tuple]] = []
+
+    def step_async(self, actions, env_ids=None) -> None:
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        self._ready.append((ids, self.step(actions, ids)))
+
+    def step_wait(self, wait_num=None, timeout=None):
+        ids, (obs, rew, terminated, truncated, infos) = self._ready.pop(0)
+        back = np.arange(len(ids))[::-1]
+        return (
+            self._label(ids[back]),
+            obs[back],
+            rew[back],
+            terminated[back],
+            truncated[back],
+            [infos[k] for k in back],
+        )
+
+    def _label(self, ids: np.ndarray) -> np.ndarray:
+        return ids
+
+
+def test_an_async_backend_passes_the_kit_whatever_order_envs_finish_in() -> None:
+    check_vector_env(_AsyncDummy)
+
+
+def test_the_kit_catches_step_wait_rows_labelled_with_the_wrong_envs() -> None:
+    class Mislabelled(_AsyncDummy):
+        def _label(self, ids: np.ndarray) -> np.ndarray:
+            return ids[::-1]
+
+    with pytest.raises(AssertionError, match="env_ids order"):
+        check_vector_env(Mislabelled)
+
+
+def test_the_kit_catches_set_attr_that_ignores_env_ids() -> None:
+    class Everywhere(DummyVectorEnv):
+        def set_attr(self, name, value, env_ids=None) -> None:
+            super().set_attr(name, value)
+
+    with pytest.raises(AssertionError, match="should change env 1 only"):
+        check_vector_env(Everywhere)
+
+
+def test_the_kit_catches_render_in_the_wrong_order() -> None:
+    class Sorted(DummyVectorEnv):
+        def render(self, env_ids=None):
+            return super().render(sorted(env_ids))
+
+    with pytest.raises(AssertionError, match=r"render\(\[3, 0\]\)"):
+        check_vector_env(Sorted)
+
+
+def test_the_kit_catches_an_env_error_that_is_not_reported_as_env_worker_error() -> None:
+    class Raw(DummyVectorEnv):
+        def step(self, actions, env_ids=None):
+            try:
+                return super().step(actions, env_ids)
+            except EnvWorkerError as err:
+                raise err.__cause__ from None
+
+    with pytest.raises(AssertionError, match="got ProbeEnvFailure"):
+        check_vector_env(Raw)
+
+
 def test_make_vector_env_by_name_steps_cartpole() -> None:
     envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=3, seed=0)
     obs, _ = envs.reset(seed=0)

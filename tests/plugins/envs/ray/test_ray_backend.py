@@ -151,29 +151,6 @@ def test_same_seed_gives_the_dummy_backends_trajectories(local_ray: Any) -> None
     assert not np.allclose(reference[:, 0], reference[:, 1]), "envs must get distinct seeds"
 
 
-class RenderProbeEnv(ProbeEnv):
-    """A probe env that renders a 2x2 frame filled with its index and its step count."""
-
-    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012
-    render_mode = "rgb_array"
-    gravity = 9.8
-
-    def render(self) -> np.ndarray:
-        return np.full((2, 2, 3), 10 * self.index + int(self._state[1]), dtype=np.uint8)
-
-
-def test_render_and_attributes_reach_the_actors(local_ray: Any) -> None:
-    fns = [functools.partial(RenderProbeEnv, i) for i in range(3)]
-    with RayVectorEnv(fns, num_workers=2) as envs:
-        envs.reset(seed=0)
-        envs.step(np.zeros(3, dtype=int))
-        frames = envs.render([2, 0])
-        assert [int(f[0, 0, 0]) for f in frames] == [21, 1]
-        assert envs.get_attr("gravity") == [9.8, 9.8, 9.8]
-        envs.set_attr("gravity", 1.5, [1])
-        assert envs.get_attr("gravity", [2, 1]) == [9.8, 1.5]
-
-
 # -- async --------------------------------------------------------------------------------------
 class SlowProbeEnv(ProbeEnv):
     """A probe env whose step sleeps ``delay`` seconds."""
