@@ -55,7 +55,6 @@ def build(recorder: object, *, stop_reward=None, max_env_steps=400, **kw) -> Off
         buffer,
         step_per_collect=8,
         update_per_step=0.5,
-        warmup_steps=64,
         batch_size=16,
         max_env_steps=max_env_steps,
         test_interval=200,
@@ -63,7 +62,7 @@ def build(recorder: object, *, stop_reward=None, max_env_steps=400, **kw) -> Off
         log_interval=100,
         stop_reward=stop_reward,
         plugin_manager=make_plugin_manager([recorder]),
-        **kw,
+        **{"warmup_steps": 64, **kw},
     )
 
 
@@ -94,6 +93,17 @@ def test_hooks_fire_per_collect_update_and_test_in_order() -> None:
     assert names.count("update_end") <= 400 // 100 + 1
     steps = [c[1]["env_step"] for c in rec.calls if c[0] == "rollout_end"]
     assert steps == sorted(steps)
+
+
+def test_a_warm_up_that_reaches_a_test_step_is_tested_before_the_first_gradient_step() -> None:
+    rec = Recorder()
+    trainer = build(rec, warmup_steps=200)
+    trainer.run()
+    tests = [c for c in rec.calls if c[0] == "test_end"]
+    # the first test at the warm-up's end, with no update before it; the rest on schedule
+    assert [c[1]["env_step"] for c in tests] == [200, 400]
+    assert "update_end" not in rec.names()[: rec.names().index("test_end")]
+    assert trainer.state.gradient_step == int(0.5 * (trainer.state.env_step - 200))
 
 
 def test_update_logs_carry_the_learning_rate_and_the_epsilon_of_the_latest_collect() -> None:

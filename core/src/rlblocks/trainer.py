@@ -5,8 +5,9 @@ episodes) over all train envs, learn over all of it for ``repeat_per_collect`` p
 minibatches of ``batch_size``, then clear the buffer; partial episodes continue across collects.
 
 ``OffPolicyTrainer``: collect ``step_per_collect`` env steps, then ``update_per_step`` gradient
-steps per collected env step on samples of the replay buffer; test every ``test_interval`` env
-steps; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
+steps per collected env step on samples of the replay buffer (after ``warmup_steps`` of random
+actions); test every ``test_interval`` env steps, the first due test at the end of the warm-up
+(before any gradient step) when the warm-up reaches it; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
 or ``max_env_steps`` is spent. With ``test_in_training`` a test also runs as soon as the training
 episodes' recent mean return reaches ``stop_reward``, so a solved run stops without waiting for
 the next scheduled test; with ``test_screen_episodes`` a test whose first few episodes fall short
@@ -446,6 +447,14 @@ class BaseTrainer:
         try:
             self._phase = "collect"
             self._before_loop()
+            if has_tests and st.env_step >= st.next_test_step:
+                # a warm-up that reaches a test step is tested there, before the first gradient
+                # step: the curve's first point is the untrained policy, as in Tianshou's epoch 0
+                self._phase = "test"
+                while st.next_test_step <= st.env_step:
+                    st.next_test_step += self.test_interval
+                self.test()
+                self._phase = "collect"
             while True:
                 self._iterate()
                 self._check_updates()
