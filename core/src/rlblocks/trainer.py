@@ -7,8 +7,8 @@ minibatches of ``batch_size``, then clear the buffer; partial episodes continue 
 ``OffPolicyTrainer``: collect ``step_per_collect`` env steps, then ``update_per_step`` gradient
 steps per collected env step on samples of the replay buffer (after ``warmup_steps`` of random
 actions); test every ``test_interval`` env steps, the first due test at the end of the warm-up
-(before any gradient step) when the warm-up reaches it; stop when the mean test return reaches ``stop_reward``, a plugin's ``should_stop`` says so,
-or ``max_env_steps`` is spent. With ``test_in_training`` a test also runs as soon as the training
+(before any gradient step) when the warm-up reaches it; stop when the mean test return reaches
+``stop_reward``, a plugin's ``should_stop`` says so, or ``max_env_steps`` is spent. With ``test_in_training`` a test also runs as soon as the training
 episodes' recent mean return reaches ``stop_reward``, so a solved run stops without waiting for
 the next scheduled test; with ``test_screen_episodes`` a test whose first few episodes fall short
 of ``stop_reward`` ends there. ``BaseTrainer`` holds what every loop shares (testing, logging,
