@@ -8,11 +8,12 @@ minibatches of ``batch_size``, then clear the buffer; partial episodes continue 
 steps per collected env step on samples of the replay buffer (after ``warmup_steps`` of random
 actions); test every ``test_interval`` env steps, the first due test at the end of the warm-up
 (before any gradient step) when the warm-up reaches it; stop when the mean test return reaches
-``stop_reward``, a plugin's ``should_stop`` says so, or ``max_env_steps`` is spent. With ``test_in_training`` a test also runs as soon as the training
-episodes' recent mean return reaches ``stop_reward``, so a solved run stops without waiting for
-the next scheduled test; with ``test_screen_episodes`` a test whose first few episodes fall short
-of ``stop_reward`` ends there. ``BaseTrainer`` holds what every loop shares (testing, logging,
-checkpoints, stop rule, resumable counters), so on-policy and offline loops only write ``_iterate``.
+``stop_reward``, a plugin's ``should_stop`` says so, or ``max_env_steps`` is spent. With
+``test_in_training`` a test also runs as soon as the training episodes' recent mean return reaches
+``stop_reward``, so a solved run stops without waiting for the next scheduled test; with
+``test_screen_episodes`` a test whose first few episodes fall short of ``stop_reward`` ends there.
+``BaseTrainer`` holds what every loop shares (testing, logging, checkpoints, stop rule, resumable
+counters), so on-policy and offline loops only write ``_iterate``.
 
 Hooks fire once per collect, update round, test and run — never per env step.
 """
