@@ -65,6 +65,7 @@ def test_the_printed_config_reads_back_with_config(
         (["dqn", "--env", "Pendulum-v1"], "supports action spaces ['Discrete'], the env has Box"),
         (["sac", "--env", "CartPole-v1"], "algorithms that accept these spaces: a2c, c51"),
         (["ppo", "--set", "buffer.stack_num=4"], "trains on-policy"),
+        (["mappo", "--env", "CartPole-v1"], "learns from a multi-agent env's global state"),
         (["dqn", "--set", 'env.wrappers=["gymnasium.wrappers:NoSuchWrapper"]'], "NoSuchWrapper"),
     ],
     ids=[
@@ -77,6 +78,7 @@ def test_the_printed_config_reads_back_with_config(
         "spaces",
         "spaces-suggest",
         "on-policy-stack",
+        "global-state",
         "wrapper",
     ],
 )
@@ -101,3 +103,12 @@ def test_dry_run_refuses_a_run_dir_that_holds_a_run_unless_overwrite(
     shown = _dry_run(["dqn", "--run-dir", str(run), "--overwrite"], capsys)
     assert shown["run"]["run_dir"] == str(run)
     assert (run / "config.json").read_text() == "{}", "a dry run changes nothing"
+
+
+def test_a_single_agent_env_is_not_offered_algorithms_that_need_a_global_state(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli(["train", "dqn", "--env", "Pendulum-v1", "--dry-run"]) == 2
+    offered = capsys.readouterr().err.split("accept these spaces: ")[1].split(" (")[0].split(", ")
+    assert "ippo" in offered and "ppo" in offered
+    assert "mappo" not in offered, "mappo's centralised critic needs a multi-agent env's state"

@@ -347,7 +347,7 @@ def make_policy(
     takes one (centralised critics); others do not get it."""
     reg = get_registry("algo")
     spec = reg.spec(name)
-    _check_spaces(spec, observation_space, action_space)
+    _check_spaces(spec, observation_space, action_space, global_state=state_space is not None)
     if config is None and spec.config is not None:
         config = cfg.structure_options(spec.config, fields, label=f"algo ({name})")
     elif fields:
@@ -359,20 +359,27 @@ def make_policy(
     return cls(observation_space, action_space, config=config, device=device, **extra)
 
 
-def _handles(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> bool:
+def _handles(
+    spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space, global_state: bool
+) -> bool:
     obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
-    return (not act_ok or type(action_space).__name__ in act_ok) and (
-        not obs_ok or type(observation_space).__name__ in obs_ok
+    return (
+        (global_state or not spec.needs_global_state)
+        and (not act_ok or type(action_space).__name__ in act_ok)
+        and (not obs_ok or type(observation_space).__name__ in obs_ok)
     )
 
 
-def _algos_for(observation_space: gym.Space, action_space: gym.Space) -> str:
-    """The installed algorithms whose specs accept these spaces, for an error message."""
+def _algos_for(
+    observation_space: gym.Space, action_space: gym.Space, global_state: bool = False
+) -> str:
+    """The installed algorithms whose specs accept these spaces (and, without a global state,
+    need none), for an error message."""
     reg = get_registry("algo")
     names = []
     for name in reg.names():
         try:
-            if _handles(reg.spec(name), observation_space, action_space):
+            if _handles(reg.spec(name), observation_space, action_space, global_state):
                 names.append(name)
         except Exception:  # a broken plugin must not hide the error being reported
             continue
@@ -381,11 +388,25 @@ def _algos_for(observation_space: gym.Space, action_space: gym.Space) -> str:
     return f"installed algorithms that accept these spaces: {', '.join(names)}"
 
 
-def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space) -> None:
-    if _handles(spec, observation_space, action_space):
+def _check_spaces(
+    spec: AlgoSpec,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    global_state: bool = False,
+) -> None:
+    """Refuse, naming the alternatives, an algorithm that cannot train on these spaces (or that
+    needs a multi-agent env's global state, ``global_state`` False)."""
+    if _handles(spec, observation_space, action_space, global_state):
         return
     obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
     obs, act = type(observation_space).__name__, type(action_space).__name__
+    if spec.needs_global_state and not global_state:
+        raise ConfigError(
+            f"algo {spec.name!r} learns from a multi-agent env's global state, and this env has "
+            "none: train it on a PettingZoo env with state() (env.id = 'module:env_fn', e.g. "
+            f"'mpe2.simple_spread_v3:parallel_env'); "
+            f"{_algos_for(observation_space, action_space, global_state)}"
+        )
     if act_ok and act not in act_ok:
         problem = f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has {act}"
     else:
@@ -393,8 +414,8 @@ def _check_spaces(spec: AlgoSpec, observation_space: gym.Space, action_space: gy
             f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has {obs}"
         )
     raise ConfigError(
-        f"{problem}; {_algos_for(observation_space, action_space)} (the env's spaces: "
-        f"observation {obs}, action {act})"
+        f"{problem}; {_algos_for(observation_space, action_space, global_state)} (the env's "
+        f"spaces: observation {obs}, action {act})"
     )
 
 

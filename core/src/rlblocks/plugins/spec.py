@@ -91,6 +91,10 @@ class AlgoSpec(PluginSpec):
     action_spaces: tuple[str, ...] = ("Discrete",)
     training: str = field(default="off-policy")
     recurrent: bool = False
+    needs_global_state: bool = False
+    """The policy learns from a multi-agent env's global state (a centralised critic, built with
+    ``state_space``), so it trains only on envs that have one; a single-agent env is refused
+    before anything is built and the algorithm is left out of the names suggested for it."""
     defaults: dict[str, dict[str, Any]] = field(factory=dict)
     """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
     between the sections' own defaults and the user's config file and flags."""
