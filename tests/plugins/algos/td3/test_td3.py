@@ -40,6 +40,26 @@ def test_target_smoothing_noise_is_clipped() -> None:
     assert not torch.allclose(noisy.target_value(obs), expected)
 
 
+def test_the_smoothed_target_action_is_clipped_to_the_bounds_unless_told_not_to() -> None:
+    obs = torch.randn(64, 3)
+    seen: list[torch.Tensor] = []
+    for clip in (True, False):
+        policy = rlblocks.make_policy(
+            "td3", OBS, ACT, policy_noise=1.0, noise_clip=0.5, target_action_clip=clip
+        )
+        with torch.no_grad():  # a saturated target actor, mu' = 1: half the noise leaves [-1, 1]
+            last = [m for m in policy.actor_target.modules() if isinstance(m, torch.nn.Linear)][-1]
+            last.weight.zero_()
+            last.bias.fill_(20.0)
+        policy.critic_target.forward = lambda o, a: (seen.append(a), a.sum(-1)[None])[1]
+        torch.manual_seed(0)
+        policy.target_value(obs)
+    clipped, raw = seen
+    assert clipped.max() == 1.0 and clipped.min() >= 0.5  # 1 + noise in [-0.5, 0.5], clipped
+    assert raw.max() > 1.1 and raw.min() >= 0.5 and raw.max() <= 1.5
+    torch.testing.assert_close(raw.clamp(-1.0, 1.0), clipped)  # the same draws either way
+
+
 def test_exploration_noise_is_added_to_the_actor_output() -> None:
     policy = rlblocks.make_policy("td3", OBS, ACT, exploration_sigma=0.2)
     policy.seed(0)

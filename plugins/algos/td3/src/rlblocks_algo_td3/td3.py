@@ -5,6 +5,7 @@ With critics ``Q_1, Q_2``, deterministic actor ``mu`` and their Polyak-averaged 
 
     y      = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) V'(s_{t+m})      (process_fn)
     V'(s') = min_i Q'_i(s', a'),  a' = clip(mu'(s') + clip(N(0, policy_noise), +-noise_clip), +-1)
+             (the outer clip: target_action_clip)
     L_Q    = sum_i mean((Q_i(s, a) - y)^2)
     every policy_delay critic steps:  L_mu = -mean(Q_1(s, mu(s))),  then the targets move tau
 
@@ -80,7 +81,9 @@ class TD3Policy(OffPolicyPolicy):
         c = self.config
         act_next = self.actor_target(obs_next)
         smoothing = (torch.randn_like(act_next) * c.policy_noise).clamp(-c.noise_clip, c.noise_clip)
-        act_next = (act_next + smoothing).clamp(-1.0, 1.0)
+        act_next = act_next + smoothing
+        if c.target_action_clip:
+            act_next = act_next.clamp(-1.0, 1.0)
         return self.critic_target(obs_next, act_next).min(dim=0).values
 
     def graph_phase(self) -> bool:
