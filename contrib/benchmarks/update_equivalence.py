@@ -27,7 +27,8 @@ gamma=0.98`` shows what that looks like).
 
 Differences found are by design, and a flag removes each one from rlblocks' side to show it is
 the only one: TD3's smoothed target action is clipped to the action bounds in rlblocks, as in
-the TD3 paper's reference code, not in Tianshou 2.0.1 (``--td3-unclipped-target``), and its
+the TD3 paper's reference code, not in Tianshou 2.0.1 (``--td3-unclipped-target``: TD3's
+``target_action_clip=False``), and its
 delayed actor first steps at the second gradient step, as in the paper (Tianshou's at the
 first; the script sets Tianshou's counter to rlblocks' phase); SAC's log-probability is the
 same mathematics written without two roundings (see :func:`tianshou_log_prob`;
@@ -188,21 +189,6 @@ def tianshou_log_prob(actor: Any) -> Any:
     return forward
 
 
-def unclipped_td3_target(policy: Any) -> Any:
-    """rlblocks' TD3 target value with the smoothed action not clipped to [-1, 1]."""
-    import torch
-
-    c = policy.config
-
-    def target_value(obs_next: Any) -> torch.Tensor:
-        act_next = policy.actor_target(obs_next)
-        noise = torch.randn_like(act_next) * c.policy_noise
-        act_next = act_next + noise.clamp(-c.noise_clip, c.noise_clip)
-        return policy.critic_target(obs_next, act_next).min(dim=0).values
-
-    return target_value
-
-
 def paired_params(ours: Any, theirs: Any, member: int = 0) -> list[tuple[Any, Any, Any]]:
     """``(rlblocks parameter, Tianshou parameter, to_theirs)`` for each weight and bias in
     layer order, ``to_theirs`` turning a tensor in rlblocks' layout (of that parameter, or of
@@ -352,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.td3_unclipped_target:
         if args.algo != "td3":
             raise SystemExit("--td3-unclipped-target is for --algo td3")
-        ours.target_value = unclipped_td3_target(ours)
+        ours.config.target_action_clip = False  # read at every target computation
     if args.sac_tianshou_log_prob:
         if args.algo != "sac":
             raise SystemExit("--sac-tianshou-log-prob is for --algo sac")
