@@ -69,3 +69,8 @@ class DeterministicActorCriticConfig(ContinuousActorCriticConfig):
     (independent per step) or ``ou`` (Ornstein-Uhlenbeck, correlated in time)."""
     exploration_sigma: float = field(default=0.1, validator=check.non_negative)
     """Standard deviation of the exploration noise, in the actor's [-1, 1] units."""
+    clip_exploration: bool = False
+    """Clip the noisy action to [-1, 1] where the noise is added, so the buffer keeps the action
+    the env ran (the TD3 paper's code and Stable-Baselines3 do this); False keeps the unclipped
+    noisy action in the buffer and bounds only the env's copy (``map_action``), as Tianshou
+    does, so the critics also learn from actions past the bounds."""

@@ -114,6 +114,20 @@ def test_actions_reach_the_whole_env_range(algo: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("algo", ["ddpg", "td3"])
+def test_clip_exploration_keeps_the_action_the_env_runs(algo: str) -> None:
+    act = np.full((4000, 1), 0.95, np.float32)  # near the bound: noise pushes many rows past it
+    kept = {}
+    for clip in (False, True):
+        policy = rlblocks.make_policy(algo, OBS, ACT, exploration_sigma=0.3, clip_exploration=clip)
+        policy.seed(0)
+        kept[clip] = policy.exploration_noise(act, Batch())
+        # the env receives the bounded action either way
+        assert np.abs(policy.map_action(kept[clip])).max() <= 2.0
+    assert kept[False].max() > 1.2, "unclipped: the buffer keeps actions past the bound"
+    np.testing.assert_array_equal(kept[True], np.clip(kept[False], -1.0, 1.0))
+
+
 @pytest.mark.parametrize("algo", ALGOS)
 def test_solves_pendulum_with_default_settings(algo: str, tmp_path) -> None:
     """Pendulum-v1 to a mean return of -250 over 100 test episodes, from scratch."""

@@ -74,7 +74,8 @@ class TD3Policy(OffPolicyPolicy):
         return Batch(act=act.cpu().numpy(), state=state)
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
-        return act + self.noise(act.shape, self._rng)
+        noisy = act + self.noise(act.shape, self._rng)
+        return np.clip(noisy, -1.0, 1.0) if self.config.clip_exploration else noisy
 
     # -- learning -----------------------------------------------------------------------------
     def target_value(self, obs_next: Any) -> torch.Tensor:
