@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -130,19 +132,19 @@ def test_auto_falls_back_when_envpool_fails_to_step(monkeypatch: pytest.MonkeyPa
     assert "failed to step it: RuntimeError('no pool today')" in choice
 
 
-def test_auto_measures_envpool_on_all_the_envs() -> None:
+@pytest.mark.parametrize("num_envs", [1, 8])
+def test_auto_measures_envpool_and_says_what_it_measured(num_envs: int) -> None:
+    # which is faster depends on the machine and its load (one env: EnvPool's per-call thread
+    # hand-off usually costs more than it saves, about 0.4x the in-process rate on a quiet
+    # machine; contrib/benchmarks/env_backends.py measures it), so this checks that EnvPool
+    # was measured on these envs and that the choice gives the number it followed; the
+    # decision itself is tested with fixed times above
     pytest.importorskip("mujoco")
-    choice = _auto_choice("HalfCheetah-v5", 8)
-    assert "natively" in choice and "us per vector step" in choice
-
-
-def test_auto_keeps_a_single_mujoco_env_in_process() -> None:
-    # one env: EnvPool's per-call thread hand-off costs more than it saves (about 0.4x the
-    # in-process rate); the choice says it measured EnvPool and why it was not taken
-    pytest.importorskip("mujoco")
-    choice = _auto_choice("HalfCheetah-v5", 1)
-    assert "chose 'envpool'" not in choice
-    assert "'envpool' runs this env id natively but measured" in choice
+    choice = _auto_choice("HalfCheetah-v5", num_envs)
+    if "chose 'envpool'" in choice:
+        assert re.search(r"natively: ~\d+ us per vector step measured, in-process ~\d+ us", choice)
+    else:
+        assert re.search(r"'envpool' runs this env id natively but measured ~\d+ us", choice)
 
 
 def test_auto_keeps_classic_control_in_process() -> None:
