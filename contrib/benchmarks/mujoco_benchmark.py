@@ -115,11 +115,33 @@ done the off-policy rows describe the earlier code, and from then on each rlbloc
 the commit it ran (``rlblocks_code``; the report counts them under the table). A returns-only
 check of the new code on fresh seeds (200-209, wall not measured: both cores were in use) is
 kept beside the results: ``hopper-seeds-200-209.jsonl`` (``walls_comparable`` false). As it
-stood on 2026-11-29, with Tianshou's later seeds still to run: Hopper TD3 rlblocks 249 ± 59
-over seeds 200-209, Tianshou 280 ± 118 over 200-207 (Welch t -0.68; rlblocks ahead on 4 of
-the 8 seeds both ran: a seed's two trials start from the same weights and warm-up data, their
-first tests agree);
-Hopper DDPG rlblocks 238 ± 90 over 200-209, Tianshou 347 ± 67 over 200-202 (ahead on 1 of 3).
+stood on 2026-11-29: Hopper TD3 rlblocks 249 ± 59, Tianshou 270 ± 106, both over seeds 200-209
+(Welch t -0.54; rlblocks ahead on 5 of the 10 seeds: a seed's two trials start from the same
+weights and warm-up data, their first tests agree); Hopper DDPG rlblocks 238 ± 90 over 200-209,
+Tianshou 317 ± 62 over
+200-209 (Welch t -2.26 at 15.9 degrees of freedom, a difference at the 5% level; rlblocks
+ahead on 3 of 10). Hopper DDPG's gap is the one these checks have not explained (the gradient
+step matches Tianshou's to rounding, see ``update_equivalence.py``).
+
+From commit 4f4564c on, the trainer tests a warm-up that reaches a test step right after it,
+before the first gradient step, so rlblocks' curves start at the warm-up's last step (25,000 or
+10,000 here) with the untrained policy, as Tianshou's do; earlier trials' first point is at
+warm-up + 1, after one gradient step. The training draws are the same either way.
+
+Tuning runs, kept beside the results and not in the table: ``td3-target-clip-tuning.jsonl``
+(2026-11-29, rlblocks only, tuning seeds 0-9 on Hopper-v5 and 0-1 on HalfCheetah-v5, budget
+50,000). rlblocks' buffer keeps the policy's noisy actions unclipped, as Tianshou's does, while
+rlblocks' TD3 clips the smoothed target action to the bounds, as the TD3 paper's code does (that
+code clips the stored actions too); TD3's ``target_action_clip`` and ``clip_exploration``
+choose either way. Trials record their settings under ``rlblocks_set``. Hopper final return,
+mean over seeds 0-9 (a seed starts from the same weights and warm-up data under every setting,
+so seeds pair): as shipped 259; target action unclipped 287 (paired difference +28 ± 19
+standard error, ahead on 6 of 10; best return 318 against 280); exploring actions clipped
+before storing, as the paper's code does, 233 (-26 ± 22, ahead on 3; the mean of the last three
+tests -28 ± 11). HalfCheetah seeds 0 and 1: as shipped 1946 and 2241, unclipped target 2445 and
+893. Neither difference decides a default at this many seeds, so the paper's target clip stays
+and the buffer keeps unclipped actions; several trials shared the machine's two cores, so their
+wall times are not comparable (``walls_comparable`` false).
 """
 
 from __future__ import annotations
