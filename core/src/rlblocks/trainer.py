@@ -436,6 +436,17 @@ class BaseTrainer:
     def _before_loop(self) -> None:
         """Runs once before the loop (warm-up collection)."""
 
+    def _scheduled_test(self) -> bool:
+        """Run the test due at this env step, if one is (moving the schedule past it); the
+        run's last test is always complete. Returns whether one was due."""
+        st = self.state
+        if st.env_step < st.next_test_step:
+            return False
+        while st.next_test_step <= st.env_step:
+            st.next_test_step += self.test_interval
+        self.test(screen=st.env_step < self.max_env_steps)
+        return True
+
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> TrainResult:
         """Train until the stop rule fires; return the result."""
@@ -448,13 +459,11 @@ class BaseTrainer:
         try:
             self._phase = "collect"
             self._before_loop()
-            if has_tests and st.env_step >= st.next_test_step:
+            if has_tests:
                 # a warm-up that reaches a test step is tested there, before the first gradient
                 # step: the curve's first point is the untrained policy, as in Tianshou's epoch 0
                 self._phase = "test"
-                while st.next_test_step <= st.env_step:
-                    st.next_test_step += self.test_interval
-                self.test()
+                self._scheduled_test()
                 self._phase = "collect"
             while True:
                 self._iterate()
@@ -462,12 +471,7 @@ class BaseTrainer:
                 st.wall_seconds = time.perf_counter() - started
                 tests_before = st.tests
                 self._phase = "test"
-                if st.env_step >= st.next_test_step:
-                    while st.next_test_step <= st.env_step:
-                        st.next_test_step += self.test_interval
-                    # the run's last test is always complete
-                    self.test(screen=st.env_step < self.max_env_steps)
-                elif self._training_looks_solved():
+                if not self._scheduled_test() and self._training_looks_solved():
                     self.test()
                 self._flush_update_stats()
                 reason = self._should_stop(ask_plugins=st.tests > tests_before or not has_tests)
