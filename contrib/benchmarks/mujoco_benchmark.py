@@ -9,7 +9,10 @@ The script writes, under ``--out-dir``:
   return, wall seconds). A re-run skips the trials already there, so a long benchmark can be
   run in pieces (and extended with more seeds later); ``--report-only`` only redraws.
 * ``README.md``: the table (final and best return, mean ± std over seeds; median wall seconds;
-  rlblocks' wall / Tianshou's wall) next to the Tianshou paper's published 1M-step numbers.
+  rlblocks' wall / Tianshou's wall) next to the Tianshou paper's published 1M-step numbers,
+  and the same trials seed by seed (both libraries' trials of a seed start from the same
+  weights): rlblocks minus Tianshou for the final return and for the mean of the last three
+  tests, with its standard error and the seeds rlblocks ended ahead on.
 * ``<env>.png``: learning curves, one panel per algorithm, both libraries on one plot (mean
   over seeds, shaded ± std).
 
@@ -733,6 +736,7 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {pair} | "
                 f"{paper} |"
             )
+    lines += _paired_table(ok, envs, algos)
     codes: dict[str, int] = {}
     for r in ok:
         if r["framework"] == "rlblocks":
@@ -758,6 +762,57 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         if png:
             lines += ["", f"![{env}]({os.path.basename(png)})"]
     return "\n".join(lines) + "\n"
+
+
+def _last_tests(r: dict[str, Any], k: int = 3) -> float:
+    """The mean of a trial's last ``k`` test returns (less moved by one lucky or unlucky test
+    than the final return alone)."""
+    return statistics.fmean(v for _, v in r["curve"][-k:])
+
+
+def _paired(diffs: list[float]) -> str:
+    """``mean ± standard error (k of n ahead)`` of paired differences rlblocks minus Tianshou."""
+    if not diffs:
+        return "–"
+    ahead = sum(d > 0 for d in diffs)
+    if len(diffs) == 1:
+        return f"{diffs[0]:+.0f} (1 pair, {'ahead' if ahead else 'behind'})"
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return f"{statistics.fmean(diffs):+.0f} ± {se:.0f} ({ahead} of {len(diffs)} ahead)"
+
+
+def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -> list[str]:
+    """The same trials seed by seed: both libraries' trials of a seed start from the same
+    initial weights (torch's seed), so the difference within a pair is what the library did."""
+    lines = [
+        "",
+        "Seed by seed: rlblocks minus Tianshou over the seeds both libraries ran (mean ± "
+        "standard error of the paired differences, and on how many seeds rlblocks ended ahead), "
+        "for the final return and for the mean of the last three tests of each trial (one test "
+        f"of {TEST_EPISODES} episodes moves with the policy's swings, which are large for DDPG "
+        "and TD3 this early in training).",
+        "",
+        "| env | algo | pairs | final: rlblocks - Tianshou | last 3 tests: rlblocks | "
+        "last 3 tests: Tianshou | last 3 tests: rlblocks - Tianshou |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for env in envs:
+        for algo in algos:
+            by_seed: dict[int, dict[str, dict[str, Any]]] = {}
+            for r in ok:
+                if r["env"] == env and r["algo"] == algo:
+                    by_seed.setdefault(int(r["seed"]), {})[r["framework"]] = r
+            pairs = [p for _, p in sorted(by_seed.items()) if len(p) == len(FRAMEWORKS)]
+            if not pairs:
+                continue
+            ours = [_last_tests(p["rlblocks"]) for p in pairs]
+            theirs = [_last_tests(p["tianshou"]) for p in pairs]
+            final = [p["rlblocks"]["curve"][-1][1] - p["tianshou"]["curve"][-1][1] for p in pairs]
+            lines.append(
+                f"| {env} | {algo} | {len(pairs)} | {_paired(final)} | {_mean_std(ours)} | "
+                f"{_mean_std(theirs)} | {_paired([a - b for a, b in zip(ours, theirs)])} |"
+            )
+    return lines
 
 
 def _secs(x: float | None) -> str:

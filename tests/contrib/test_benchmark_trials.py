@@ -94,3 +94,36 @@ def test_each_script_using_the_runner_starts_from_anywhere(script: str, tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     assert "usage:" in proc.stdout
+
+
+def test_mujoco_table_pairs_trials_by_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed-by-seed table differences each seed's two trials (final return and the mean of
+    the last three tests) and leaves out a seed only one library ran."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("_bench_mujoco", BENCH / "mujoco_benchmark.py")
+    bench = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(bench)
+
+    def trial(fw: str, seed: int, returns: list[float]) -> dict:
+        curve = [[25_000 + 5_000 * i, r] for i, r in enumerate(returns)]
+        return {"framework": fw, "algo": "td3", "env": "Hopper-v5", "seed": seed,
+                "budget": 50_000, "curve": curve}  # fmt: skip
+
+    ok = [
+        trial("rlblocks", 1, [0, 100, 200, 300]),  # last three 200, final 300
+        trial("tianshou", 1, [0, 50, 50, 200]),  # last three 100, final 200
+        trial("rlblocks", 2, [0, 0, 30, 0]),  # last three 10, final 0
+        trial("tianshou", 2, [0, 40, 40, 40]),  # last three 40, final 40
+        trial("rlblocks", 3, [0, 999, 999, 999]),  # no Tianshou trial: not a pair
+    ]
+    lines = bench._paired_table(ok, ["Hopper-v5"], ["td3"])
+    row = [line for line in lines if line.startswith("| Hopper-v5 |")]
+    assert len(row) == 1
+    cells = [c.strip() for c in row[0].strip("|").split("|")]
+    # final differences +100 and -40: mean +30, standard error 70; one of two ahead
+    assert cells[2:4] == ["2", "+30 ± 70 (1 of 2 ahead)"]
+    # last three tests: rlblocks 200 and 10, Tianshou 100 and 40; differences +100 and -30
+    assert cells[4] == "105 ± 134"
+    assert cells[5] == "70 ± 42"
+    assert cells[6] == "+35 ± 65 (1 of 2 ahead)"
