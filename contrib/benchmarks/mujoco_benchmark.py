@@ -10,9 +10,11 @@ The script writes, under ``--out-dir``:
   run in pieces (and extended with more seeds later); ``--report-only`` only redraws.
 * ``README.md``: the table (final and best return, mean ± std over seeds; median wall seconds;
   rlblocks' wall / Tianshou's wall) next to the Tianshou paper's published 1M-step numbers,
-  and the same trials seed by seed (both libraries' trials of a seed start from the same
-  weights): rlblocks minus Tianshou for the final return and for the mean of the last three
-  tests, with its standard error and the seeds rlblocks ended ahead on.
+  and the same trials seed by seed (a seed's two trials start from the same actor, whose
+  weights torch draws first in both libraries; critic weights, warm-up actions, noise and
+  replay rows come from each library's own random streams): rlblocks minus Tianshou for the
+  final return and for the mean of the last three tests, with its standard error and the
+  seeds rlblocks ended ahead on.
 * ``<env>.png``: learning curves, one panel per algorithm, both libraries on one plot (mean
   over seeds, shaded ± std).
 
@@ -120,11 +122,22 @@ check of the new code on fresh seeds (200-209, wall not measured: both cores wer
 kept beside the results: ``hopper-seeds-200-209.jsonl`` (``walls_comparable`` false). As it
 stood on 2026-11-29: Hopper TD3 rlblocks 249 ± 59, Tianshou 270 ± 106, both over seeds 200-209
 (Welch t -0.54; rlblocks ahead on 5 of the 10 seeds: a seed's two trials start from the same
-weights and warm-up data, their first tests agree); Hopper DDPG rlblocks 238 ± 90 over 200-209,
+actor weights, so their first tests agree, and draw the rest from their own random streams);
+Hopper DDPG rlblocks 238 ± 90 over 200-209,
 Tianshou 317 ± 62 over
 200-209 (Welch t -2.26 at 15.9 degrees of freedom, a difference at the 5% level; rlblocks
-ahead on 3 of 10). Hopper DDPG's gap is the one these checks have not explained (the gradient
-step matches Tianshou's to rounding, see ``update_equivalence.py``).
+ahead on 3 of 10). Eight more Hopper DDPG pairs (seeds 300-307, decided before they ran,
+rlblocks at 6eb8a64, ``hopper-ddpg-seeds-300-307.jsonl``): rlblocks 248 ± 128, Tianshou
+358 ± 286, paired final difference -110 ± 99 (rlblocks ahead on 3 of 8). Pooled over the 28
+pairs of seeds 100-109, 200-209 and 300-307: final -83 ± 33 (ahead on 9), mean of the last three
+tests -38 ± 16, mean of every test after the warm-up -20 ± 13, best -26 ± 42. What the two
+libraries compute is not where it comes from: ``pipeline_lockstep.py`` trains both with every
+random draw of training made equal (warm-up actions, exploration noise, replay rows, initial
+weights), and the two stay together to float rounding for about 150 training steps, then part
+as rlblocks parts from itself when its critic's start is changed in the last bit (acting means
+apart by 1e-4 at step 315 against the control's 155, by 0.1 at 546 against 548). Their random
+streams are the same distributions from different generators, so what is left is which draws a
+seed gets: chance, or a gap too small for these seeds to show.
 
 From commit 4f4564c on, the trainer tests a warm-up that reaches a test step right after it,
 before the first gradient step, so rlblocks' curves start at the warm-up's last step (25,000 or
@@ -782,8 +795,9 @@ def _paired(diffs: list[float]) -> str:
 
 
 def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -> list[str]:
-    """The same trials seed by seed: both libraries' trials of a seed start from the same
-    initial weights (torch's seed), so the difference within a pair is what the library did."""
+    """The same trials seed by seed: a seed's two trials start from the same actor (torch's
+    seed; the critics' weights and every later draw are each library's own), so pairing takes
+    the actor's start out of the comparison."""
     lines = [
         "",
         "Seed by seed: rlblocks minus Tianshou over the seeds both libraries ran (mean ± "
