@@ -10,8 +10,8 @@ The script writes, under ``--out-dir``:
   run in pieces (and extended with more seeds later); ``--report-only`` only redraws.
 * ``README.md``: the table (final and best return, mean ± std over seeds; median wall seconds;
   rlblocks' wall / Tianshou's wall) next to the Tianshou paper's published 1M-step numbers,
-  and the same trials seed by seed (a seed's two trials start from the same actor, whose
-  weights torch draws first in both libraries; critic weights, warm-up actions, noise and
+  and the same trials seed by seed (a seed's two trials share torch's seed, which for DDPG
+  and TD3 gives both the same initial actor; critic weights, warm-up actions, noise and
   replay rows come from each library's own random streams): rlblocks minus Tianshou for the
   final return and for the mean of the last three tests, with its standard error and the
   seeds rlblocks ended ahead on.
@@ -800,9 +800,9 @@ def _paired(diffs: list[float]) -> str:
 
 
 def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -> list[str]:
-    """The same trials seed by seed: a seed's two trials start from the same actor (torch's
-    seed; the critics' weights and every later draw are each library's own), so pairing takes
-    the actor's start out of the comparison."""
+    """The same trials seed by seed (and budget): a seed's two trials share torch's seed,
+    which for DDPG and TD3 gives both the same initial actor (the critics' weights and every
+    later draw are each library's own), so pairing takes that start out of the comparison."""
     lines = [
         "",
         "Seed by seed: rlblocks minus Tianshou over the seeds both libraries ran (mean ± "
@@ -817,10 +817,11 @@ def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -
     ]
     for env in envs:
         for algo in algos:
-            by_seed: dict[int, dict[str, dict[str, Any]]] = {}
+            by_seed: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
             for r in ok:
                 if r["env"] == env and r["algo"] == algo:
-                    by_seed.setdefault(int(r["seed"]), {})[r["framework"]] = r
+                    key = (int(r["seed"]), int(r["budget"]))
+                    by_seed.setdefault(key, {})[r["framework"]] = r
             pairs = [p for _, p in sorted(by_seed.items()) if len(p) == len(FRAMEWORKS)]
             if not pairs:
                 continue
