@@ -135,9 +135,11 @@ libraries compute is not where it comes from: ``pipeline_lockstep.py`` trains bo
 random draw of training made equal (warm-up actions, exploration noise, replay rows, initial
 weights), and the two stay together to float rounding for about 150 training steps, then part
 as rlblocks parts from itself when its critic's start is changed in the last bit (acting means
-apart by 1e-4 at step 315 against the control's 155, by 0.1 at 546 against 548). Their random
-streams are the same distributions from different generators, so what is left is which draws a
-seed gets: chance, or a gap too small for these seeds to show.
+apart by 1e-4 at step 315 against the control's 155, by 0.1 at 546 against 548); TD3 likewise
+(``--algo td3``, the target clip and the delayed actor's phase set alike: Tianshou and the
+control part from rlblocks at the same steps, by 0.1 at 1552). Their random streams are the
+same distributions from different generators, so what is left is which draws a seed gets:
+chance, or a gap too small for these seeds to show.
 
 From commit 4f4564c on, the trainer tests a warm-up that reaches a test step right after it,
 before the first gradient step, so rlblocks' curves start at the warm-up's last step (25,000 or

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Do rlblocks and Tianshou train DDPG the same way, collection and all? A lockstep run.
+"""Do rlblocks and Tianshou train DDPG and TD3 the same way, collection and all? A lockstep run.
 
 ``update_equivalence.py`` compares one gradient step on a shared buffer. This script compares
 the whole training pipeline of the MuJoCo table (``mujoco_benchmark.py``'s trial functions and
@@ -16,7 +16,12 @@ and how the trainer interleaves them. Every random draw of training is made equa
 
 The env's own randomness is removed (Hopper's ``reset_noise_scale`` set to 0), and rlblocks'
 collector restarts its episode after the warm-up, as Tianshou's ``run_training`` does (rlblocks
-itself continues that episode). Printed: the first training step at which the policies'
+itself continues that episode). TD3 draws its target smoothing noise from torch inside each
+step, the same shape in both libraries: torch is seeded alike at the first gradient step, so
+both draw the same numbers. For TD3 rlblocks also leaves the smoothed target action unclipped
+and Tianshou's delayed actor takes rlblocks' phase (its first step at the second gradient step):
+the two by-design differences ``update_equivalence.py`` names, removed so that anything else
+shows. Printed: the first training step at which the policies'
 acting means differ by more than 1e-6 ... 1e-1, and the worst relative difference of the
 critic and actor losses over the first k updates, for Tianshou against rlblocks and for the
 control against rlblocks. Two pipelines that compute the same thing differ by rounding at
@@ -26,8 +31,8 @@ stored or sampled differently, another target, another interleaving) shows as a 
 above rounding at the step where it first acts.
 
 Run (in the benchmark venv, see README.md): ``python contrib/benchmarks/pipeline_lockstep.py
-[--seed 300] [--steps 35000]`` (the random warm-up is 25,000 steps, so 35,000 compares 10,000
-gradient steps; about five minutes per run here).
+[--algo ddpg|td3] [--seed 300] [--steps 35000]`` (the random warm-up is 25,000 steps, so 35,000
+compares 10,000 gradient steps; about five minutes per run here).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+#: torch's seed at the first gradient step of every run (TD3's smoothing noise comes from it)
+STEP_SEED = 12345
 THRESHOLDS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
 WINDOWS = (1, 10, 100, 300, 1_000, 3_000, 10_000)
 
@@ -62,15 +69,20 @@ def _no_reset_noise() -> None:
     HopperEnv.__init__ = without_noise  # type: ignore[method-assign]
 
 
-def run_rlblocks(seed: int, steps: int, out: str, perturb: bool) -> dict[str, Any]:
-    """Train rlblocks' DDPG, recording its random draws and losses into ``out`` (.npz)."""
+def run_rlblocks(algo: str, seed: int, steps: int, out: str, perturb: bool) -> dict[str, Any]:
+    """Train rlblocks' ``algo``, recording its random draws and losses into ``out`` (.npz)."""
+    import importlib
+
     import torch
     from mujoco_benchmark import trial_rlblocks
 
     from rlblocks.collector import Collector
     from rlblocks.layouts import SharedRing
     from rlblocks.trainer import OffPolicyTrainer
-    from rlblocks_algo_ddpg.ddpg import DDPGPolicy
+
+    policy_cls = getattr(
+        importlib.import_module(f"rlblocks_algo_{algo}.{algo}"), f"{algo.upper()}Policy"
+    )
 
     rec: dict[str, list[Any]] = {k: [] for k in ("warm", "noise", "mu", "idx", "closs", "aloss")}
     random_actions = Collector._random_actions
@@ -95,11 +107,13 @@ def run_rlblocks(seed: int, steps: int, out: str, perturb: bool) -> dict[str, An
     uniform = SharedRing.uniform
 
     def record_rows(self: Any, rng: Any, batch_size: int) -> np.ndarray:
+        if not rec["idx"]:
+            torch.manual_seed(STEP_SEED)  # the first gradient step: see STEP_SEED
         rows = uniform(self, rng, batch_size)
         rec["idx"].append(rows.copy())
         return rows
 
-    learn = DDPGPolicy.learn
+    learn = policy_cls.learn
 
     def record_losses(self: Any, batch: Any, **kwargs: Any) -> Any:
         stats = learn(self, batch, **kwargs)
@@ -107,7 +121,7 @@ def run_rlblocks(seed: int, steps: int, out: str, perturb: bool) -> dict[str, An
         rec["aloss"].append(float(stats["loss/actor"]))
         return stats
 
-    init = DDPGPolicy.__init__
+    init = policy_cls.__init__
 
     def keep_start(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
@@ -124,21 +138,23 @@ def run_rlblocks(seed: int, steps: int, out: str, perturb: bool) -> dict[str, An
 
     Collector._random_actions = record_warm_up  # type: ignore[method-assign]
     OffPolicyTrainer._before_loop = warm_up_then_restart  # type: ignore[method-assign]
-    DDPGPolicy.exploration_noise = noise  # type: ignore[method-assign]
+    policy_cls.exploration_noise = noise
     SharedRing.uniform = record_rows  # type: ignore[method-assign]
-    DDPGPolicy.learn = record_losses  # type: ignore[method-assign]
-    DDPGPolicy.__init__ = keep_start  # type: ignore[method-assign]
-    result = trial_rlblocks("ddpg", "Hopper-v5", seed, steps, 5_000)
+    policy_cls.learn = record_losses
+    policy_cls.__init__ = keep_start
+    extra = ["algo.target_action_clip=false"] if algo == "td3" else []
+    result = trial_rlblocks(algo, "Hopper-v5", seed, steps, 5_000, extra=extra)
     np.savez(out, **{k: np.array(v) for k, v in rec.items()})
     return {"curve": result["curve"]}
 
 
-def run_tianshou(seed: int, steps: int, out: str, draws: str) -> dict[str, Any]:
-    """Train Tianshou's DDPG on rlblocks' recorded draws and initial weights."""
+def run_tianshou(algo: str, seed: int, steps: int, out: str, draws: str) -> dict[str, Any]:
+    """Train Tianshou's ``algo`` on rlblocks' recorded draws and initial weights."""
     import gymnasium as gym
     import mujoco_benchmark as bench
     import torch
     from tianshou.algorithm.modelfree import ddpg as tianshou_ddpg
+    from tianshou.algorithm.modelfree import td3 as tianshou_td3
     from tianshou.data import ReplayBuffer
     from tianshou.exploration import GaussianNoise
     from update_equivalence import network_pairs, sync
@@ -156,8 +172,15 @@ def run_tianshou(seed: int, steps: int, out: str, draws: str) -> dict[str, Any]:
 
     sample_indices = ReplayBuffer.sample_indices
 
+    first_step = [True]
+
     def replay_rows(self: Any, batch_size: int | None) -> np.ndarray:
-        return next(rows) if batch_size else sample_indices(self, batch_size)
+        if not batch_size:
+            return sample_indices(self, batch_size)
+        if first_step[0]:
+            torch.manual_seed(STEP_SEED)  # the first gradient step: see STEP_SEED
+            first_step[0] = False
+        return next(rows)
 
     policy_cls = tianshou_ddpg.ContinuousPolicyWithExplorationNoise
     add_noise = policy_cls.add_exploration_noise
@@ -166,11 +189,15 @@ def run_tianshou(seed: int, steps: int, out: str, draws: str) -> dict[str, Any]:
         rec["mu"].append(np.array(act, dtype=np.float64).reshape(-1))
         return add_noise(self, act, batch)
 
-    update = tianshou_ddpg.DDPG._update_with_batch
+    algo_cls = tianshou_ddpg.DDPG if algo == "ddpg" else tianshou_td3.TD3
+    update = algo_cls._update_with_batch
 
     def record_losses(self: Any, batch: Any) -> Any:
         stats = update(self, batch)
-        rec["closs"].append(float(stats.critic_loss))
+        if algo == "ddpg":
+            rec["closs"].append(float(stats.critic_loss))
+        else:  # rlblocks reports the two critics' losses summed
+            rec["closs"].append(float(stats.critic1_loss) + float(stats.critic2_loss))
         rec["aloss"].append(float(stats.actor_loss))
         return stats
 
@@ -178,17 +205,19 @@ def run_tianshou(seed: int, steps: int, out: str, draws: str) -> dict[str, Any]:
 
     def same_start(*args: Any, **kwargs: Any) -> Any:
         theirs = build(*args, **kwargs)
-        for pairs in network_pairs("ddpg", ours, theirs)[0].values():
+        for pairs in network_pairs(algo, ours, theirs)[0].values():
             sync(pairs, None)
+        if algo == "td3":
+            theirs._cnt = 1  # the delayed actor's first step at the second gradient step
         return theirs
 
     gym.spaces.Box.sample = replay_warm_up  # type: ignore[method-assign]
     GaussianNoise.__call__ = replay_noise  # type: ignore[method-assign]
     ReplayBuffer.sample_indices = replay_rows  # type: ignore[method-assign]
     policy_cls.add_exploration_noise = record_mu  # type: ignore[method-assign]
-    tianshou_ddpg.DDPG._update_with_batch = record_losses  # type: ignore[method-assign]
+    algo_cls._update_with_batch = record_losses
     bench._tianshou_algorithm = same_start
-    result = bench.trial_tianshou("ddpg", "Hopper-v5", seed, steps, 5_000)
+    result = bench.trial_tianshou(algo, "Hopper-v5", seed, steps, 5_000)
     np.savez(out, **{k: np.array(v) for k, v in rec.items()})
     return {"curve": result["curve"]}
 
@@ -214,6 +243,7 @@ def divergence(ref: Any, other: Any) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ddpg", "td3"), default="ddpg")
     parser.add_argument("--seed", type=int, default=300)
     parser.add_argument("--steps", type=int, default=35_000, help="env steps, warm-up included")
     parser.add_argument("--torch-threads", type=int, default=1)
@@ -228,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.torch_threads)
         _no_reset_noise()
         if args._side == "tianshou":
-            out = run_tianshou(args.seed, args.steps, args._out, args._draws)
+            out = run_tianshou(args.algo, args.seed, args.steps, args._out, args._draws)
         else:
-            out = run_rlblocks(args.seed, args.steps, args._out, args._side == "control")
+            perturb = args._side == "control"
+            out = run_rlblocks(args.algo, args.seed, args.steps, args._out, perturb)
         print(json.dumps(out), flush=True)
         return 0
 
@@ -240,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         curves = {}
         for side in ("rlblocks", "tianshou", "control"):
             cmd = [
-                sys.executable, os.path.abspath(__file__), "--_side", side, "--seed",
-                str(args.seed), "--steps", str(args.steps), "--torch-threads",
+                sys.executable, os.path.abspath(__file__), "--_side", side, "--algo",
+                args.algo, "--seed", str(args.seed), "--steps", str(args.steps), "--torch-threads",
                 str(args.torch_threads), "--_out", paths[side], "--_draws", paths["rlblocks"],
             ]  # fmt: skip
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -252,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             curves[side] = json.loads(lines[-1])["curve"]
         runs = {side: np.load(path) for side, path in paths.items()}
-        print(f"DDPG on Hopper-v5 (no reset noise), seed {args.seed}, {args.steps} env steps")
+        name = args.algo.upper()
+        print(f"{name} on Hopper-v5 (no reset noise), seed {args.seed}, {args.steps} env steps")
         for side, curve in curves.items():
             print(f"{side:>9} test returns: " + ", ".join(f"{s}: {v:.1f}" for s, v in curve))
         print("Tianshou on rlblocks' draws and start, against rlblocks:")
