@@ -41,7 +41,6 @@ import argparse
 import copy
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -49,6 +48,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _trials import run_json_trial  # this folder, put on sys.path above
 
 #: torch's seed at the first gradient step of every run (TD3's smoothing noise comes from it)
 STEP_SEED = 12345
@@ -251,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--_out", default=None)
     parser.add_argument("--_draws", default=None)
     args = parser.parse_args(argv)
+    if args.steps < 30_000:  # Tianshou trains in epochs of 5,000 steps after the warm-up
+        parser.error("--steps must be at least 30000: the 25,000-step warm-up and one epoch")
 
     if args._side:  # child: one run, one JSON line
         import torch
@@ -275,13 +278,11 @@ def main(argv: list[str] | None = None) -> int:
                 args.algo, "--seed", str(args.seed), "--steps", str(args.steps), "--torch-threads",
                 str(args.torch_threads), "--_out", paths[side], "--_draws", paths["rlblocks"],
             ]  # fmt: skip
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
-            if proc.returncode or not lines:
-                tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-                print(f"the {side} run failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
+            result = run_json_trial(cmd, {})
+            if "error" in result:
+                print(f"the {side} run failed: {result['error']}", file=sys.stderr)
                 return 1
-            curves[side] = json.loads(lines[-1])["curve"]
+            curves[side] = result["curve"]
         runs = {side: np.load(path) for side, path in paths.items()}
         name = args.algo.upper()
         print(f"{name} on Hopper-v5 (no reset noise), seed {args.seed}, {args.steps} env steps")
