@@ -27,7 +27,7 @@ from rlblocks.nets import (
 )
 from rlblocks.nets.mlp import _ACTIVATIONS, activation_class
 from rlblocks.noise import GaussianNoise, OUNoise, make_noise
-from rlblocks.optim import FiniteWatch, OptimizerStep
+from rlblocks.optim import FiniteWatch, OptimizerStep, optimizers_deferred
 from rlblocks.policy import BasePolicy
 from rlblocks.stats import StatsAccumulator
 from rlblocks.target import TargetNetwork
@@ -226,6 +226,48 @@ def test_fused_adam_steps_equal_torch_optimizer_steps_exactly(optimizer, kwargs)
     for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
         for key in ("exp_avg", "exp_avg_sq", "step"):
             assert torch.equal(step.optim.state[a][key], ref.state[b][key])
+
+
+def test_a_deferred_step_builds_its_optimizer_on_first_use_and_then_steps_like_an_eager_one():
+    """optimizers_deferred(): no torch optimizer until one is used; a state loaded before then
+    is the state the first step starts from, so a deferred step continues exactly as an eager
+    step that loaded the same state."""
+    ours, step, theirs, _ref = _adam_pair("adam")
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(2))
+    for _ in range(3):
+        step.step(_loss(ours, x))
+    saved = copy.deepcopy(step.state_dict())  # as from a file: torch's loading aliases tensors
+    theirs.load_state_dict(ours.state_dict())
+    with optimizers_deferred():
+        deferred = OptimizerStep(theirs, lr=1e-2)
+    assert "optim" not in deferred.__dict__
+    deferred.load_state_dict(saved)
+    assert "optim" not in deferred.__dict__ and deferred.steps == 3
+    for i in range(3):
+        step.step(_loss(ours, x))
+        deferred.step(_loss(theirs, x))
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            assert torch.equal(a, b), f"step {i}"
+    assert deferred.steps == step.steps == 6 and deferred._fused is not None
+    # made outside the block, a step builds at once
+    assert "optim" in OptimizerStep(nn.Linear(2, 2), lr=1e-3).__dict__
+
+
+def test_a_deferred_step_checks_a_loaded_state_and_its_optimizer_name_at_once() -> None:
+    net = nn.Linear(3, 2)
+    with optimizers_deferred():
+        with pytest.raises(ValueError, match="unknown optimizer 'adma'"):
+            OptimizerStep(net, lr=1e-3, optimizer="adma")
+        deferred = OptimizerStep(net, lr=1e-3)
+        deferred.name = "critic"
+    other = OptimizerStep(nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 2)), lr=1e-3)
+    with pytest.raises(ValueError, match=r"optimizer 'critic' has \[4\] parameters per group"):
+        deferred.load_state_dict(other.state_dict())
+    assert "optim" not in deferred.__dict__
+    assert deferred.lr == pytest.approx(1e-3)  # reading the optimizer builds it
+    assert "optim" in deferred.__dict__
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = deferred.nothing
 
 
 def test_fused_adam_falls_back_to_torch_when_a_gradient_is_missing_or_hooks_are_set() -> None:

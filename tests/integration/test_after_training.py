@@ -11,6 +11,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import rlblocks
 from rlblocks.batch import Batch
@@ -70,6 +71,33 @@ def test_train_returns_the_agent_and_act_handles_one_or_many_observations(solved
         agent.act(np.zeros(7, np.float32))
     act, state = agent.act(obs, return_state=True)
     assert act == one and state is None
+
+
+@pytest.mark.slow
+def test_a_loaded_agent_builds_its_optimizers_only_when_trained_further(solved_run) -> None:
+    """rlblocks.load makes no torch optimizer (the first one imports torch's compiler stack,
+    seconds of start-up an agent that only acts never needs); trained further, its optimizers
+    start from the checkpoint's state."""
+    run, _result = solved_run
+    probe = (
+        "import sys, numpy as np, rlblocks\n"
+        f"agent = rlblocks.load({str(run)!r})\n"
+        "agent.act(np.zeros(4, np.float32))\n"
+        "print('dynamo' if 'torch._dynamo' in sys.modules else 'no dynamo')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    assert out.stdout.split() == ["no", "dynamo"], out.stdout + out.stderr
+    agent = rlblocks.load(run)
+    saved = load_checkpoint(run / "checkpoints" / "best.pt")["policy_extra"]["optimizers"]
+    assert saved and set(saved) == set(agent.policy.optim_steps)
+    for name, step in agent.policy.optim_steps.items():
+        assert "optim" not in step.__dict__ and step.steps == saved[name]["steps"] > 0
+        state = step.optim.state_dict()["state"]  # built on first use, from the saved state
+        assert state.keys() == saved[name]["optim"]["state"].keys()
+        for key, values in state.items():
+            for field, value in values.items():
+                assert torch.equal(value, saved[name]["optim"]["state"][key][field])
 
 
 @pytest.mark.slow
@@ -245,6 +273,8 @@ def test_plot_takes_a_folder_of_runs_and_counts_each_run_once(tmp_path: Path, ca
     assert out.stat().st_size > 0
     with pytest.raises(CheckpointError, match=r"no tests\.csv"):  # named itself: an error
         plot_runs([warming], out)
+    short = tmp_path / "short.png"  # -o is --out, as in most plotting tools
+    assert cli(["plot", str(c), "-o", str(short)]) == 0 and short.stat().st_size > 0
     (tmp_path / "empty").mkdir()
     assert cli(["plot", str(tmp_path / "empty")]) != 0
     assert "is not a run directory (no config.json) and holds none" in capsys.readouterr().err

@@ -429,6 +429,7 @@ def load(
         stacked_space,
     )
     from rlblocks.multiagent import is_multiagent_id
+    from rlblocks.optim import optimizers_deferred
 
     ckpt, config_file = _resolve(path, which)
     config = cfg.read_config(config_file, spec_lookup)
@@ -454,7 +455,9 @@ def load(
         act_space = probe.action_space
     finally:
         probe.close()
-    policy = make_policy(config.algo_name, obs_space, act_space, device=dev, config=config.algo)
+    # an agent acts; its optimizers are built only if something trains it further
+    with optimizers_deferred():
+        policy = make_policy(config.algo_name, obs_space, act_space, device=dev, config=config.algo)
     payload = load_checkpoint(ckpt, map_location=dev)
     state = payload.get("policy")
     if not isinstance(state, dict):

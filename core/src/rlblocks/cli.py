@@ -421,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", parents=[common], help="plot test-return curves of runs")
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN",
                    help="run directories, or folders holding some (every run below them)")
-    p.add_argument("--out", type=Path, default=Path("runs.png"), metavar="FILE.png",
+    p.add_argument("-o", "--out", type=Path, default=Path("runs.png"), metavar="FILE.png",
                    help="the PNG to write (default runs.png)")
     p.add_argument("--x", choices=("env_steps", "wall_seconds"), default="env_steps",
                    help="horizontal axis (default env_steps)")
@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a fixed setting for every trial; repeatable")
     p.add_argument("--study", type=Path, metavar="FILE.db",
                    help="SQLite study file; running again continues it (default RUN_DIR/study.db)")
-    p.add_argument("--out", type=Path, metavar="FILE.toml",
+    p.add_argument("-o", "--out", type=Path, metavar="FILE.toml",
                    help="where the best config goes (default RUN_DIR/best.toml)")
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="where the trials' runs go")
     p.add_argument("--seed", type=int, default=0, metavar="N",

@@ -9,6 +9,7 @@ module tree on every gradient step costs more than the arithmetic of a small net
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -17,7 +18,7 @@ import torch
 import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
-__all__ = ["FiniteWatch", "OptimizerStep", "make_optimizer"]
+__all__ = ["FiniteWatch", "OptimizerStep", "make_optimizer", "optimizers_deferred"]
 
 _OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "adam": torch.optim.Adam,
@@ -42,6 +43,30 @@ def make_optimizer(
     if name in {"adam", "adamw"} and "fused" not in kwargs and params:
         kwargs["fused"] = params[0].device.type in {"cpu", "cuda"}
     return cls(params, lr=lr, **kwargs)
+
+
+# set by optimizers_deferred(): OptimizerSteps made meanwhile build their torch optimizer on
+# first use
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "rlblocks_optimizers_deferred", default=False
+)
+
+
+@contextlib.contextmanager
+def optimizers_deferred() -> Iterator[None]:
+    """Inside, every :class:`OptimizerStep` made builds its torch optimizer on first use (a
+    step, ``.optim``, ``state_dict``) instead of at once, and keeps a loaded optimizer state
+    until then.
+
+    Why: building the first torch optimizer of a process imports torch's compiler stack
+    (``torch._dynamo``, about 2 s on a small CPU), which an agent loaded only to act, evaluate
+    or record never uses (:func:`rlblocks.load` makes its policy inside this). A policy made
+    here still trains exactly as one made outside it."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
 
 
 class OptimizerStep:
@@ -70,7 +95,8 @@ class OptimizerStep:
         self.params = _param_list(params)
         if not self.params:
             raise ValueError("OptimizerStep got no parameters that require gradients")
-        self.optim = make_optimizer(optimizer, self.params, lr, **kwargs)
+        if optimizer not in _OPTIMIZERS:
+            make_optimizer(optimizer, self.params, lr)  # raises, naming the choices
         self.max_grad_norm = max_grad_norm
         self.lr_schedule = lr_schedule
         self.steps = 0
@@ -78,14 +104,36 @@ class OptimizerStep:
         self._watch: FiniteWatch | None = None
         #: this optimizer's name in messages (``policy.add_optimizer`` gives it)
         self.name = "optimizer"
-        # fused Adam/AdamW/SGD skip a step on the device when told so (``found_inf``)
-        self._skips_on_device = bool(self.optim.defaults.get("fused"))
         # the fused Adam kernel's arguments, gathered once its state exists (see _FusedAdam)
         self._fused: _FusedAdam | None = None
-        self._fused_ok = _FusedAdam.applies(self.optim)
         # whether every parameter has one device and dtype (see _clip_grad_norm); None: not
         # looked at yet
         self._one_kind: bool | None = None
+        # what builds the torch optimizer, and a state loaded before it was built
+        self._recipe: tuple[str, float, dict[str, Any]] | None = (optimizer, lr, kwargs)
+        self._pending_state: Mapping[str, Any] | None = None
+        if not _DEFERRED.get():
+            self._build()
+
+    def _build(self) -> None:
+        """Make the torch optimizer (``self.optim``) and what is read off it once."""
+        assert self._recipe is not None
+        optimizer, lr, kwargs = self._recipe
+        self._recipe = None
+        self.optim = make_optimizer(optimizer, self.params, lr, **kwargs)
+        # fused Adam/AdamW/SGD skip a step on the device when told so (``found_inf``)
+        self._skips_on_device = bool(self.optim.defaults.get("fused"))
+        self._fused_ok = _FusedAdam.applies(self.optim)
+        if self._pending_state is not None:
+            pending, self._pending_state = self._pending_state, None
+            self.optim.load_state_dict(pending)
+
+    def __getattr__(self, name: str) -> Any:
+        # reached only for attributes not set yet: the optimizer of a deferred step
+        if name in {"optim", "_skips_on_device", "_fused_ok"} and self.__dict__.get("_recipe"):
+            self._build()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def step(self, loss: torch.Tensor, retain_graph: bool = False) -> None:
         """``zero_grad -> loss.backward() -> clip -> step``. Returns nothing, so no value is
@@ -176,7 +224,17 @@ class OptimizerStep:
         return {"optim": self.optim.state_dict(), "steps": self.steps}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.optim.load_state_dict(state["optim"])
+        if "optim" in self.__dict__:
+            self.optim.load_state_dict(state["optim"])
+        else:  # deferred: checked now as torch checks it, loaded when the optimizer is built
+            groups = state["optim"]["param_groups"]
+            if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
+                raise ValueError(
+                    f"the saved state of optimizer {self.name!r} has "
+                    f"{[len(g['params']) for g in groups]} parameters per group; this one has "
+                    f"one group of {len(self.params)}"
+                )
+            self._pending_state = state["optim"]
         self.steps = int(state.get("steps", 0))
 
 
