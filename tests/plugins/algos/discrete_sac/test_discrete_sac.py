@@ -37,6 +37,13 @@ def test_actions_follow_the_spaces_start() -> None:
     assert np.isfinite(float(policy.update(4, buf)["loss/critic"]))
 
 
+def test_the_default_fixed_alpha_is_the_configured_value_exactly() -> None:
+    policy = rlblocks.make_policy("discrete-sac", OBS, gym.spaces.Discrete(3))
+    assert not policy.config.auto_alpha and "alpha" not in policy.optim_steps
+    # float32's 0.05 itself, not exp(log(0.05)), a rounding off it
+    assert policy.alpha.item() == torch.tensor(policy.config.alpha).item()
+
+
 def test_auto_alpha_falls_when_entropy_is_above_target(random_buffer) -> None:
     policy = rlblocks.make_policy(
         "discrete-sac", OBS, gym.spaces.Discrete(4), auto_alpha=True, target_entropy_ratio=0.1,

@@ -40,3 +40,9 @@ def test_redq_solves_pendulum_with_default_settings(tmp_path) -> None:
         "redq", seed=0, stop_reward=-250, loggers=[], progress=False, run_dir=tmp_path / "run"
     )
     assert result.solved, result
+
+
+def test_a_fixed_alpha_is_the_configured_value_exactly() -> None:
+    policy = rlblocks.make_policy("redq", OBS, ACT, auto_alpha=False, alpha=0.2)
+    assert policy.alpha.item() == torch.tensor(0.2).item()  # not exp(log(0.2)), a rounding off
+    assert "alpha" not in policy.optim_steps

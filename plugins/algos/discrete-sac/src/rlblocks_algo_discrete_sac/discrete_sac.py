@@ -73,6 +73,8 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         self.log_alpha = nn.Parameter(
             torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
         )
+        # a fixed temperature is used as configured: exp(log(alpha)) can be a rounding off
+        self.register_buffer("_fixed_alpha", torch.tensor(float(c.alpha)), persistent=False)
         self.target_entropy = c.target_entropy_ratio * math.log(self.num_actions)
         self.to(self.device)
         self.actor_step = self.add_optimizer(
@@ -90,6 +92,8 @@ class DiscreteSACPolicy(OffPolicyPolicy):
     @property
     def alpha(self) -> torch.Tensor:
         """The current temperature (a 0-d tensor, no gradient)."""
+        if not self.config.auto_alpha:
+            return self._fixed_alpha
         return self.log_alpha.detach().exp()
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:

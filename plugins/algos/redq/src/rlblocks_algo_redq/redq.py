@@ -57,6 +57,8 @@ class REDQPolicy(OffPolicyPolicy):
         self.log_alpha = torch.nn.Parameter(
             torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
         )
+        # a fixed temperature is used as configured: exp(log(alpha)) can be a rounding off
+        self.register_buffer("_fixed_alpha", torch.tensor(float(c.alpha)), persistent=False)
         self.target_entropy = (
             float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
         )
@@ -81,6 +83,8 @@ class REDQPolicy(OffPolicyPolicy):
     @property
     def alpha(self) -> torch.Tensor:
         """The current temperature (a 0-d tensor, no gradient)."""
+        if not self.config.auto_alpha:
+            return self._fixed_alpha
         return self.log_alpha.detach().exp()
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:

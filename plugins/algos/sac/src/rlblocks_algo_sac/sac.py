@@ -63,6 +63,8 @@ class SACPolicy(OffPolicyPolicy):
         self.log_alpha = torch.nn.Parameter(
             torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
         )
+        # a fixed temperature is used as configured: exp(log(alpha)) can be a rounding off
+        self.register_buffer("_fixed_alpha", torch.tensor(float(c.alpha)), persistent=False)
         self.target_entropy = (
             float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
         )
@@ -82,6 +84,8 @@ class SACPolicy(OffPolicyPolicy):
     @property
     def alpha(self) -> torch.Tensor:
         """The current temperature (a 0-d tensor, no gradient)."""
+        if not self.config.auto_alpha:
+            return self._fixed_alpha
         return self.log_alpha.detach().exp()
 
     # -- acting -------------------------------------------------------------------------------
