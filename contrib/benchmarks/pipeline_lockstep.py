@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Do rlblocks and Tianshou train DDPG and TD3 the same way, collection and all? A lockstep run.
+"""Do rlblocks and Tianshou train DDPG, TD3 and SAC alike, collection and all? A lockstep run.
 
 ``update_equivalence.py`` compares one gradient step on a shared buffer. This script compares
 the whole training pipeline of the MuJoCo table (``mujoco_benchmark.py``'s trial functions and
@@ -21,18 +21,28 @@ step, the same shape in both libraries: torch is seeded alike at the first gradi
 both draw the same numbers. For TD3 rlblocks also leaves the smoothed target action unclipped
 and Tianshou's delayed actor takes rlblocks' phase (its first step at the second gradient step):
 the two by-design differences ``update_equivalence.py`` names, removed so that anything else
-shows. Printed: the first training step at which the policies'
-acting means differ by more than 1e-6 ... 1e-1, and the worst relative difference of the
-critic and actor losses over the first k updates, for Tianshou against rlblocks and for the
-control against rlblocks. Two pipelines that compute the same thing differ by rounding at
-first, and that difference then grows as any rounding difference grows in this chaotic task
-(contacts, ReLU kinks, Adam): the control shows how fast. A different pipeline (a transition
-stored or sampled differently, another target, another interleaving) shows as a jump well
-above rounding at the step where it first acts.
+shows. SAC draws from torch both when it acts (its exploration is its sampled action) and inside
+each step (the next action of the target, the reparameterised action of the actor's loss), in
+the same order and shapes in both libraries: torch is seeded alike at the first action the
+policy samples after the warm-up (and again at the first gradient step, as for TD3), and
+rlblocks' actor computes as Tianshou's does: its log-probability (``update_equivalence.py``'s
+``tianshou_log_prob``: the same mathematics rounded Tianshou's way, the one by-design
+difference in SAC's step) and its mean and log-std one half at a time (rlblocks' one head
+holds both; a one-row matrix product rounds differently for 3 output columns than for 6, so
+every action would differ from Tianshou's in the last bits). Printed: the first training step
+at which the policies' acting outputs (DDPG and TD3: the actor's action before exploration
+noise; SAC: the sampled action) differ by more than 1e-6 ... 1e-1, and the worst relative
+difference of the critic and actor losses over the first k updates, for Tianshou against
+rlblocks and for the control against rlblocks. Two pipelines that compute the same thing
+differ by rounding at first, and that difference then grows as any rounding difference grows
+in this chaotic task (contacts, ReLU kinks, Adam): the control shows how fast. A different
+pipeline (a transition stored or sampled differently, another target, another interleaving)
+shows as a jump well above rounding at the step where it first acts.
 
 Run (in the benchmark venv, see README.md): ``python contrib/benchmarks/pipeline_lockstep.py
-[--algo ddpg|td3] [--seed 300] [--steps 35000]`` (the random warm-up is 25,000 steps, so 35,000
-compares 10,000 gradient steps; about five minutes per run here).
+[--algo ddpg|td3|sac] [--seed 300] [--steps 35000]`` (DDPG's and TD3's random warm-up is 25,000
+steps, so 35,000 compares 10,000 gradient steps, about five minutes per run here; SAC's is 10,000
+steps, so ``--algo sac --steps 20000`` compares 10,000).
 """
 
 from __future__ import annotations
@@ -68,6 +78,24 @@ def _no_reset_noise() -> None:
         init(self, *args, **kwargs)
 
     HopperEnv.__init__ = without_noise  # type: ignore[method-assign]
+
+
+def two_heads(actor: Any) -> Any:
+    """rlblocks' SAC actor's ``distribution`` with its one head (mean and log-std rows
+    together) multiplied as Tianshou's two heads are, one half at a time: the same numbers,
+    but a one-row matrix product rounds differently for 3 output columns than for 6, so
+    acting (one observation at a time) would otherwise differ in the last bits at every step."""
+    import torch.nn.functional as F
+
+    a = actor.act_dim
+
+    def distribution(obs: Any) -> Any:
+        h = actor.body(actor.encoder(obs))
+        w, b = actor.head.weight, actor.head.bias
+        mean, log_std = F.linear(h, w[:a], b[:a]), F.linear(h, w[a:], b[a:])
+        return mean, log_std.clamp(actor.log_std_min, actor.log_std_max)
+
+    return distribution
 
 
 def run_rlblocks(algo: str, seed: int, steps: int, out: str, perturb: bool) -> dict[str, Any]:
@@ -127,6 +155,11 @@ def run_rlblocks(algo: str, seed: int, steps: int, out: str, perturb: bool) -> d
     def keep_start(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         torch.save(copy.deepcopy(self), out + ".policy.pt")
+        if algo == "sac":  # SAC's actor computed as Tianshou computes it (see above)
+            from update_equivalence import tianshou_log_prob
+
+            self.actor.distribution = two_heads(self.actor)
+            self.actor.forward = tianshou_log_prob(self.actor)
         if perturb:  # rounding-sized changes to the critic's start (its own generator)
             gen = torch.Generator().manual_seed(1)
             with torch.no_grad():
@@ -139,7 +172,20 @@ def run_rlblocks(algo: str, seed: int, steps: int, out: str, perturb: bool) -> d
 
     Collector._random_actions = record_warm_up  # type: ignore[method-assign]
     OffPolicyTrainer._before_loop = warm_up_then_restart  # type: ignore[method-assign]
-    policy_cls.exploration_noise = noise
+    if algo == "sac":  # SAC's exploration is its sampled action, drawn from torch
+        forward = policy_cls.forward
+
+        def record_act(self: Any, batch: Any, state: Any = None, **kwargs: Any) -> Any:
+            if self.training and not rec["mu"]:
+                torch.manual_seed(STEP_SEED)  # the first action the policy samples
+            out = forward(self, batch, state, **kwargs)
+            if self.training:  # a training step's action (tests act deterministically)
+                rec["mu"].append(np.array(out.act, dtype=np.float64).reshape(-1))
+            return out
+
+        policy_cls.forward = record_act
+    else:
+        policy_cls.exploration_noise = noise
     SharedRing.uniform = record_rows  # type: ignore[method-assign]
     policy_cls.learn = record_losses
     policy_cls.__init__ = keep_start
@@ -155,6 +201,7 @@ def run_tianshou(algo: str, seed: int, steps: int, out: str, draws: str) -> dict
     import mujoco_benchmark as bench
     import torch
     from tianshou.algorithm.modelfree import ddpg as tianshou_ddpg
+    from tianshou.algorithm.modelfree import sac as tianshou_sac
     from tianshou.algorithm.modelfree import td3 as tianshou_td3
     from tianshou.data import ReplayBuffer
     from tianshou.exploration import GaussianNoise
@@ -190,7 +237,16 @@ def run_tianshou(algo: str, seed: int, steps: int, out: str, draws: str) -> dict
         rec["mu"].append(np.array(act, dtype=np.float64).reshape(-1))
         return add_noise(self, act, batch)
 
-    algo_cls = tianshou_ddpg.DDPG if algo == "ddpg" else tianshou_td3.TD3
+    algo_cls = {"ddpg": tianshou_ddpg.DDPG, "td3": tianshou_td3.TD3, "sac": tianshou_sac.SAC}[algo]
+    sac_forward = tianshou_sac.SACPolicy.forward
+    seeded = [False]
+
+    def seed_first_action(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.is_within_training_step and not seeded[0]:
+            torch.manual_seed(STEP_SEED)  # the first action the policy samples
+            seeded[0] = True
+        return sac_forward(self, *args, **kwargs)
+
     update = algo_cls._update_with_batch
 
     def record_losses(self: Any, batch: Any) -> Any:
@@ -216,6 +272,7 @@ def run_tianshou(algo: str, seed: int, steps: int, out: str, draws: str) -> dict
     GaussianNoise.__call__ = replay_noise  # type: ignore[method-assign]
     ReplayBuffer.sample_indices = replay_rows  # type: ignore[method-assign]
     policy_cls.add_exploration_noise = record_mu  # type: ignore[method-assign]
+    tianshou_sac.SACPolicy.forward = seed_first_action  # type: ignore[method-assign]
     algo_cls._update_with_batch = record_losses
     bench._tianshou_algorithm = same_start
     result = bench.trial_tianshou(algo, "Hopper-v5", seed, steps, 5_000)
@@ -231,7 +288,7 @@ def divergence(ref: Any, other: Any) -> list[str]:
     for thr in THRESHOLDS:
         where = np.flatnonzero(gap > thr)
         lines.append(
-            f"  acting mean differs by more than {thr:g}: first at training step "
+            f"  acting output differs by more than {thr:g}: first at training step "
             + (f"{where[0]}" if len(where) else f"never in {n}")
         )
     for key, name in (("closs", "critic loss"), ("aloss", "actor loss")):
@@ -244,7 +301,7 @@ def divergence(ref: Any, other: Any) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--algo", choices=("ddpg", "td3"), default="ddpg")
+    parser.add_argument("--algo", choices=("ddpg", "td3", "sac"), default="ddpg")
     parser.add_argument("--seed", type=int, default=300)
     parser.add_argument("--steps", type=int, default=35_000, help="env steps, warm-up included")
     parser.add_argument("--torch-threads", type=int, default=1)
@@ -252,8 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--_out", default=None)
     parser.add_argument("--_draws", default=None)
     args = parser.parse_args(argv)
-    if args.steps < 30_000:  # Tianshou trains in epochs of 5,000 steps after the warm-up
-        parser.error("--steps must be at least 30000: the 25,000-step warm-up and one epoch")
+    from mujoco_benchmark import TIANSHOU_EXAMPLES
+
+    settings = TIANSHOU_EXAMPLES[args.algo]
+    warm_up, epoch = settings["start_timesteps"], settings["epoch_num_steps"]
+    if args.steps < warm_up + epoch:  # Tianshou trains in whole epochs after the warm-up
+        parser.error(
+            f"--steps must be at least {warm_up + epoch} for {args.algo}: the {warm_up:,}-step "
+            f"warm-up and one epoch of {epoch:,}"
+        )
 
     if args._side:  # child: one run, one JSON line
         import torch
