@@ -165,6 +165,14 @@ seeds 10-19 (rlblocks at 6eb8a64) give as shipped 252, unclipped 244 (paired -8 
 20). So the paper's target clip stays and the buffer keeps unclipped actions; several trials
 shared the machine's two cores, so their wall times are not comparable (``walls_comparable``
 false).
+
+The re-run of the off-policy cells on the current code began on 2026-12-01 with Hopper-v5 SAC
+(rlblocks at cca0b9d, which uses a fixed temperature exactly as configured; Tianshou as in the
+table), seeds 100 on, both libraries back to back on a quiet machine, the same command as the
+table's with ``--algos sac --envs Hopper-v5``; its trials go to
+``hopper-sac-rerun.jsonl`` as they finish and replace the cell when all ten seeds are in (a
+first pair of 2026-11-29 at 6eb8a64, rlblocks 449 s against Tianshou's 892 s, was lost with that
+machine and is not in the file).
 """
 
 from __future__ import annotations
