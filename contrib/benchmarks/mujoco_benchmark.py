@@ -172,7 +172,12 @@ table), seeds 100 on, both libraries back to back on a quiet machine, the same c
 table's with ``--algos sac --envs Hopper-v5``; its trials go to
 ``hopper-sac-rerun.jsonl`` as they finish and replace the cell when all ten seeds are in (a
 first pair of 2026-11-29 at 6eb8a64, rlblocks 449 s against Tianshou's 892 s, was lost with that
-machine and is not in the file).
+machine and is not in the file). Seeds 100 and 101 ran on 2026-12-01: rlblocks 458 s and 521 s
+(final 429 and 784), Tianshou 1228 s and 1343 s (final 660 and 490), pair ratios 0.37 and 0.39.
+rlblocks' walls are the table's (median 522 s), Tianshou's are 1.2-1.5x its (median 1041 s):
+that day's virtual machine slowed Tianshou's trials more than rlblocks' (not traced; Tianshou's
+envs run in 11 subprocesses, rlblocks' in its own process), so pairs from different days can
+differ in more than overall speed, and the re-run's pair ratios are read with their day.
 """
 
 from __future__ import annotations
