@@ -128,3 +128,35 @@ def test_mujoco_table_pairs_trials_by_seed(monkeypatch: pytest.MonkeyPatch) -> N
     assert cells[4] == "105 ± 134"
     assert cells[5] == "70 ± 42"
     assert cells[6] == "+35 ± 65 (1 of 2 ahead)"
+
+
+def test_lockstep_two_heads_is_the_sac_actor_computed_one_half_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SAC lockstep's actor (mean and log-std rows multiplied apart, as Tianshou's two
+    heads are) gives the actor's own numbers to float rounding, for a batch and for the
+    one-row products of acting, and its gradients reach both halves of the head."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    import rlblocks
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("_bench_lockstep", BENCH / "pipeline_lockstep.py")
+    lockstep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lockstep)
+
+    box = gym.spaces.Box(-1.0, 1.0, (11,), dtype=np.float32)
+    act = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
+    actor = rlblocks.make_policy("sac", box, act, hidden_sizes=[256, 256]).actor
+    split = lockstep.two_heads(actor)
+    obs = torch.randn(256, 11, generator=torch.Generator().manual_seed(0))
+    for ours, theirs in zip(actor.distribution(obs), split(obs), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    for ours, theirs in zip(actor.distribution(obs[:1]), split(obs[:1]), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+    mean, log_std = split(obs)
+    (mean.sum() + 2 * log_std.sum()).backward()
+    grad = actor.head.weight.grad
+    assert grad is not None and grad[:3].abs().sum() > 0 and grad[3:].abs().sum() > 0
