@@ -272,7 +272,8 @@ def run_tianshou(algo: str, seed: int, steps: int, out: str, draws: str) -> dict
     GaussianNoise.__call__ = replay_noise  # type: ignore[method-assign]
     ReplayBuffer.sample_indices = replay_rows  # type: ignore[method-assign]
     policy_cls.add_exploration_noise = record_mu  # type: ignore[method-assign]
-    tianshou_sac.SACPolicy.forward = seed_first_action  # type: ignore[method-assign]
+    if algo == "sac":
+        tianshou_sac.SACPolicy.forward = seed_first_action  # type: ignore[method-assign]
     algo_cls._update_with_batch = record_losses
     bench._tianshou_algorithm = same_start
     result = bench.trial_tianshou(algo, "Hopper-v5", seed, steps, 5_000)
