@@ -10,33 +10,22 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 
 ALGOS = ["ddpg", "td3", "sac"]
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-2.0, 2.0, (1,), dtype=np.float32)
 
 
-def filled_buffer(episode: list[tuple[float, bool, bool]]) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0]; ``episode`` lists (rew, terminated, truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(
-            Batch(
-                obs=np.array([t, 0, 0], np.float32),
-                act=np.array([0.1 * t], np.float32),
-                rew=rew,
-                terminated=term,
-                truncated=trunc,
-                obs_next=np.array([t + 1, 0, 0], np.float32),
-            )
-        )
-    return buf
+def ramp_act(t: int) -> np.ndarray:
+    """The action ``episode_buffer`` stores at step ``t``: [0.1 * t]."""
+    return np.array([0.1 * t], np.float32)
 
 
 @pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(algo: str, n_step: int) -> None:
+def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(
+    algo: str, n_step: int, episode_buffer
+) -> None:
     gamma = 0.5
     policy = rlblocks.make_policy(algo, OBS, ACT, gamma=gamma, n_step=n_step)
     seen = []
@@ -46,7 +35,9 @@ def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(algo: str, n_st
         return torch.full((obs_next.shape[0],), 10.0)
 
     policy.target_value = constant_value
-    buf = filled_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (2.0, False, False), (4.0, True, False)], act=ramp_act
+    )
     idx = np.array([0, 1, 2])
     returns = policy.process_fn(buf[idx], buf, idx).returns
     rews = [1.0, 2.0, 4.0]
@@ -65,21 +56,23 @@ def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(algo: str, n_st
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_truncated_episode_bootstraps(algo: str) -> None:
+def test_truncated_episode_bootstraps(algo: str, episode_buffer) -> None:
     policy = rlblocks.make_policy(algo, OBS, ACT, gamma=0.9, n_step=5)
     policy.target_value = lambda obs_next: torch.full((obs_next.shape[0],), 10.0)
-    buf = filled_buffer([(1.0, False, False), (1.0, False, True)])
+    buf = episode_buffer([(1.0, False, False), (1.0, False, True)], act=ramp_act)
     idx = np.array([0])
     returns = policy.process_fn(buf[idx], buf, idx).returns
     torch.testing.assert_close(returns, torch.tensor([1.0 + 0.9 + 0.81 * 10.0]))
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_critic_fits_a_fixed_target(algo: str) -> None:
+def test_critic_fits_a_fixed_target(algo: str, episode_buffer) -> None:
     # gamma=0: the target is the reward itself, so the critic loss must fall
     torch.manual_seed(0)
     policy = rlblocks.make_policy(algo, OBS, ACT, gamma=0.0, critic_lr=1e-2, hidden_sizes=[32])
-    buf = filled_buffer([(1.0, False, False), (-1.0, False, False), (0.5, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (-1.0, False, False), (0.5, True, False)], act=ramp_act
+    )
     losses = [float(policy.update(0, buf)["loss/critic"]) for _ in range(300)]
     assert losses[-1] < 0.05 * losses[0]
 
@@ -139,13 +132,15 @@ def test_solves_pendulum_with_default_settings(algo: str, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("algo", [*ALGOS, "redq"])
-def test_actor_step_leaves_the_critics_gradients_alone(algo: str) -> None:
+def test_actor_step_leaves_the_critics_gradients_alone(algo: str, episode_buffer) -> None:
     """The actor's loss flows through the critics but must not compute (or add to) their
     gradients: the critics' gradients after a whole update are the critic loss's own."""
     torch.manual_seed(0)
     extra = {"policy_delay": 1} if algo == "td3" else {"actor_delay": 1} if algo == "redq" else {}
     policy = rlblocks.make_policy(algo, OBS, ACT, hidden_sizes=[16], **extra)
-    buf = filled_buffer([(1.0, False, False), (-1.0, False, False), (0.5, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (-1.0, False, False), (0.5, True, False)], act=ramp_act
+    )
     after_critic: list[list[torch.Tensor]] = []
     critic_step = policy.critic_step
     original = critic_step.step

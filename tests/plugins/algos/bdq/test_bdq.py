@@ -13,7 +13,6 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks_algo_bdq.bdq import BDQPolicy
 from rlblocks_algo_bdq.config import BDQConfig
 
@@ -26,22 +25,9 @@ def small(**cfg) -> BDQConfig:
     return BDQConfig(**{"hidden_sizes": [16], "head_hidden_sizes": [8], **cfg})
 
 
-def filled_buffer(episode: list[tuple[float, bool, bool]], dims: int = 2) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0]; actions are bin-index vectors; ``episode`` lists
-    (rew, terminated, truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(
-            Batch(
-                obs=np.array([t, 0, 0], np.float32),
-                act=np.full(dims, t % 3, dtype=np.int64),
-                rew=rew,
-                terminated=term,
-                truncated=trunc,
-                obs_next=np.array([t + 1, 0, 0], np.float32),
-            )
-        )
-    return buf
+def bin_act(t: int) -> np.ndarray:
+    """The action ``episode_buffer`` stores at step ``t``: the bin-index vector [t % 3, t % 3]."""
+    return np.full(2, t % 3, dtype=np.int64)
 
 
 def set_branch_values(net: torch.nn.Module, values: list[list[float]]) -> None:
@@ -165,9 +151,11 @@ def test_dueling_branches_share_the_state_value_as_their_mean_q() -> None:
 
 # -- targets ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("n_step", [1, 2, 3])
-def test_nstep_target_averages_branches_and_stops_at_terminal(n_step: int) -> None:
+def test_nstep_target_averages_branches_and_stops_at_terminal(n_step: int, episode_buffer) -> None:
     gamma = 0.5
-    buf = filled_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (2.0, False, False), (4.0, True, False)], act=bin_act
+    )
     policy = BDQPolicy(OBS, ACT, small(bins=3, dueling=False, gamma=gamma, n_step=n_step))
     values = [[1.0, 8.0, 3.0], [2.0, 0.0, 12.0]]  # greedy values 8 and 12: mean operator 10
     for net in (policy.model, policy.target_model):
@@ -186,8 +174,8 @@ def test_nstep_target_averages_branches_and_stops_at_terminal(n_step: int) -> No
     np.testing.assert_allclose(batch.returns, [expected(t) for t in range(3)], rtol=1e-6)
 
 
-def test_truncated_episode_bootstraps_from_its_last_obs_next() -> None:
-    buf = filled_buffer([(1.0, False, False), (1.0, False, True)])
+def test_truncated_episode_bootstraps_from_its_last_obs_next(episode_buffer) -> None:
+    buf = episode_buffer([(1.0, False, False), (1.0, False, True)], act=bin_act)
     policy = BDQPolicy(OBS, ACT, small(bins=2, dueling=False, gamma=0.9, n_step=5))
     for net in (policy.model, policy.target_model):
         set_branch_values(net, [[0.0, 4.0], [6.0, 2.0]])
@@ -208,22 +196,28 @@ def test_double_picks_with_the_online_net_and_values_with_the_target() -> None:
 
 # -- learning ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("loss", ["huber", "mse"])
-def test_learning_reduces_the_loss_on_a_fixed_batch(loss: str) -> None:
+def test_learning_reduces_the_loss_on_a_fixed_batch(loss: str, episode_buffer) -> None:
     # gamma=0 makes the target the reward itself, so the fit must converge
     policy = BDQPolicy(
         OBS,
         ACT,
         small(lr=1e-2, gamma=0.0, n_step=1, tau=None, target_update_interval=0, loss=loss),
     )
-    buf = filled_buffer([(1.0, False, False), (-1.0, False, False), (2.0, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (-1.0, False, False), (2.0, True, False)], act=bin_act
+    )
     losses = [float(policy.update(0, buf)["loss"]) for _ in range(200)]
     assert losses[-1] < 0.05 * losses[0]
     assert policy.gradient_steps == 200
 
 
-def test_td_error_is_the_mean_absolute_branch_error_and_weights_scale_the_loss() -> None:
+def test_td_error_is_the_mean_absolute_branch_error_and_weights_scale_the_loss(
+    episode_buffer,
+) -> None:
     policy = BDQPolicy(OBS, ACT, small(bins=3, lr=1e-12, loss="mse"))
-    buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (0.0, False, False), (2.0, True, False)], act=bin_act
+    )
     idx = np.arange(3)
     batch = policy.process_fn(buf[idx], buf, idx)
     with torch.no_grad():
@@ -238,11 +232,11 @@ def test_td_error_is_the_mean_absolute_branch_error_and_weights_scale_the_loss()
     assert float(stats["loss"]) == pytest.approx(float((sq * torch.tensor([0.0, 2.0, 0.5])).mean()))
 
 
-def test_noisy_layers_draw_new_noise_each_gradient_step() -> None:
+def test_noisy_layers_draw_new_noise_each_gradient_step(episode_buffer) -> None:
     policy = BDQPolicy(OBS, ACT, small(noisy=True, eps_start=0.0, eps_end=0.0))
     layer = policy.model.branches[0][0]
     before = layer.eps_out.clone()
-    buf = filled_buffer([(1.0, False, False)] * 6)
+    buf = episode_buffer([(1.0, False, False)] * 6, act=bin_act)
     stats = policy.update(4, buf)
     assert np.isfinite(float(stats["loss"]))
     assert not torch.equal(before, layer.eps_out)
@@ -278,11 +272,13 @@ def test_epsilon_schedule_is_reported() -> None:
 
 
 # -- checkpoints ------------------------------------------------------------------------------
-def test_checkpoint_round_trip_gives_identical_actions_and_exploration() -> None:
+def test_checkpoint_round_trip_gives_identical_actions_and_exploration(episode_buffer) -> None:
     cfg = {"bins": 5, "eps_start": 0.5, "eps_end": 0.3, "eps_decay_steps": 1000}
     policy = BDQPolicy(OBS, ACT, small(**cfg))
     policy.seed(3)
-    buf = filled_buffer([(1.0, False, False), (0.5, False, False), (2.0, True, False)])
+    buf = episode_buffer(
+        [(1.0, False, False), (0.5, False, False), (2.0, True, False)], act=bin_act
+    )
     for _ in range(5):
         policy.update(3, buf)
     policy.set_env_step(400)

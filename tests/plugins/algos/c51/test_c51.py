@@ -10,21 +10,11 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks_algo_c51.c51 import C51Policy
 from rlblocks_algo_c51.config import C51Config
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)
-
-
-def filled_buffer(episode: list[tuple[float, bool, bool]]) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0]; ``episode`` lists (rew, terminated, truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(Batch(obs=np.array([t, 0, 0], np.float32), act=t % 2, rew=rew, terminated=term,
-                      truncated=trunc, obs_next=np.array([t + 1, 0, 0], np.float32)))  # fmt: skip
-    return buf
 
 
 def point_mass_policy(atom: int, **cfg) -> C51Policy:
@@ -40,9 +30,11 @@ def point_mass_policy(atom: int, **cfg) -> C51Policy:
 
 
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_target_shifts_the_bootstrap_distribution_and_stops_at_terminal(n_step: int) -> None:
+def test_target_shifts_the_bootstrap_distribution_and_stops_at_terminal(
+    n_step: int, episode_buffer
+) -> None:
     gamma = 0.5
-    buf = filled_buffer([(1.0, False, False), (1.0, False, False), (1.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (1.0, False, False), (1.0, True, False)])
     policy = point_mass_policy(atom=8, gamma=gamma, n_step=n_step)  # the atom at v = 3
     idx = np.array([0, 2])
     batch = policy.process_fn(buf[idx], buf, idx)
@@ -67,11 +59,11 @@ def test_acting_is_greedy_on_expected_values() -> None:
     torch.testing.assert_close(out.logits[0], torch.tensor([0.0, 2.5]), atol=1e-4, rtol=0)
 
 
-def test_learning_fits_a_fixed_batch() -> None:
+def test_learning_fits_a_fixed_batch(episode_buffer) -> None:
     policy = C51Policy(OBS, ACT, C51Config(lr=1e-2, gamma=0.0, n_step=1, tau=None,
                                            target_update_interval=0, num_atoms=11, v_min=0,
                                            v_max=4))  # fmt: skip
-    buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
     losses = [float(policy.update(0, buf)["loss"]) for _ in range(300)]
     assert losses[-1] < 0.2 * losses[0]
     q = policy(Batch(obs=np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0]], np.float32))).logits

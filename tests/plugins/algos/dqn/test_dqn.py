@@ -9,29 +9,11 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks_algo_dqn.config import DQNConfig
 from rlblocks_algo_dqn.dqn import DQNPolicy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)
-
-
-def filled_buffer(episode: list[tuple[float, bool, bool]]) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0]; ``episode`` lists (rew, terminated, truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(
-            Batch(
-                obs=np.array([t, 0, 0], np.float32),
-                act=t % 2,
-                rew=rew,
-                terminated=term,
-                truncated=trunc,
-                obs_next=np.array([t + 1, 0, 0], np.float32),
-            )
-        )
-    return buf
 
 
 def constant_q_policy(q_value: float, **cfg) -> DQNPolicy:
@@ -45,9 +27,11 @@ def constant_q_policy(q_value: float, **cfg) -> DQNPolicy:
 
 
 @pytest.mark.parametrize("n_step", [1, 2, 3])
-def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(n_step: int) -> None:
+def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(
+    n_step: int, episode_buffer
+) -> None:
     gamma = 0.5
-    buf = filled_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
     policy = constant_q_policy(10.0, gamma=gamma, n_step=n_step)
     idx = np.array([0, 1, 2])
     batch = policy.process_fn(buf[idx], buf, idx)
@@ -64,8 +48,8 @@ def test_nstep_target_stops_at_terminal_and_bootstraps_otherwise(n_step: int) ->
     np.testing.assert_allclose(batch.returns, [expected(t) for t in range(3)], rtol=1e-6)
 
 
-def test_truncated_episode_bootstraps_from_its_last_obs_next() -> None:
-    buf = filled_buffer([(1.0, False, False), (1.0, False, True)])
+def test_truncated_episode_bootstraps_from_its_last_obs_next(episode_buffer) -> None:
+    buf = episode_buffer([(1.0, False, False), (1.0, False, True)])
     policy = constant_q_policy(10.0, gamma=0.9, n_step=5)
     idx = np.array([0])
     batch = policy.process_fn(buf[idx], buf, idx)
@@ -125,9 +109,9 @@ def test_double_dqn_uses_online_argmax() -> None:
     assert float(policy.target_value(torch.zeros(1, 3))[0]) == pytest.approx(5.0)
 
 
-def test_hard_target_update_every_interval() -> None:
+def test_hard_target_update_every_interval(episode_buffer) -> None:
     policy = DQNPolicy(OBS, ACT, DQNConfig(tau=None, target_update_interval=3, lr=0.1))
-    buf = filled_buffer([(1.0, False, False)] * 10)
+    buf = episode_buffer([(1.0, False, False)] * 10)
     before = [p.clone() for p in policy.target_model.parameters()]
     for _ in range(2):
         policy.update(4, buf)
@@ -139,9 +123,9 @@ def test_hard_target_update_every_interval() -> None:
     )
 
 
-def test_soft_target_update_moves_by_tau() -> None:
+def test_soft_target_update_moves_by_tau(episode_buffer) -> None:
     policy = DQNPolicy(OBS, ACT, DQNConfig(tau=0.5, lr=0.1))
-    buf = filled_buffer([(1.0, False, False)] * 10)
+    buf = episode_buffer([(1.0, False, False)] * 10)
     old_target = [p.clone() for p in policy.target_model.parameters()]
     policy.update(4, buf)
     for t_old, t_new, online in zip(
@@ -150,12 +134,12 @@ def test_soft_target_update_moves_by_tau() -> None:
         torch.testing.assert_close(t_new, 0.5 * t_old + 0.5 * online)
 
 
-def test_learning_reduces_td_error_on_a_fixed_batch() -> None:
+def test_learning_reduces_td_error_on_a_fixed_batch(episode_buffer) -> None:
     # gamma=0 makes the target the reward itself, so the fit must converge
     policy = DQNPolicy(
         OBS, ACT, DQNConfig(lr=1e-2, gamma=0.0, tau=None, target_update_interval=0, n_step=1)
     )
-    buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
     losses = [policy.update(0, buf)["loss"] for _ in range(200)]
     assert losses[-1] < 0.1 * losses[0]
 

@@ -13,7 +13,6 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks.checkpoint import load_checkpoint, save_checkpoint
 from rlblocks.distributional import quantile_huber_loss
 from rlblocks_algo_fqf.config import FQFConfig
@@ -21,24 +20,6 @@ from rlblocks_algo_fqf.fqf import FQFPolicy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)
-
-
-def filled_buffer(episode: list[tuple[float, bool, bool]]) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0], action t % 2; ``episode`` lists (rew, terminated,
-    truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(
-            Batch(
-                obs=np.array([t, 0, 0], np.float32),
-                act=t % 2,
-                rew=rew,
-                terminated=term,
-                truncated=trunc,
-                obs_next=np.array([t + 1, 0, 0], np.float32),
-            )
-        )
-    return buf
 
 
 def constant_policy(q: tuple[float, float], **cfg) -> FQFPolicy:
@@ -53,26 +34,6 @@ def constant_policy(q: tuple[float, float], **cfg) -> FQFPolicy:
             last = [m for m in net.modules() if isinstance(m, torch.nn.Linear)][-1]
             last.bias.copy_(torch.tensor(q))
     return policy
-
-
-def brute_quantile_huber(
-    pred: np.ndarray, target: np.ndarray, taus: np.ndarray, kappa: float, probs=None
-) -> float:
-    """The quantile Huber loss of one sample, written out loop by loop; target sample ``j``
-    weighs ``probs[j]`` (default: all equal)."""
-    probs = np.full(len(target), 1 / len(target)) if probs is None else probs
-    total = 0.0
-    for i, tau in enumerate(taus):
-        for z, prob in zip(target, probs):
-            u = z - pred[i]
-            if kappa == 0:  # the plain quantile loss
-                huber = abs(u)
-            elif abs(u) <= kappa:
-                huber = 0.5 * u * u / kappa
-            else:
-                huber = abs(u) - 0.5 * kappa
-            total += prob * abs(tau - (1.0 if u < 0 else 0.0)) * huber
-    return total
 
 
 def snapshot(module: torch.nn.Module) -> list[torch.Tensor]:
@@ -124,9 +85,11 @@ def test_each_optimizer_moves_only_its_own_network(monkeypatch, random_buffer) -
 
 
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(n_step: int) -> None:
+def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(
+    n_step: int, episode_buffer
+) -> None:
     gamma = 0.5
-    buf = filled_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
     policy = constant_policy((3.0, 10.0), gamma=gamma, n_step=n_step, num_fractions=5)
     idx = np.array([0, 1, 2])
     target, probs = policy.target_distribution(policy.process_fn(buf[idx], buf, idx))
@@ -141,14 +104,16 @@ def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(n_ste
 
 
 @pytest.mark.parametrize("kappa", [0.0, 1.0, 2.5])
-def test_target_samples_weigh_their_probabilities_in_the_quantile_loss(kappa: float) -> None:
+def test_target_samples_weigh_their_probabilities_in_the_quantile_loss(
+    kappa: float, quantile_huber_reference
+) -> None:
     gen = torch.Generator().manual_seed(0)
     pred, target = torch.randn(3, 4, generator=gen), 3 * torch.randn(3, 5, generator=gen)
     taus = torch.rand(3, 4, generator=gen).sort(dim=1).values
     probs = torch.softmax(torch.randn(3, 5, generator=gen), dim=1)
     got = quantile_huber_loss(pred, target, taus, kappa, target_weights=probs)
     for b in range(3):
-        expected = brute_quantile_huber(
+        expected = quantile_huber_reference(
             pred[b].numpy(), target[b].numpy(), taus[b].numpy(), kappa, probs[b].numpy()
         )
         assert float(got[b]) == pytest.approx(expected, rel=1e-5)
@@ -160,9 +125,11 @@ def test_target_samples_weigh_their_probabilities_in_the_quantile_loss(kappa: fl
     )
 
 
-def test_quantile_loss_is_taken_at_the_proposed_midpoints() -> None:
+def test_quantile_loss_is_taken_at_the_proposed_midpoints(
+    episode_buffer, quantile_huber_reference
+) -> None:
     gamma, kappa, n = 0.9, 1.0, 4
-    buf = filled_buffer([(1.0, False, False), (-2.0, False, False), (0.5, True, False)])
+    buf = episode_buffer([(1.0, False, False), (-2.0, False, False), (0.5, True, False)])
     policy = constant_policy((0.0, 2.0), gamma=gamma, n_step=1, kappa=kappa, num_fractions=n)
     idx = np.array([0, 1, 2])
     batch = policy.process_fn(buf[idx], buf, idx)
@@ -172,7 +139,9 @@ def test_quantile_loss_is_taken_at_the_proposed_midpoints() -> None:
     expected = []
     for t, (rew, terminal) in enumerate([(1.0, False), (-2.0, False), (0.5, True)]):
         target = np.full(n, rew + (0.0 if terminal else gamma * 2.0))
-        expected.append(brute_quantile_huber(np.full(n, [0.0, 2.0][t % 2]), target, tau_hats, 1))
+        expected.append(
+            quantile_huber_reference(np.full(n, [0.0, 2.0][t % 2]), target, tau_hats, 1)
+        )
     np.testing.assert_allclose(batch.td_error.numpy(), expected, rtol=1e-5)
 
 
@@ -245,12 +214,12 @@ def test_fraction_steps_lower_the_w1_error_of_a_fixed_quantile_function(
     assert float(widths[-1]) < float(widths[0])  # finer steps where the function is steep
 
 
-def test_learning_fits_the_return_distribution_on_a_fixed_batch() -> None:
+def test_learning_fits_the_return_distribution_on_a_fixed_batch(episode_buffer) -> None:
     # gamma=0: the target is the reward itself, so every quantile must converge to it
     torch.manual_seed(0)
     cfg = FQFConfig(lr=1e-2, gamma=0.0, n_step=1, tau=None, target_update_interval=0)
     policy = FQFPolicy(OBS, ACT, cfg)
-    buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
     losses = [float(policy.update(0, buf)["loss"]) for _ in range(300)]
     assert losses[-1] < 0.05 * losses[0]
     with torch.no_grad():

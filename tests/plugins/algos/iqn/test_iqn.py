@@ -12,31 +12,12 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks.checkpoint import load_checkpoint, save_checkpoint
 from rlblocks_algo_iqn.config import IQNConfig
 from rlblocks_algo_iqn.iqn import IQNPolicy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)
-
-
-def filled_buffer(episode: list[tuple[float, bool, bool]]) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0], action t % 2; ``episode`` lists (rew, terminated,
-    truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(
-            Batch(
-                obs=np.array([t, 0, 0], np.float32),
-                act=t % 2,
-                rew=rew,
-                terminated=term,
-                truncated=trunc,
-                obs_next=np.array([t + 1, 0, 0], np.float32),
-            )
-        )
-    return buf
 
 
 def constant_policy(q: tuple[float, float], **cfg) -> IQNPolicy:
@@ -52,23 +33,12 @@ def constant_policy(q: tuple[float, float], **cfg) -> IQNPolicy:
     return policy
 
 
-def brute_quantile_huber(pred: np.ndarray, target: np.ndarray, taus: np.ndarray, kappa: float):
-    """The quantile Huber loss of one sample, written out loop by loop."""
-    total = 0.0
-    for i, tau in enumerate(taus):
-        acc = 0.0
-        for z in target:
-            u = z - pred[i]
-            huber = 0.5 * u * u if abs(u) <= kappa else kappa * (abs(u) - 0.5 * kappa)
-            acc += abs(tau - (1.0 if u < 0 else 0.0)) * huber / kappa
-        total += acc / len(target)
-    return total
-
-
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(n_step: int) -> None:
+def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(
+    n_step: int, episode_buffer
+) -> None:
     gamma = 0.5
-    buf = filled_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
     policy = constant_policy((3.0, 10.0), gamma=gamma, n_step=n_step, num_tau_prime_samples=5)
     idx = np.array([0, 1, 2])
     target = policy.target_quantiles(policy.process_fn(buf[idx], buf, idx))
@@ -81,9 +51,11 @@ def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(n_ste
         np.testing.assert_allclose(target[t].numpy(), np.full(5, g + boot), rtol=1e-6)
 
 
-def test_loss_is_the_quantile_huber_loss_at_the_sampled_fractions(monkeypatch) -> None:
+def test_loss_is_the_quantile_huber_loss_at_the_sampled_fractions(
+    monkeypatch, episode_buffer, quantile_huber_reference
+) -> None:
     gamma, kappa = 0.9, 1.0
-    buf = filled_buffer([(1.0, False, False), (-2.0, False, False), (0.5, True, False)])
+    buf = episode_buffer([(1.0, False, False), (-2.0, False, False), (0.5, True, False)])
     policy = constant_policy(
         (0.0, 2.0), gamma=gamma, n_step=1, kappa=kappa, num_tau_samples=3, num_tau_prime_samples=2
     )
@@ -106,7 +78,7 @@ def test_loss_is_the_quantile_huber_loss_at_the_sampled_fractions(monkeypatch) -
     for t, (rew, terminal) in enumerate([(1.0, False), (-2.0, False), (0.5, True)]):
         target = np.full(2, rew + (0.0 if terminal else gamma * 2.0))
         pred = np.full(3, [0.0, 2.0][t % 2])
-        expected.append(brute_quantile_huber(pred, target, taus, kappa))
+        expected.append(quantile_huber_reference(pred, target, taus, kappa))
     np.testing.assert_allclose(batch.td_error.numpy(), expected, rtol=1e-5)
     assert float(stats["loss"]) == pytest.approx(np.mean(np.array(expected) * batch.weight))
 
@@ -145,12 +117,12 @@ def test_acting_averages_k_sampled_quantiles_while_training_and_midpoints_while_
     torch.testing.assert_close(again.logits, out.logits)  # testing is deterministic
 
 
-def test_learning_fits_the_return_distribution_on_a_fixed_batch() -> None:
+def test_learning_fits_the_return_distribution_on_a_fixed_batch(episode_buffer) -> None:
     # gamma=0: the target is the reward itself, so every quantile must converge to it
     torch.manual_seed(0)
     cfg = IQNConfig(lr=1e-2, gamma=0.0, n_step=1, tau=None, target_update_interval=0)
     policy = IQNPolicy(OBS, ACT, cfg)
-    buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
     losses = [float(policy.update(0, buf)["loss"]) for _ in range(300)]
     assert np.mean(losses[-10:]) < 0.05 * np.mean(losses[:10])
     policy.eval()

@@ -12,31 +12,12 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks.checkpoint import load_checkpoint, save_checkpoint
 from rlblocks_algo_qrdqn.config import QRDQNConfig
 from rlblocks_algo_qrdqn.qrdqn import QRDQNPolicy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)
-
-
-def filled_buffer(episode: list[tuple[float, bool, bool]]) -> ReplayBuffer:
-    """One env; obs t is [t, 0, 0], action t % 2; ``episode`` lists (rew, terminated,
-    truncated) per step."""
-    buf = ReplayBuffer(32)
-    for t, (rew, term, trunc) in enumerate(episode):
-        buf.add(
-            Batch(
-                obs=np.array([t, 0, 0], np.float32),
-                act=t % 2,
-                rew=rew,
-                terminated=term,
-                truncated=trunc,
-                obs_next=np.array([t + 1, 0, 0], np.float32),
-            )
-        )
-    return buf
 
 
 def constant_policy(quantiles: np.ndarray, **cfg) -> QRDQNPolicy:
@@ -52,27 +33,16 @@ def constant_policy(quantiles: np.ndarray, **cfg) -> QRDQNPolicy:
     return policy
 
 
-def brute_quantile_huber(pred: np.ndarray, target: np.ndarray, taus: np.ndarray, kappa: float):
-    """The QR-DQN loss of one sample, written out loop by loop."""
-    total = 0.0
-    for i, tau in enumerate(taus):
-        acc = 0.0
-        for z in target:
-            u = z - pred[i]
-            huber = 0.5 * u * u if abs(u) <= kappa else kappa * (abs(u) - 0.5 * kappa)
-            acc += abs(tau - (1.0 if u < 0 else 0.0)) * huber / kappa
-        total += acc / len(target)
-    return total
-
-
 # action 1 has the larger mean; its quantiles are ascending
 QUANTILES = np.array([[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 7.0, 12.0]])
 
 
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(n_step: int) -> None:
+def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(
+    n_step: int, episode_buffer
+) -> None:
     gamma = 0.5
-    buf = filled_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (2.0, False, False), (4.0, True, False)])
     policy = constant_policy(QUANTILES, gamma=gamma, n_step=n_step, double=False)
     idx = np.array([0, 1, 2])
     target = policy.target_quantiles(policy.process_fn(buf[idx], buf, idx))
@@ -87,9 +57,11 @@ def test_target_quantiles_bootstrap_the_greedy_action_and_stop_at_terminal(n_ste
     assert torch.all(target[2] == 4.0)
 
 
-def test_loss_is_the_quantile_huber_loss_at_the_midpoints_and_weights_apply() -> None:
+def test_loss_is_the_quantile_huber_loss_at_the_midpoints_and_weights_apply(
+    episode_buffer, quantile_huber_reference
+) -> None:
     gamma, kappa = 0.9, 1.0
-    buf = filled_buffer([(1.0, False, False), (-2.0, False, False), (0.5, True, False)])
+    buf = episode_buffer([(1.0, False, False), (-2.0, False, False), (0.5, True, False)])
     policy = constant_policy(QUANTILES, gamma=gamma, n_step=1, double=False, kappa=kappa)
     idx = np.array([0, 1, 2])
     batch = policy.process_fn(buf[idx], buf, idx)
@@ -99,7 +71,7 @@ def test_loss_is_the_quantile_huber_loss_at_the_midpoints_and_weights_apply() ->
     expected = []
     for t, (rew, terminal) in enumerate([(1.0, False), (-2.0, False), (0.5, True)]):
         target = rew + (0.0 if terminal else gamma) * QUANTILES[1]
-        expected.append(brute_quantile_huber(QUANTILES[t % 2], target, taus, kappa))
+        expected.append(quantile_huber_reference(QUANTILES[t % 2], target, taus, kappa))
     np.testing.assert_allclose(batch.td_error.numpy(), expected, rtol=1e-5)
     weighted = float(np.mean(np.array(expected) * batch.weight))
     assert float(stats["loss"]) == pytest.approx(weighted, rel=1e-5)
@@ -117,12 +89,12 @@ def test_acting_uses_the_mean_of_the_quantiles() -> None:
     np.testing.assert_array_equal(out.act, z.mean(dim=2).argmax(dim=1).numpy())
 
 
-def test_learning_fits_the_return_distribution_on_a_fixed_batch() -> None:
+def test_learning_fits_the_return_distribution_on_a_fixed_batch(episode_buffer) -> None:
     # gamma=0: the target is the reward itself, so every quantile must converge to it
     torch.manual_seed(0)
     cfg = QRDQNConfig(lr=1e-2, gamma=0.0, n_step=1, tau=None, target_update_interval=0)
     policy = QRDQNPolicy(OBS, ACT, cfg)
-    buf = filled_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
+    buf = episode_buffer([(1.0, False, False), (0.0, False, False), (2.0, True, False)])
     losses = [float(policy.update(0, buf)["loss"]) for _ in range(300)]
     assert losses[-1] < 0.05 * losses[0]
     with torch.no_grad():

@@ -10,13 +10,14 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
 from rlblocks.nets.noisy import NoisyLinear
 from rlblocks_algo_rainbow.config import RainbowConfig
 from rlblocks_algo_rainbow.rainbow import RainbowPolicy
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)
+# (rew, terminated, truncated) per step: rewards 1, 0, 2, and the third step ends the episode
+EPISODE = [(1.0, False, False), (0.0, False, False), (2.0, True, False)]
 
 
 def _noisy_layers(policy: RainbowPolicy) -> int:
@@ -71,23 +72,14 @@ def test_cartpole_preset_fits_its_returns_and_stays_off_other_envs() -> None:
     assert mine.algo.v_max == 50.0 and mine.algo.gamma == 0.99
 
 
-def filled_buffer() -> ReplayBuffer:
-    buf = ReplayBuffer(32)
-    for t, rew in enumerate([1.0, 0.0, 2.0]):
-        buf.add(Batch(obs=np.array([t, 0, 0], np.float32), act=t % 2, rew=rew,
-                      terminated=t == 2, truncated=False,
-                      obs_next=np.array([t + 1, 0, 0], np.float32)))  # fmt: skip
-    return buf
-
-
 @pytest.mark.parametrize("distributional", [True, False])
-def test_both_losses_fit_a_fixed_batch(distributional: bool) -> None:
+def test_both_losses_fit_a_fixed_batch(distributional: bool, episode_buffer) -> None:
     torch.manual_seed(0)
     cfg = RainbowConfig(lr=1e-2, gamma=0.0, n_step=1, tau=None, target_update_interval=0,
                         noisy=False, v_min=0.0, v_max=4.0, num_atoms=11,
                         distributional=distributional)  # fmt: skip
     policy = RainbowPolicy(OBS, ACT, cfg)
-    buf = filled_buffer()
+    buf = episode_buffer(EPISODE)
     losses = [float(policy.update(0, buf)["loss"]) for _ in range(300)]
     assert losses[-1] < 0.2 * losses[0]
     q = policy(Batch(obs=np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0]], np.float32))).logits
@@ -97,12 +89,12 @@ def test_both_losses_fit_a_fixed_batch(distributional: bool) -> None:
     assert out_atoms == (11 if distributional else 1)
 
 
-def test_noise_is_resampled_every_gradient_step_and_off_in_tests() -> None:
+def test_noise_is_resampled_every_gradient_step_and_off_in_tests(episode_buffer) -> None:
     torch.manual_seed(0)
     policy = RainbowPolicy(OBS, ACT, RainbowConfig(n_step=1))
     obs = Batch(obs=np.ones((1, 3), np.float32))
     before = policy(obs).logits.clone()
-    policy.update(0, filled_buffer())
+    policy.update(0, episode_buffer(EPISODE))
     after_noise = policy(obs).logits
     assert not torch.allclose(before, after_noise)
     policy.eval()
