@@ -112,3 +112,30 @@ def test_a_single_agent_env_is_not_offered_algorithms_that_need_a_global_state(
     offered = capsys.readouterr().err.split("accept these spaces: ")[1].split(" (")[0].split(", ")
     assert "ippo" in offered and "ppo" in offered
     assert "mappo" not in offered, "mappo's centralised critic needs a multi-agent env's state"
+
+
+@pytest.mark.parametrize(
+    ("given", "steps"), [("20000", 20_000), ("2e4", 20_000), ("12_000", 12_000)]
+)
+def test_max_env_steps_sets_the_budget(given: str, steps: int, capsys) -> None:
+    shown = _dry_run(["sac", "--env", "Pendulum-v1", "--max-env-steps", given], capsys)
+    assert shown["trainer"]["max_env_steps"] == steps
+    default = _dry_run(["sac", "--env", "Pendulum-v1"], capsys)["trainer"]["max_env_steps"]
+    assert default != steps, "the flag must be what moved the budget"
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "1.5", "2.5e-1", "many", "nan", "1e400"])
+def test_max_env_steps_refuses_what_is_not_a_number_of_steps(given: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli(["train", "dqn", "--max-env-steps", given, "--dry-run"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{given!r} is not a number of env steps" in err and "2e5" in err
+
+
+def test_max_env_steps_and_the_same_field_set_are_refused_together(capsys) -> None:
+    argv = ["dqn", "--max-env-steps", "500", "--set", "trainer.max_env_steps=300", "--dry-run"]
+    assert cli(["train", *argv]) == 2
+    assert "pass --max-env-steps or --set trainer.max_env_steps=..., not both" in (
+        capsys.readouterr().err
+    )

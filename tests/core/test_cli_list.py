@@ -79,7 +79,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
         "--backend", "dummy", "--buffer", "replay", "--num-envs", "4",
         "--logger", "csv", "--logger", "tensorboard", "--config", "cfg.toml",
         "--set", "trainer.lr=0.001", "--set", "algo.gamma=0.9", "--run-dir", "runs/x",
-        "--device", "cpu", "--no-progress",
+        "--device", "cpu", "--no-progress", "--max-env-steps", "3e4",
     ]
     assert main(argv) == 0
     (call,) = fake_experiment.calls
@@ -88,6 +88,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
         "buffer": "replay", "num_envs": 4, "loggers": ["csv", "tensorboard"],
         "config": Path("cfg.toml"), "overrides": ["trainer.lr=0.001", "algo.gamma=0.9"],
         "run_dir": Path("runs/x"), "device": "cpu", "progress": False, "overwrite": False,
+        "max_env_steps": 30_000,
     })
 
 
@@ -96,11 +97,19 @@ def test_train_leaves_unset_options_to_the_experiment(fake_experiment):
     (_, _, kwargs) = fake_experiment.calls[0]
     assert kwargs["loggers"] is None and kwargs["env"] is None and kwargs["config"] is None
     assert kwargs["overrides"] == [] and kwargs["progress"] is None
+    assert kwargs["max_env_steps"] is None
 
 
 def test_resume_passes_the_run_directory(fake_experiment):
     assert main(["resume", "runs/x", "--set", "trainer.max_env_steps=100"]) == 0
     assert fake_experiment.calls == [("resume", Path("runs/x"), ["trainer.max_env_steps=100"])]
+
+
+def test_resume_takes_a_new_budget_as_the_budget_field(fake_experiment):
+    assert main(["resume", "runs/x", "--max-env-steps", "2e5", "--set", "algo.tau=0.01"]) == 0
+    assert fake_experiment.calls == [
+        ("resume", Path("runs/x"), ["algo.tau=0.01", "trainer.max_env_steps=200000"])
+    ]
 
 
 def test_rlblocks_error_prints_one_message_and_exits_2(fake_experiment, capsys):

@@ -168,6 +168,23 @@ def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
     assert first.env_steps < 800 <= second.env_steps
 
 
+def test_cli_budget_flag_trains_and_extends_a_run(tmp_path: Path, capsys) -> None:
+    from rlblocks.cli import main as cli
+
+    run = tmp_path / "run"
+    sets = [a for item in SMALL if not item.startswith("trainer.max_env_steps=")
+            for a in ("--set", item)]  # fmt: skip
+    common = ["--no-progress", "--logger", "csv"]
+    assert cli(["train", "dqn", "--seed", "0", "--run-dir", str(run), *common, *sets,
+                "--max-env-steps", "400"]) == 0  # fmt: skip
+    first = json.loads((run / "result.json").read_text())["env_steps"]
+    assert 400 <= first < 800
+    assert cli(["resume", str(run), "--max-env-steps", "8e2"]) == 0
+    assert json.loads((run / "result.json").read_text())["env_steps"] >= 800
+    assert json.loads((run / "config.json").read_text())["trainer"]["max_env_steps"] == 800
+    capsys.readouterr()
+
+
 def test_unknown_algo_names_installed_ones_and_package(tmp_path: Path, monkeypatch) -> None:
     from rlblocks.plugins import registry as registry_module
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 import traceback
 from collections.abc import Sequence
@@ -36,6 +37,35 @@ def _override(value: str) -> str:
             f"{value!r} is not an override; write it as section.field=value (trainer.lr=3e-4)"
         )
     return value
+
+
+def _env_steps(value: str) -> int:
+    """A positive number of env steps, written as an integer or as 2e5 (an integral float)."""
+    try:
+        number = float(value.replace("_", ""))
+    except ValueError:
+        number = float("nan")
+    if not (math.isfinite(number) and number >= 1 and number == int(number)):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a number of env steps; write a positive integer (200000 or 2e5)"
+        )
+    return int(number)
+
+
+def _check_budget(args: argparse.Namespace) -> None:
+    """``--max-env-steps`` and ``--set trainer.max_env_steps=...`` say the same thing: one only."""
+    if args.max_env_steps is not None and any(
+        o.replace(" ", "").startswith("trainer.max_env_steps=") for o in args.set or ()
+    ):
+        raise RlblocksError("pass --max-env-steps or --set trainer.max_env_steps=..., not both")
+
+
+def _with_budget(overrides: list[str], max_env_steps: int | None) -> list[str]:
+    """``overrides`` with ``--max-env-steps`` as ``trainer.max_env_steps``: how a continued run
+    gets a new budget."""
+    if max_env_steps is None:
+        return overrides
+    return [*overrides, f"trainer.max_env_steps={max_env_steps}"]
 
 
 # -- list ---------------------------------------------------------------------------------------
@@ -133,6 +163,7 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
         "config": args.config,
         "overrides": list(args.set or ()),
         "device": args.device,
+        "max_env_steps": args.max_env_steps,
     }
 
 
@@ -159,6 +190,7 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_train(args: argparse.Namespace) -> int:
     """Train ``args.algo``; 0 when the run finished, solved or not."""
     experiment = importlib.import_module("rlblocks.experiment")
+    _check_budget(args)
     if args.dry_run:
         if args.seeds is not None or args.resume or args.workers is not None or args.ray:
             raise RlblocksError(
@@ -191,7 +223,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise RlblocksError("--resume needs --run-dir (the run to continue)")
         if not (Path(args.run_dir) / "config.json").is_file():
             raise RlblocksError(f"--resume: {args.run_dir} holds no run yet (no config.json)")
-        result = experiment.resume(args.run_dir, overrides=common["overrides"])
+        overrides = _with_budget(common["overrides"], args.max_env_steps)
+        result = experiment.resume(args.run_dir, overrides=overrides)
         return _exit_code(result)
     result = experiment.train(
         args.algo,
@@ -213,8 +246,11 @@ def _exit_code(result: Any) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue the run in ``args.run_dir`` from its last checkpoint."""
     experiment = importlib.import_module("rlblocks.experiment")
+    _check_budget(args)
     result = experiment.resume(
-        args.run_dir, overrides=list(args.set or ()), trust_imports=args.trust_imports
+        args.run_dir,
+        overrides=_with_budget(list(args.set or ()), args.max_env_steps),
+        trust_imports=args.trust_imports,
     )
     return _exit_code(result)
 
@@ -361,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
     p.add_argument("--env", metavar="ID", help="gymnasium env id")
     p.add_argument("--seed", type=int, metavar="N", help="random seed")
+    p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
+                   help="env-step budget (200000 or 2e5; default: the algorithm's for the env); "
+                   "with --resume, the continued run's new budget")
     p.add_argument("--stop-reward", type=float, metavar="R",
                    help="stop when the mean test return reaches R (default: the env's threshold)")
     p.add_argument("--backend", metavar="NAME", help="vector-env backend (see `rlblocks list env`)")
@@ -393,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("resume", parents=[common], help="continue a run from its last checkpoint")
     p.add_argument("run_dir", type=Path, metavar="DIR", help="the run directory")
+    p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
+                   help="a new env-step budget for the continued run (200000 or 2e5)")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="change one field of the saved config, e.g. trainer.max_env_steps=2e5")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",
@@ -432,7 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
     p.add_argument("--env", metavar="ID", help="gymnasium env id")
     p.add_argument("--trials", type=int, default=20, metavar="N", help="trials to run (default 20)")
-    p.add_argument("--max-env-steps", type=int, metavar="N", help="env-step budget per trial")
+    p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
+                   help="env-step budget per trial (200000 or 2e5)")
     p.add_argument("--param", action="append", metavar="SECTION.FIELD=DIST",
                    help="a searched field: loguniform:LO:HI, uniform:LO:HI, int:LO:HI or "
                    "choice:A|B; repeatable (default: learning rates, gamma, n_step, batch size, "
