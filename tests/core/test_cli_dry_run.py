@@ -67,6 +67,12 @@ def test_the_printed_config_reads_back_with_config(
         (["ppo", "--set", "buffer.stack_num=4"], "trains on-policy"),
         (["mappo", "--env", "CartPole-v1"], "learns from a multi-agent env's global state"),
         (["dqn", "--set", 'env.wrappers=["gymnasium.wrappers:NoSuchWrapper"]'], "NoSuchWrapper"),
+        (["dqn", "--logger", "tensorbord"], "Did you mean: tensorboard?"),
+        (
+            ["dqn", "--logger", "csv", "--set", 'run.logger_options={"csv": {"jsnl": false}}'],
+            "jsnl",
+        ),
+        (["dqn", "--set", 'run.logger_options={"mlflow": {}}'], "not among run.loggers"),
     ],
     ids=[
         "field-typo",
@@ -80,6 +86,9 @@ def test_the_printed_config_reads_back_with_config(
         "on-policy-stack",
         "global-state",
         "wrapper",
+        "logger-typo",
+        "logger-option-typo",
+        "logger-options-unused",
     ],
 )
 def test_dry_run_refuses_what_the_run_would_refuse(

@@ -440,13 +440,14 @@ def _check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
 
 def preflight(config: cfg.ExperimentConfig) -> None:
     """Check a resolved config as a run checks it before it trains, keeping nothing: the env id,
-    the device, the trainer the algorithm needs, frame stacking, and whether the algorithm
-    handles the env's spaces (one env is made with the run's wrappers to read them, then
-    closed). ``rlblocks train --dry-run`` runs it. What only a built run can tell (a plugin's
-    own checks on its envs or buffer) is left to the run."""
+    the device, the loggers and their options, the trainer the algorithm needs, frame stacking,
+    and whether the algorithm handles the env's spaces (one env is made with the run's wrappers
+    to read them, then closed). ``rlblocks train --dry-run`` runs it. What only a built run can
+    tell (a plugin's own checks on its envs or buffer) is left to the run."""
     spec = spec_lookup("algo", config.algo_name)
     check_env_id(config.env.id)
     resolve_device(config.run.device)
+    logger_configs(config.run)
     _check_training(config, spec)
     if is_multiagent_id(config.env.id):
         return
@@ -458,6 +459,30 @@ def preflight(config: cfg.ExperimentConfig) -> None:
         _check_spaces(spec, observation_space, env.action_space)
     finally:
         env.close()
+
+
+def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:
+    """Each of ``run.loggers`` with its options built from ``run.logger_options`` (None for a
+    logger without a config class): an unknown logger name, a bad option, options given to a
+    logger that takes none, or options for a logger not in the list raise ConfigError."""
+    built: dict[str, Any] = {}
+    for name in run.loggers:
+        spec = spec_lookup("logger", name)
+        options = dict(run.logger_options.get(name) or {})
+        if spec.config is None:
+            if options:
+                raise ConfigError(f"logger {name!r} takes no options, got {sorted(options)}")
+            built[name] = None
+        else:
+            label = f"logger ({name})"
+            built[name] = cfg.structure_options(spec.config, options, label=label)
+    unused = sorted(set(run.logger_options) - set(run.loggers))
+    if unused:
+        raise ConfigError(
+            f"run.logger_options names {unused}, which are not among run.loggers "
+            f"{list(run.loggers)}"
+        )
+    return built
 
 
 def resolve_device(device: str) -> str:
@@ -948,26 +973,10 @@ class Experiment:
         if self.run_dir is not None:
             self.test_recorder = TestRecorder(self.run_dir, lambda: self.trainer.state)
             objs.append(self.test_recorder)
-        for name in c.run.loggers:
-            spec = spec_lookup("logger", name)
+        for name, options in logger_configs(c.run).items():
             if log_dir is None:
                 raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
-            cls = get_registry("logger").load(name)
-            options = dict(c.run.logger_options.get(name) or {})
-            if spec.config is None:
-                if options:
-                    raise ConfigError(f"logger {name!r} takes no options, got {sorted(options)}")
-                objs.append(cls(log_dir, None))
-                continue
-            objs.append(
-                cls(log_dir, cfg.structure_options(spec.config, options, label=f"logger ({name})"))
-            )
-        unused = sorted(set(c.run.logger_options) - set(c.run.loggers))
-        if unused:
-            raise ConfigError(
-                f"run.logger_options names {unused}, which are not among run.loggers "
-                f"{list(c.run.loggers)}"
-            )
+            objs.append(get_registry("logger").load(name)(log_dir, options))
         objs.extend(self.extra_hooks)
         return objs
 
