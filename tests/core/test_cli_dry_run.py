@@ -148,3 +148,19 @@ def test_max_env_steps_and_the_same_field_set_are_refused_together(capsys) -> No
     assert "pass --max-env-steps or --set trainer.max_env_steps=..., not both" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "runs/x", "--episodes", "0"],
+        ["eval", "runs/x", "--video-episodes", "-1"],
+        ["tune", "dqn", "--trials", "zero"],
+        ["train", "dqn", "--seeds", "0-1", "--workers", "0"],
+    ],
+)
+def test_counts_are_refused_before_anything_loads(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli(argv)
+    assert exit_info.value.code == 2
+    assert "is not a positive integer" in capsys.readouterr().err

@@ -282,6 +282,32 @@ def test_plot_takes_a_folder_of_runs_and_counts_each_run_once(tmp_path: Path, ca
         find_runs([tmp_path / "nope"])
 
 
+def test_plot_of_a_folder_skips_a_damaged_run_and_says_so(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from rlblocks.runs import plot_runs
+
+    _fake_run(tmp_path / "runs" / "dqn-a", "dqn", [1.0, 2.0])
+    broken = _fake_run(tmp_path / "runs" / "dqn-b", "dqn", [3.0])
+    (broken / "config.json").write_text("{")  # cut short, e.g. copied while being written
+    out = tmp_path / "curves.png"
+    with pytest.warns(UserWarning, match=r"not plotted: .*dqn-b: cannot read the run's config"):
+        assert plot_runs([tmp_path / "runs"], out) == {"dqn on X-v0": 1}
+    with pytest.raises(CheckpointError, match=r"dqn-b: cannot read the run's config\.json"):
+        plot_runs([broken], out)  # named itself: an error
+
+
+def test_the_command_line_prints_warnings_as_one_line(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("matplotlib")
+    _fake_run(tmp_path / "runs" / "dqn-a", "dqn", [1.0, 2.0])
+    _fake_run(tmp_path / "runs" / "sac-b", "sac", [])  # no test finished yet
+    assert cli(["plot", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: not plotted, no test finished in them yet: ")
+    assert "sac-b" in err and "UserWarning" not in err and "cli.py" not in err
+    with pytest.warns(UserWarning, match="not plotted"):  # --debug: Python's own warnings
+        assert cli(["plot", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png"), "--debug"]) == 0
+
+
 def test_describe_lists_fields_defaults_presets_and_meaning(capsys) -> None:
     assert cli(["describe", "sac", "--env", "HalfCheetah-v5"]) == 0
     out = capsys.readouterr().out

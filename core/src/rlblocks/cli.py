@@ -12,6 +12,7 @@ import importlib
 import math
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,17 @@ def _env_steps(value: str) -> int:
             f"{value!r} is not a number of env steps; write a positive integer (200000 or 2e5)"
         )
     return int(number)
+
+
+def _positive_int(value: str) -> int:
+    """A count that must be at least 1 (episodes, trials, workers)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
+    return number
 
 
 def _check_budget(args: argparse.Namespace) -> None:
@@ -424,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", metavar="LIST",
                    help="train once per seed (0-4 or 0,3,7) into RUN_DIR/seed-N and summarise "
                    "the returns (mean, IQM, 95%% bootstrap intervals)")
-    p.add_argument("--workers", type=int, metavar="N",
+    p.add_argument("--workers", type=_positive_int, metavar="N",
                    help="with --seeds: runs at a time in parallel processes (default: cores)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="with --seeds: run the seeds as Ray tasks at ADDRESS ('local': start one)")
@@ -442,14 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("eval", parents=[common], help="evaluate a trained agent (and record it)")
     p.add_argument("run", type=Path, metavar="RUN", help="a run directory or a checkpoint file")
-    p.add_argument("--episodes", type=int, default=10, metavar="N", help="episodes (default 10)")
+    p.add_argument("--episodes", type=_positive_int, default=10, metavar="N",
+                   help="episodes (default 10)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="checkpoint of a run directory (default best)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="env seed (default 0)")
     p.add_argument("--render", action="store_true", help="show the env in a window while playing")
     p.add_argument("--video", type=Path, metavar="FILE",
                    help="record episodes to FILE.mp4 or FILE.gif")
-    p.add_argument("--video-episodes", type=int, default=1, metavar="N",
+    p.add_argument("--video-episodes", type=_positive_int, default=1, metavar="N",
                    help="episodes in the video (default 1)")
     p.add_argument("--fps", type=int, metavar="N", help="video frame rate (default: the env's)")
     p.add_argument("--backend", default="dummy", metavar="NAME", help="vector-env backend")
@@ -472,7 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", parents=[common], help="search hyperparameters with Optuna")
     p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
     p.add_argument("--env", metavar="ID", help="gymnasium env id")
-    p.add_argument("--trials", type=int, default=20, metavar="N", help="trials to run (default 20)")
+    p.add_argument("--trials", type=_positive_int, default=20, metavar="N",
+                   help="trials to run (default 20)")
     p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
                    help="env-step budget per trial (200000 or 2e5)")
     p.add_argument("--param", action="append", metavar="SECTION.FIELD=DIST",
@@ -508,11 +522,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as the command line prints it: ``warning: ...`` (``--debug`` shows Python's
+    form, with the file and line that warned)."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``rlblocks`` command; rlblocks errors print as ``error: ...`` and return 2."""
+    """Run the ``rlblocks`` command; rlblocks errors print as ``error: ...`` and return 2,
+    warnings as ``warning: ...``."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            if not args.debug:
+                warnings.showwarning = _show_warning
+            return args.func(args)
     except RlblocksError as exc:
         if args.debug:
             traceback.print_exc()

@@ -209,11 +209,17 @@ def plot_runs(
     if not run_dirs:
         raise ConfigError("no run directories to plot")
     groups: dict[str, list[list[dict[str, float]]]] = {}
-    skipped = []
+    skipped, unreadable = [], []
     for rd, named in find_runs(run_dirs):
-        algo, env = run_label(rd)
         if not named and not (rd / TESTS_FILE).is_file():
             skipped.append(str(rd))  # found in a folder, e.g. a run that is still warming up
+            continue
+        try:
+            algo, env = run_label(rd)
+        except CheckpointError as exc:
+            if named:  # asked for by name: the user must hear why it cannot be plotted
+                raise
+            unreadable.append(str(exc))  # found in a folder: plot the others, say which
             continue
         rows = read_tests(rd)
         if rows:
@@ -222,6 +228,8 @@ def plot_runs(
         warnings.warn(
             f"not plotted, no test finished in them yet: {', '.join(skipped)}", stacklevel=2
         )
+    if unreadable:
+        warnings.warn(f"not plotted: {'; '.join(unreadable)}", stacklevel=2)
     if not groups:
         raise CheckpointError("none of the runs has a finished test to plot")
     column = "env_step" if x == "env_steps" else "wall_seconds"
