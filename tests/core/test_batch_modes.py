@@ -17,8 +17,8 @@ from rlblocks.async_collector import AsyncCollector
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
+from rlblocks.compose import make_vector_env
 from rlblocks.errors import ConfigError
-from rlblocks.experiment import make_vector_env
 from rlblocks.plugins import hookimpl
 
 

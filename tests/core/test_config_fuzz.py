@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rlblocks.compose import spec_lookup
 from rlblocks.config import build_config, structure_options
 from rlblocks.errors import ConfigError, UnknownComponentError
-from rlblocks.experiment import spec_lookup
 from rlblocks.plugins.registry import get_registry
 
 ALGOS = sorted(e.name for e in get_registry("algo").entries())

@@ -15,8 +15,8 @@ from pettingzoo import AECEnv, ParallelEnv  # noqa: E402
 from pettingzoo.utils import AgentSelector  # noqa: E402
 
 from rlblocks.batch import Batch  # noqa: E402
+from rlblocks.compose import make_buffer  # noqa: E402
 from rlblocks.errors import ConfigError  # noqa: E402
-from rlblocks.experiment import make_buffer  # noqa: E402
 from rlblocks.multiagent import (  # noqa: E402
     MultiAgentCollector,
     MultiAgentVectorEnv,
@@ -351,7 +351,7 @@ def test_one_trainer_trains_a_policy_per_agent_group() -> None:
     import torch
     from mpe2 import simple_spread_v3
 
-    from rlblocks.experiment import make_policy
+    from rlblocks.compose import make_policy
     from rlblocks.multiagent import BufferGroup, PolicyGroup
     from rlblocks.trainer import OnPolicyTrainer
 

@@ -411,7 +411,7 @@ def test_list_details_stays_readable(capsys) -> None:
 def test_device_auto_and_clear_errors() -> None:
     import torch
 
-    from rlblocks.experiment import resolve_device
+    from rlblocks.compose import resolve_device
 
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == "cpu"

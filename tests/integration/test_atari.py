@@ -19,8 +19,8 @@ from rlblocks.atari import atari100k_config, make_atari
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
+from rlblocks.compose import make_vector_env, spec_lookup
 from rlblocks.errors import ConfigError
-from rlblocks.experiment import make_vector_env, spec_lookup
 from rlblocks.plugins import hookimpl
 from rlblocks.views import ViewRequirement, frame_stack_views, training_views
 

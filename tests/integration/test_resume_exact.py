@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import rlblocks
+from rlblocks.compose import make_vector_env
 from rlblocks.errors import EnvWorkerError
-from rlblocks.experiment import make_vector_env
 from rlblocks.plugins import hookimpl
 
 _NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

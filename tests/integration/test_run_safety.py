@@ -17,7 +17,7 @@ import rlblocks
 from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
 from rlblocks.cli import main as cli
 from rlblocks.errors import ConfigError
-from rlblocks.experiment import RunDirLock
+from rlblocks.runs import RunDirLock
 
 SMALL = [
     "trainer.max_env_steps=600",

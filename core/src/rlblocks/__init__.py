@@ -21,9 +21,9 @@ _LAZY = {
     "EvalResult": "rlblocks.agent",
     "resume": "rlblocks.experiment",
     "resolve_train_config": "rlblocks.experiment",
-    "make_vector_env": "rlblocks.experiment",
-    "make_buffer": "rlblocks.experiment",
-    "make_policy": "rlblocks.experiment",
+    "make_vector_env": "rlblocks.compose",
+    "make_buffer": "rlblocks.compose",
+    "make_policy": "rlblocks.compose",
     "OffPolicyTrainer": "rlblocks.trainer",
     "OnPolicyTrainer": "rlblocks.trainer",
     "RlblocksError": "rlblocks.errors",
@@ -39,15 +39,9 @@ if TYPE_CHECKING:
     from rlblocks.batch import Batch
     from rlblocks.buffer import ReplayBuffer
     from rlblocks.collector import Collector, CollectStats
+    from rlblocks.compose import make_buffer, make_policy, make_vector_env
     from rlblocks.errors import ConfigError, NonFiniteError, RlblocksError, UnknownComponentError
-    from rlblocks.experiment import (
-        make_buffer,
-        make_policy,
-        make_vector_env,
-        resolve_train_config,
-        resume,
-        train,
-    )
+    from rlblocks.experiment import resolve_train_config, resume, train
     from rlblocks.trainer import OffPolicyTrainer, OnPolicyTrainer
 
 

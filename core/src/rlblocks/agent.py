@@ -167,7 +167,7 @@ class Agent:
         a run that stacked frames (``buffer.stack_num``) acts on stacks here too.
         """
         from rlblocks.collector import Collector
-        from rlblocks.experiment import make_vector_env
+        from rlblocks.compose import make_vector_env
 
         if episodes <= 0:
             raise ConfigError(f"episodes must be positive, got {episodes}")
@@ -288,7 +288,7 @@ class Agent:
     def _factory(self, env: EnvArg, render_mode: str) -> Callable[[], gym.Env]:
         """One factory for an env made with ``render_mode`` (the run's own: its make kwargs and
         wrappers)."""
-        from rlblocks.experiment import make_env_fns
+        from rlblocks.compose import make_env_fns
 
         if env is None or isinstance(env, str):
             env_id = env or self.env_id
@@ -420,7 +420,7 @@ def load(
     checkpoint file inside it; the networks go to ``device`` (default: cpu). A run whose env id
     names a module (``module:EnvId``) needs that module imported first, or ``trust_imports``."""
     from rlblocks import config as cfg
-    from rlblocks.experiment import (
+    from rlblocks.compose import (
         env_spec,
         make_env_fns,
         make_policy,

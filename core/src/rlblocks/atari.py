@@ -149,7 +149,7 @@ def make_atari(
     """One env of the pipeline above (84x84 ``uint8`` frames, no stacking): what rlblocks' runs
     make from :func:`atari_env_config`, for scripts and other libraries. ``train=False`` leaves
     out the training-only wrappers (reward clipping, episodic life)."""
-    from rlblocks.experiment import make_env_fns
+    from rlblocks.compose import make_env_fns
 
     section = atari_env_config(
         sticky, episodic_life, clip_rewards, noop_max, frame_skip, screen_size,

@@ -183,7 +183,7 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
     """The config ``rlblocks train`` would run with these flags, as ``config.json`` holds it
     (``--config`` reads it back). Checks what the run would check before it trains: the plugin
     names, every config field, the env id, the device, the algorithm against the env's spaces
-    (``experiment.preflight``) and that ``--run-dir`` holds no run; trains and writes nothing."""
+    (``compose.preflight``) and that ``--run-dir`` holds no run; trains and writes nothing."""
     experiment = importlib.import_module("rlblocks.experiment")
     cfg = importlib.import_module("rlblocks.config")
     resolved = experiment.resolve_train_config(
@@ -193,7 +193,7 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
         progress=False if args.no_progress else None,
         **train_settings(args),
     )
-    experiment.preflight(resolved)
+    importlib.import_module("rlblocks.compose").preflight(resolved)
     if resolved.run.run_dir is not None:
         experiment.refuse_existing_run(resolved.run.run_dir, args.overwrite)
     return cfg.to_dict(resolved)

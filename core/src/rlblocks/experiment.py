@@ -1,4 +1,5 @@
-"""Composition by name: build vector envs, buffers, policies and whole runs from registry names.
+"""Whole runs by name: resolve a config, build its components (through :mod:`rlblocks.compose`),
+train, checkpoint, resume.
 
 ``train("dqn")`` resolves a config (section defaults < the algorithm's defaults < a config file <
 keyword flags < ``--set`` overrides), builds every component through the plugin registries, runs
@@ -18,15 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import difflib
-import importlib
-import inspect
 import math
 import os
 import platform
 import random
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -38,7 +35,6 @@ import numpy as np
 import torch
 
 from rlblocks import config as cfg
-from rlblocks._imports import import_entry
 from rlblocks.checkpoint import (
     GenerationStore,
     check_file,
@@ -51,8 +47,24 @@ from rlblocks.checkpoint import (
     write_json_verified,
 )
 from rlblocks.collector import Collector
+from rlblocks.compose import (
+    EnvSource,
+    buffer_options,
+    check_env_id,
+    check_training,
+    env_spec,
+    logger_configs,
+    make_buffer,
+    make_env_fns,
+    make_policy,
+    make_vector_env,
+    options_dict,
+    resolve_device,
+    spec_lookup,
+    stacked_space,
+)
 from rlblocks.console import ConsoleReporter
-from rlblocks.errors import BufferFileError, CheckpointError, ConfigError
+from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.multiagent import (
     BufferGroup,
     MultiAgentCollector,
@@ -65,452 +77,14 @@ from rlblocks.multiagent import (
 )
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
-from rlblocks.plugins.spec import AlgoSpec, PluginSpec
 from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
-from rlblocks.runs import TestRecorder
+from rlblocks.runs import RunDirLock, TestRecorder
 from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
-
-EnvSource = str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
 
 
 def envs_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
     """An agent's observation and action spaces."""
     return envs.observation_space(agent), envs.action_space(agent)
-
-
-def spec_lookup(kind: str, name: str) -> PluginSpec:
-    """The registry lookup configs use to find plugin option classes."""
-    return get_registry(kind).spec(name)
-
-
-def _options_dict(options: Any) -> dict[str, Any]:
-    if options is None:
-        return {}
-    if attrs.has(type(options)):
-        return attrs.asdict(options, recurse=False)
-    return dict(options)
-
-
-def _config_options(kind: str, name: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate keyword options against the plugin's config class (clear errors on typos)."""
-    spec = spec_lookup(kind, name)
-    if not options:
-        return _options_dict(spec.config()) if spec.config is not None else {}
-    if spec.config is None:
-        raise ConfigError(f"{kind} {name!r} takes no options, got {sorted(options)}")
-    built = cfg.structure_options(spec.config, options, label=f"{kind} ({name})")
-    return _options_dict(built)
-
-
-# -- building blocks ---------------------------------------------------------------------------
-def make_env_fns(
-    env: EnvSource,
-    num_envs: int,
-    make_kwargs: Mapping[str, Any] | None = None,
-    wrappers: Sequence[Any] = (),
-) -> list[Callable[[], gym.Env]]:
-    """Env factories from a gymnasium id (``num_envs`` copies), one factory (``num_envs``
-    copies) or a list of factories; ``wrappers`` (import paths or ``{"path", "kwargs"}``
-    tables, innermost first) wrap every env."""
-    if isinstance(env, str):
-        env_spec(env)
-        kwargs = dict(make_kwargs or {})
-        fns: list[Callable[[], gym.Env]] = [
-            lambda: make_gym_env(env, **kwargs) for _ in range(num_envs)
-        ]
-    elif callable(env):
-        fns = [env] * num_envs
-    else:
-        fns = list(env)
-        if not fns or not all(callable(f) for f in fns):
-            raise ConfigError(
-                "env must be a gymnasium id, an env factory or a non-empty list of factories"
-            )
-    layers = [_wrapper(w) for w in wrappers]
-    if not layers:
-        return fns
-
-    def wrapped(fn: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
-        def make() -> gym.Env:
-            e = fn()
-            for cls, kwargs in layers:
-                try:
-                    e = cls(e, **kwargs)
-                except Exception as exc:
-                    name = f"{cls.__module__}:{cls.__qualname__}"
-                    raise ConfigError(
-                        f"env.wrappers: {name} with kwargs {kwargs} failed: {exc}"
-                    ) from exc
-            return e
-
-        return make
-
-    return [wrapped(f) for f in fns]
-
-
-def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
-    """The wrapper class and kwargs of one ``env.wrappers`` entry."""
-    cls, kwargs = import_entry(item, "env.wrappers")
-    path = item["path"] if isinstance(item, Mapping) else item
-    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper | gym.ObservationWrapper)):
-        raise ConfigError(f"env.wrappers: {path!r} is not a gymnasium wrapper class")
-    return cls, kwargs
-
-
-def stacked_space(space: gym.Space, frames: int) -> gym.Space:
-    """What a policy sees when the buffer stacks ``frames`` observations (``stack_num``):
-    ``space`` itself for 1, else a Box of shape ``(frames, *space.shape)``."""
-    if frames <= 1:
-        return space
-    if not isinstance(space, gym.spaces.Box):
-        raise ConfigError(
-            f"$.buffer.stack_num={frames} stacks observations, which needs a Box observation "
-            f"space; this env's is {space}"
-        )
-    low = np.broadcast_to(space.low, (frames, *space.shape))
-    high = np.broadcast_to(space.high, (frames, *space.shape))
-    return gym.spaces.Box(low, high, dtype=space.dtype)  # type: ignore[arg-type]
-
-
-#: gymnasium id namespaces whose envs a package registers when imported (gymnasium 1.x loads
-#: no env plugins by itself): namespace -> (module, how to install it)
-ENV_NAMESPACES: dict[str, tuple[str, str]] = {
-    "ALE": ("ale_py", "pip install 'rlblocks[atari]' (the Arcade Learning Environment, ale-py)"),
-    "rlblocks": ("rlblocks.envs", "it ships with rlblocks itself; reinstall rlblocks"),
-}
-
-
-def import_env_namespace(env_id: str) -> None:
-    """Import the package that registers ``env_id``'s namespace (``ALE/Pong-v5`` -> ale_py), so
-    that plain ids work in every process; a clear error when it is not installed."""
-    namespace = env_id.rpartition(":")[2].partition("/")[0] if "/" in env_id else ""
-    known = ENV_NAMESPACES.get(namespace)
-    if known is None or known[0] in sys.modules:
-        return
-    module, install = known
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(f"env {env_id!r} needs the {module} package: {install}") from exc
-
-
-def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace."""
-    import_env_namespace(env_id)
-    return gym.make(env_id, **kwargs)
-
-
-def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec:
-    """The registered spec of ``env_id``; ``"module:EnvId-v0"`` imports ``module`` first (as
-    ``gymnasium.make`` does), which runs its code: ``trusted=False`` (an id read from someone's run
-    directory) refuses to import a module that is not imported yet."""
-    module, sep, bare = env_id.rpartition(":")
-    if sep:
-        if module not in sys.modules and not trusted:
-            raise ConfigError(
-                f"the env {env_id!r} comes from the module {module!r}, and importing it runs its "
-                "code; import it yourself first, or pass trust_imports=True (--trust-imports) if "
-                "you trust this run"
-            )
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(
-                f"env {env_id!r}: cannot import {module!r} ({exc}); is it installed or on "
-                "PYTHONPATH?"
-            ) from exc
-    import_env_namespace(env_id)
-    try:
-        return gym.spec(bare if sep else env_id)
-    except gym.error.Error as exc:
-        raise ConfigError(f"unknown gymnasium env id {env_id!r}: {exc}") from exc
-
-
-def check_env_id(env_id: str, trusted: bool = True) -> None:
-    """Refuse, with a clear error, an env id that no run could make: an unknown gymnasium id, a
-    namespace whose package is missing, a PettingZoo ``module:parallel_env`` that does not import.
-    ``trusted`` as in :func:`env_spec`."""
-    if is_multiagent_id(env_id):
-        multiagent_factory(env_id, trusted=trusted)
-    else:
-        env_spec(env_id, trusted=trusted)
-
-
-def make_vector_env(
-    backend: str,
-    env: EnvSource,
-    num_envs: int = 1,
-    seed: int | None = None,
-    make_kwargs: Mapping[str, Any] | None = None,
-    wrappers: Sequence[Any] = (),
-    **options: Any,
-) -> Any:
-    """Build a vector env with the named backend, e.g. ``make_vector_env("dummy", "CartPole-v1",
-    num_envs=8, seed=0)``; with ``seed`` the envs are reset once, env ``i`` with ``seed + i``."""
-    cls = get_registry("env").load(backend)
-    venv = cls(
-        make_env_fns(env, num_envs, make_kwargs, wrappers),
-        **_config_options("env", backend, options),
-    )
-    if seed is not None:
-        venv.reset(seed=seed)
-    return venv
-
-
-#: ``make_buffer`` options that belong to the buffer itself rather than to one of its parts
-_BUFFER_OWN = ("stack_num", "ignore_obs_next", "seed", "storage", "path")
-
-
-def make_buffer(
-    name: str,
-    size: int,
-    num_envs: int = 1,
-    *,
-    sampler: str | None = None,
-    relabel: str | None = None,
-    writer: str | None = None,
-    **options: Any,
-) -> Any:
-    """Build a replay buffer from parts by name, e.g.
-    ``make_buffer("vector", size=100_000, num_envs=8, sampler="prioritized", relabel="her",
-    storage="memmap", path="buf/", stack_num=4, alpha=0.6)``.
-
-    ``name`` names the layout (``"replay"``, ``"vector"``), or another part, which then goes on
-    that part's default layout (``make_buffer("prioritized", ...)``). ``options`` are the
-    buffer's own (``stack_num, ignore_obs_next, seed, storage, path``) and every chosen part's
-    (``rlblocks list buffer --details`` lists them); an unknown one is an error naming the
-    options there are."""
-    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-        raise ConfigError(f"buffer size must be an int >= 1, got {size!r}")
-    from rlblocks.buffer import ReplayBuffer
-    from rlblocks.replay import build_part, resolve_part_names
-
-    parts = resolve_part_names(name, sampler, relabel, writer)
-    own = {k: options.pop(k) for k in _BUFFER_OWN if k in options}
-    per_part: dict[str, dict[str, Any]] = {}
-    claimed: set[str] = set()
-    for kw, part_name in parts.items():
-        spec = spec_lookup("buffer", part_name)
-        fields = {a.name for a in attrs.fields(spec.config) if a.init} if spec.config else set()
-        mine = {k: v for k, v in options.items() if k in fields}
-        claimed |= mine.keys()
-        per_part[kw] = _config_options("buffer", part_name, mine)
-    unknown = sorted(set(options) - claimed)
-    if unknown:
-        known = sorted({*_BUFFER_OWN, *(k for d in per_part.values() for k in d)})
-        hints = {k: difflib.get_close_matches(k, known, n=1) for k in unknown}
-        said = ", ".join(
-            f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items()
-        )
-        raise ConfigError(
-            f"buffer option(s) {said} belong to none of its parts {dict(parts)}; the options "
-            f"are {known}"
-        )
-    size, num_envs = int(size), int(num_envs)
-    built = {kw: build_part(kw, n, per_part[kw], size, num_envs) for kw, n in parts.items()}
-    try:
-        return ReplayBuffer(size, num_envs, **own, **built)
-    except BufferFileError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"buffer {name!r}: {exc}") from exc
-
-
-def buffer_options(section: Any) -> dict[str, Any]:
-    """The keyword arguments of :func:`make_buffer` a config's buffer section gives (its own
-    fields and every part's options), without name, size and num_envs."""
-    out: dict[str, Any] = {
-        "sampler": section.sampler,
-        "relabel": section.relabel,
-        "writer": section.writer,
-        "stack_num": section.stack_num,
-        "ignore_obs_next": section.ignore_obs_next,
-        "storage": section.storage,
-        "path": section.path,
-    }
-    for part in (section.options or {}).values():
-        out.update(_options_dict(part))
-    return out
-
-
-def make_policy(
-    name: str,
-    observation_space: gym.Space,
-    action_space: gym.Space,
-    device: str = "cpu",
-    config: Any = None,
-    state_space: gym.Space | None = None,
-    **fields: Any,
-) -> Any:
-    """Build an algorithm's policy by name; ``fields`` override its config's defaults.
-    ``state_space``: a multi-agent env's global state space, for policies whose constructor
-    takes one (centralised critics); others do not get it."""
-    reg = get_registry("algo")
-    spec = reg.spec(name)
-    _check_spaces(spec, observation_space, action_space, global_state=state_space is not None)
-    if config is None and spec.config is not None:
-        config = cfg.structure_options(spec.config, fields, label=f"algo ({name})")
-    elif fields:
-        config = attrs.evolve(config, **fields)
-    cls = reg.load(name)
-    extra: dict[str, Any] = {}
-    if "state_space" in inspect.signature(cls).parameters:
-        extra["state_space"] = state_space
-    return cls(observation_space, action_space, config=config, device=device, **extra)
-
-
-def _handles(
-    spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space, global_state: bool
-) -> bool:
-    obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
-    return (
-        (global_state or not spec.needs_global_state)
-        and (not act_ok or type(action_space).__name__ in act_ok)
-        and (not obs_ok or type(observation_space).__name__ in obs_ok)
-    )
-
-
-def _algos_for(
-    observation_space: gym.Space, action_space: gym.Space, global_state: bool = False
-) -> str:
-    """The installed algorithms whose specs accept these spaces (and, without a global state,
-    need none), for an error message."""
-    reg = get_registry("algo")
-    names = []
-    for name in reg.names():
-        try:
-            if _handles(reg.spec(name), observation_space, action_space, global_state):
-                names.append(name)
-        except Exception:  # a broken plugin must not hide the error being reported
-            continue
-    if not names:
-        return "no installed algorithm accepts these spaces"
-    return f"installed algorithms that accept these spaces: {', '.join(names)}"
-
-
-def _check_spaces(
-    spec: AlgoSpec,
-    observation_space: gym.Space,
-    action_space: gym.Space,
-    global_state: bool = False,
-) -> None:
-    """Refuse, naming the alternatives, an algorithm that cannot train on these spaces (or that
-    needs a multi-agent env's global state, ``global_state`` False)."""
-    if _handles(spec, observation_space, action_space, global_state):
-        return
-    obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
-    obs, act = type(observation_space).__name__, type(action_space).__name__
-    if spec.needs_global_state and not global_state:
-        raise ConfigError(
-            f"algo {spec.name!r} learns from a multi-agent env's global state, and this env has "
-            "none: train it on a PettingZoo env with state() (env.id = 'module:env_fn', e.g. "
-            f"'mpe2.simple_spread_v3:parallel_env'); "
-            f"{_algos_for(observation_space, action_space, global_state)}"
-        )
-    if act_ok and act not in act_ok:
-        problem = f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has {act}"
-    else:
-        problem = (
-            f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has {obs}"
-        )
-    raise ConfigError(
-        f"{problem}; {_algos_for(observation_space, action_space, global_state)} (the env's "
-        f"spaces: observation {obs}, action {act})"
-    )
-
-
-def _check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
-    """Refuse a trainer this version lacks, and frame stacks an on-policy buffer would break."""
-    training = spec.training
-    if training not in {"off-policy", "on-policy"}:
-        raise ConfigError(
-            f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
-            "does not ship yet"
-        )
-    frames = c.buffer.stack_num
-    if frames > 1 and training == "on-policy":
-        raise ConfigError(
-            f"$.buffer.stack_num: {c.algo_name!r} trains on-policy from a buffer emptied "
-            "after every update, so stacks read from it would lose the frames before each "
-            "collect; stack frames in the env instead (env.wrappers = "
-            '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
-            f"{frames}}}) and leave buffer.stack_num at 1"
-        )
-
-
-def preflight(config: cfg.ExperimentConfig) -> None:
-    """Check a resolved config as a run checks it before it trains, keeping nothing: the env id,
-    the device, the loggers and their options, the trainer the algorithm needs, frame stacking,
-    and whether the algorithm handles the env's spaces (one env is made with the run's wrappers
-    to read them, then closed). ``rlblocks train --dry-run`` runs it. What only a built run can
-    tell (a plugin's own checks on its envs or buffer) is left to the run."""
-    spec = spec_lookup("algo", config.algo_name)
-    check_env_id(config.env.id)
-    resolve_device(config.run.device)
-    logger_configs(config.run)
-    _check_training(config, spec)
-    if is_multiagent_id(config.env.id):
-        return
-    wrappers = [*config.env.wrappers, *config.env.train_wrappers]
-    (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)
-    env = make()
-    try:
-        observation_space = stacked_space(env.observation_space, config.buffer.stack_num)
-        _check_spaces(spec, observation_space, env.action_space)
-    finally:
-        env.close()
-
-
-def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:
-    """Each of ``run.loggers`` with its options built from ``run.logger_options`` (None for a
-    logger without a config class): an unknown logger name, a bad option, options given to a
-    logger that takes none, or options for a logger not in the list raise ConfigError."""
-    built: dict[str, Any] = {}
-    for name in run.loggers:
-        spec = spec_lookup("logger", name)
-        options = dict(run.logger_options.get(name) or {})
-        if spec.config is None:
-            if options:
-                raise ConfigError(f"logger {name!r} takes no options, got {sorted(options)}")
-            built[name] = None
-        else:
-            label = f"logger ({name})"
-            built[name] = cfg.structure_options(spec.config, options, label=label)
-    unused = sorted(set(run.logger_options) - set(run.loggers))
-    if unused:
-        raise ConfigError(
-            f"run.logger_options names {unused}, which are not among run.loggers "
-            f"{list(run.loggers)}"
-        )
-    return built
-
-
-def resolve_device(device: str) -> str:
-    """``device`` checked against what torch sees: ``"auto"`` is CUDA when torch has a GPU, else
-    the CPU; a misspelled or unavailable device is a one-line ConfigError."""
-    name = str(device).strip()
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, ValueError) as exc:
-        raise ConfigError(f"unknown device {name!r}; use cpu, cuda, cuda:N, mps or auto") from exc
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ConfigError(
-                f"device {name!r}: torch {torch.__version__} sees no CUDA GPU here; use "
-                "--device cpu (or auto, which falls back to the CPU)"
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ConfigError(
-                f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s) here "
-                f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})"
-            )
-    elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"device {name!r}: torch sees no Apple GPU here; use cpu or auto")
-    elif dev.type not in {"cpu", "cuda", "mps"}:
-        raise ConfigError(f"device {name!r} is not supported; use cpu, cuda, cuda:N, mps or auto")
-    return str(dev)
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -549,76 +123,6 @@ def default_run_dir(algo: str, env_id: str) -> Path:
 #: what a run writes into its directory (``--overwrite`` removes exactly these)
 RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5")
 RUN_DIRS = ("checkpoints", "logs")
-
-
-class RunDirLock:
-    """An exclusive lock on a run directory (``RUN_DIR/.lock``, an OS file lock that dies with
-    its process), so two runs never write one directory at once."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / ".lock"
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: no lock, as before
-            self._fd = fd
-            return
-        # a short retry: holder() (rlblocks describe) probes the lock for an instant
-        deadline = time.monotonic() + 0.5
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() < deadline:
-                    time.sleep(0.02)
-                    continue
-            holder = _lock_pid(fd)
-            os.close(fd)
-            raise ConfigError(
-                f"run directory {self.path.parent} is in use by another run (pid {holder}); "
-                "wait for it to finish or pick another --run-dir"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        self._fd = fd
-
-    @staticmethod
-    def holder(run_dir: str | os.PathLike[str]) -> str | None:
-        """The pid of the run that holds ``run_dir`` now (``"?"`` if it wrote none), or None.
-        The probe takes a shared lock for an instant, which :meth:`acquire`'s retry rides out;
-        without POSIX locks it cannot tell and says None."""
-        try:
-            import fcntl
-        except ImportError:
-            return None
-        try:
-            fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY)
-        except OSError:
-            return None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                return _lock_pid(fd)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
-        finally:
-            os.close(fd)
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor releases the lock
-            self._fd = None
-
-
-def _lock_pid(fd: int) -> str:
-    """The pid a lock holder wrote into the lock file (``"?"`` if none)."""
-    return os.read(fd, 64).decode(errors="replace").strip() or "?"
 
 
 def clear_run_dir(run_dir: Path) -> None:
@@ -742,10 +246,10 @@ class Experiment:
         self.pm.hook.rlblocks_configure.call_historic(
             kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
         )
-        env_opts = _options_dict(c.env.options)
+        env_opts = options_dict(c.env.options)
         source: EnvSource = self.env_factory if self.env_factory is not None else c.env.id
         training = self.algo_spec.training
-        _check_training(c, self.algo_spec)
+        check_training(c, self.algo_spec)
         frames = c.buffer.stack_num
         multi = self.env_factory is None and is_multiagent_id(c.env.id)
         if multi:

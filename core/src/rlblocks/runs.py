@@ -18,6 +18,7 @@ import json
 import math
 import os
 import textwrap
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -289,7 +290,7 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
     default env), with its type, its class default, the value the run gets, and its meaning."""
     from rlblocks import config as cfg
-    from rlblocks.experiment import spec_lookup
+    from rlblocks.compose import spec_lookup
 
     spec = spec_lookup("algo", algo)
     flags = {"env": {"id": env}} if env else {}
@@ -418,7 +419,6 @@ class _RunFacts:
     generations, the lock's holder, full tests; problems met on the way in ``notes``."""
 
     def __init__(self, run: Path) -> None:
-        from rlblocks.experiment import RunDirLock
 
         self.run = run
         self.notes: list[str] = []
@@ -495,8 +495,8 @@ def _settings_changed(algo: str, env_id: str, data: Mapping[str, Any], width: in
     """Lines naming each config value of the run that differs from the installed algorithm's
     default for ``env_id`` (presets included)."""
     from rlblocks import config as cfg
+    from rlblocks.compose import spec_lookup
     from rlblocks.errors import RlblocksError
-    from rlblocks.experiment import spec_lookup
 
     try:
         default = cfg.to_dict(
@@ -571,3 +571,74 @@ def _type_name(t: Any) -> str:
     if isinstance(t, str):
         return t
     return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+
+
+# -- who holds a run directory ---------------------------------------------------------
+class RunDirLock:
+    """An exclusive lock on a run directory (``RUN_DIR/.lock``, an OS file lock that dies with
+    its process), so two runs never write one directory at once."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, as before
+            self._fd = fd
+            return
+        # a short retry: holder() (rlblocks describe) probes the lock for an instant
+        deadline = time.monotonic() + 0.5
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+            holder = _lock_pid(fd)
+            os.close(fd)
+            raise ConfigError(
+                f"run directory {self.path.parent} is in use by another run (pid {holder}); "
+                "wait for it to finish or pick another --run-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    @staticmethod
+    def holder(run_dir: str | os.PathLike[str]) -> str | None:
+        """The pid of the run that holds ``run_dir`` now (``"?"`` if it wrote none), or None.
+        The probe takes a shared lock for an instant, which :meth:`acquire`'s retry rides out;
+        without POSIX locks it cannot tell and says None."""
+        try:
+            import fcntl
+        except ImportError:
+            return None
+        try:
+            fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return _lock_pid(fd)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the lock
+            self._fd = None
+
+
+def _lock_pid(fd: int) -> str:
+    """The pid a lock holder wrote into the lock file (``"?"`` if none)."""
+    return os.read(fd, 64).decode(errors="replace").strip() or "?"

@@ -161,7 +161,8 @@ def tune(
     except ImportError as exc:
         raise ConfigError("rlblocks tune needs Optuna: pip install 'rlblocks[tune]'") from exc
     from rlblocks import config as cfg
-    from rlblocks.experiment import default_run_dir, spec_lookup, train
+    from rlblocks.compose import spec_lookup
+    from rlblocks.experiment import default_run_dir, train
 
     flags: dict[str, dict[str, Any]] = {}
     if env:

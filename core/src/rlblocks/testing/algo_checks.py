@@ -52,8 +52,8 @@ def check_algorithm(
 
 
 def _check_config_resolves(name: str) -> None:
+    from rlblocks.compose import spec_lookup
     from rlblocks.config import build_config, to_dict
-    from rlblocks.experiment import spec_lookup
 
     config = build_config(name, spec_lookup=spec_lookup)
     again = build_config(name, file_data=to_dict(config), spec_lookup=spec_lookup)

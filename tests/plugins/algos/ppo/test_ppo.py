@@ -10,8 +10,8 @@ import torch
 import rlblocks
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
+from rlblocks.compose import spec_lookup
 from rlblocks.config import build_config
-from rlblocks.experiment import spec_lookup
 from rlblocks_algo_ppo.config import PPOConfig
 from rlblocks_algo_ppo.ppo import PPOPolicy
 

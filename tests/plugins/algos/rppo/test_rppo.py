@@ -11,9 +11,9 @@ import torch
 import rlblocks
 from rlblocks.batch import Batch
 from rlblocks.checkpoint import load_checkpoint, save_checkpoint
+from rlblocks.compose import spec_lookup
 from rlblocks.config import build_config
 from rlblocks.envs import MASKED_CARTPOLE_ID
-from rlblocks.experiment import spec_lookup
 from rlblocks.plugins import hookimpl
 from rlblocks.returns import gae
 from rlblocks.views import training_views

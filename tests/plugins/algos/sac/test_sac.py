@@ -10,8 +10,8 @@ import torch
 
 import rlblocks
 from rlblocks.batch import Batch
+from rlblocks.compose import spec_lookup
 from rlblocks.config import build_config
-from rlblocks.experiment import spec_lookup
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
