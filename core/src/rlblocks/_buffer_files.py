@@ -3,8 +3,8 @@
 :class:`BufferFiles` is a mixin of :class:`~rlblocks.buffer.ReplayBuffer` (it uses the buffer's
 storage, layout and parts, whose ``state()`` / ``arrays()`` / ``load()`` say what the files
 keep of them). A file records the buffer's arguments and its parts by registry name, and is
-read back by building those parts again; :func:`load_hdf5` and ``buf.read_hdf5`` are the two
-ways in.
+read back by building those parts again; ``ReplayBuffer.load_hdf5`` and ``buf.read_hdf5`` are
+the two ways in.
 
 hdf5 files are written atomically (temporary file, fsync, rename) and never pickle anything.
 With ``storage="memmap"`` every array lives in a ``.npy`` file under ``path``; :meth:`flush`
@@ -67,6 +67,13 @@ class BufferFiles:
         raise NotImplementedError
 
     def _set_storage(self, tree: Tree) -> None:  # pragma: no cover - the buffer defines it
+        raise NotImplementedError
+
+    @classmethod
+    def _from_parts(  # pragma: no cover - the buffer defines it
+        cls, init_kwargs: dict[str, Any], parts: dict[str, Any], storage: str, path: Any,
+        trust_imports: bool,
+    ) -> Any:
         raise NotImplementedError
 
     def _description(self) -> dict[str, Any]:
@@ -310,8 +317,14 @@ class BufferFiles:
         ``trust_imports``. ``storage="memmap"`` with ``storage_path`` puts the loaded arrays in
         memory-mapped files. A damaged or foreign file raises
         :class:`~rlblocks.errors.BufferFileError`."""
-        return load_hdf5(path, storage=storage, storage_path=storage_path, cls=cls,
-                         trust_imports=trust_imports)
+        import h5py
+
+        with _reading(path), h5py.File(os.fspath(path), "r") as f:
+            init_kwargs, parts = _file_description(f, path)
+            buf = cls._from_parts(init_kwargs, parts, storage=storage, path=storage_path,
+                                  trust_imports=trust_imports)  # fmt: skip
+            buf._read_hdf5(f)
+        return buf
 
     def read_hdf5(self, path: str | os.PathLike[str]) -> None:
         """Replace this buffer's contents with a file written by :meth:`save_hdf5` from a
@@ -449,26 +462,6 @@ def _differences(theirs: dict[str, Any], mine: dict[str, Any]) -> str:
 def save_hdf5(buffer: Any, path: str | os.PathLike[str], compression: str | None = None) -> None:
     """Write ``buffer`` to an hdf5 file, atomically (see ``ReplayBuffer.save_hdf5``)."""
     buffer.save_hdf5(path, compression)
-
-
-def load_hdf5(
-    path: str | os.PathLike[str], storage: str = "memory",
-    storage_path: str | os.PathLike[str] | None = None, cls: type | None = None,
-    trust_imports: bool = False,
-) -> Any:
-    """Read a buffer file back, rebuilt by part names from the installed parts, in memory or
-    (``storage="memmap"``, ``storage_path``) in memory-mapped files; never unpickles, and
-    imports code a file names (a part's import-path options) only with ``trust_imports``."""
-    import h5py
-
-    from rlblocks.replay import build_buffer
-
-    with _reading(path), h5py.File(os.fspath(path), "r") as f:
-        init_kwargs, parts = _file_description(f, path)
-        buf = build_buffer(init_kwargs, parts, storage=storage, path=storage_path, cls=cls,
-                           trust_imports=trust_imports)
-        buf._read_hdf5(f)
-    return buf
 
 
 @contextmanager

@@ -45,6 +45,7 @@ from rlblocks._buffer_tree import (
     _tree_map,
 )
 from rlblocks.batch import Batch
+from rlblocks.errors import BufferFileError
 from rlblocks.layouts import SharedRing
 from rlblocks.protocols import BufferAbilities
 from rlblocks.replay import (
@@ -57,6 +58,7 @@ from rlblocks.replay import (
     SequenceSampler,
     UniformSampler,
     Writer,
+    build_part,
 )
 
 __all__ = ["RESERVED_KEYS", "STACKED_KEYS", "ReplayBuffer", "add_in_runs"]
@@ -311,6 +313,36 @@ class ReplayBuffer(BufferFiles):
             "stack_num": self.stack_num,
             "ignore_obs_next": self.ignore_obs_next,
         }
+
+    @classmethod
+    def _from_parts(
+        cls, init_kwargs: dict[str, Any], parts: dict[str, Any], storage: str = "memory",
+        path: Any = None, trust_imports: bool = True,
+    ) -> ReplayBuffer:
+        """An empty buffer of this class from :meth:`_init_kwargs` and ``{keyword: [name,
+        options]}`` parts, as buffer files record them, each part built again by its registry
+        name (the base initialiser runs, whatever a subclass's own takes). Without
+        ``trust_imports``, options that name code to import (a spec's ``import_fields``) are
+        refused with :class:`~rlblocks.errors.BufferFileError`."""
+        if not trust_imports:
+            from rlblocks.plugins.registry import get_registry
+
+            for name, options in parts.values():
+                fields = get_registry("buffer").spec(str(name)).import_fields
+                named = {k: v for k, v in (options or {}).items() if k in fields and v is not None}
+                if named:
+                    raise BufferFileError(
+                        f"the buffer file names code to import for its part {name!r} ({named}); "
+                        "load it with trust_imports=True only if you trust the file, or read it "
+                        "into a buffer you built yourself with read_hdf5"
+                    )
+        kwargs = dict(init_kwargs)
+        size, num_envs = int(kwargs.pop("size")), int(kwargs.pop("num_envs"))
+        built = {kw: build_part(kw, str(n), dict(o or {}), size, num_envs)
+                 for kw, (n, o) in parts.items()}  # fmt: skip
+        buf = ReplayBuffer.__new__(cls)
+        ReplayBuffer.__init__(buf, size, num_envs, storage=storage, path=path, **kwargs, **built)
+        return buf
 
     def __repr__(self) -> str:
         name = type(self).__name__

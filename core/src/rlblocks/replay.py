@@ -7,8 +7,7 @@ or passed as an object:
 
 * **storage**: where the key arrays live, ``"memory"`` (numpy arrays in RAM) or ``"memmap"``
   (``.npy`` files mapped into memory; may exceed RAM, survives a crash after ``flush()``). The
-  buffer itself implements both; hdf5 files are functions of any buffer (:func:`save_hdf5`,
-  :func:`load_hdf5`).
+  buffer itself implements both, and its hdf5 files (``save_hdf5``, ``ReplayBuffer.load_hdf5``).
 * **layout** (:class:`Layout`): which slot each env's step goes to and the episode structure
   over the slots (``prev`` / ``next`` links, running episode statistics). Core's
   :class:`~rlblocks.layouts.SharedRing` (``"replay"``); the per-env sub-buffers of
@@ -423,39 +422,3 @@ def build_part(
     part = impl(int(size), int(num_envs), **options) if keyword == "layout" else impl(**options)
     part.name = name  # the name buffer files record: the one it was built by
     return part
-
-
-def build_buffer(
-    init_kwargs: dict[str, Any], parts: dict[str, Any], storage: str = "memory",
-    path: Any = None, seed: int | None = None, cls: type | None = None,
-    trust_imports: bool = True,
-) -> ReplayBuffer:
-    """A buffer from its arguments and ``{keyword: [name, options]}`` parts (what buffer files
-    record); ``cls`` a :class:`ReplayBuffer` subclass to make it an instance of. Without
-    ``trust_imports``, options that name code to import (a spec's ``import_fields``) are
-    refused with :class:`~rlblocks.errors.BufferFileError`."""
-    from rlblocks.buffer import ReplayBuffer
-
-    if not trust_imports:
-        from rlblocks.errors import BufferFileError
-        from rlblocks.plugins.registry import get_registry
-
-        for _kw, (name, options) in parts.items():
-            fields = get_registry("buffer").spec(str(name)).import_fields
-            named = {k: v for k, v in (options or {}).items() if k in fields and v is not None}
-            if named:
-                raise BufferFileError(
-                    f"the buffer file names code to import for its part {name!r} ({named}); "
-                    "load it with trust_imports=True only if you trust the file, or read it into "
-                    "a buffer you built yourself with read_hdf5"
-                )
-
-    kwargs = dict(init_kwargs)
-    size, num_envs = int(kwargs.pop("size")), int(kwargs.pop("num_envs"))
-    built = {kw: build_part(kw, str(n), dict(o or {}), size, num_envs)
-             for kw, (n, o) in parts.items()}
-    target = ReplayBuffer if cls is None else cls
-    buf = ReplayBuffer.__new__(target)
-    ReplayBuffer.__init__(buf, size, num_envs, seed=seed, storage=storage, path=path,
-                          **kwargs, **built)
-    return buf
