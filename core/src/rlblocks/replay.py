@@ -7,7 +7,8 @@ or passed as an object:
 
 * **storage**: where the key arrays live, ``"memory"`` (numpy arrays in RAM) or ``"memmap"``
   (``.npy`` files mapped into memory; may exceed RAM, survives a crash after ``flush()``). The
-  buffer itself implements both, and its hdf5 files (``save_hdf5``, ``ReplayBuffer.load_hdf5``).
+  buffer itself implements both, and writes and reads hdf5 files (``save_hdf5``,
+  ``ReplayBuffer.load_hdf5``).
 * **layout** (:class:`Layout`): which slot each env's step goes to and the episode structure
   over the slots (``prev`` / ``next`` links, running episode statistics). Core's
   :class:`~rlblocks.layouts.SharedRing` (``"replay"``); the per-env sub-buffers of

@@ -419,7 +419,6 @@ class _RunFacts:
     generations, the lock's holder, full tests; problems met on the way in ``notes``."""
 
     def __init__(self, run: Path) -> None:
-
         self.run = run
         self.notes: list[str] = []
         data = _read_json(run / "config.json", self.notes)
@@ -573,7 +572,7 @@ def _type_name(t: Any) -> str:
     return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 
 
-# -- who holds a run directory ---------------------------------------------------------
+# -- who holds a run directory ----------------------------------------------------------------
 class RunDirLock:
     """An exclusive lock on a run directory (``RUN_DIR/.lock``, an OS file lock that dies with
     its process), so two runs never write one directory at once."""
