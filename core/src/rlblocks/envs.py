@@ -6,8 +6,8 @@
   observations. The standard check that memory works, solved at the same 475 as CartPole-v1.
 
 Importing ``rlblocks.envs`` registers them; experiments name these ids like any other, and
-the experiment's env construction imports this module for ids in the ``rlblocks/`` namespace
-(``rlblocks.experiment.ENV_NAMESPACES``), also in env worker processes.
+the env construction (``rlblocks.compose``) imports this module for ids in the ``rlblocks/``
+namespace (``rlblocks.compose.ENV_NAMESPACES``), also in env worker processes.
 """
 
 from __future__ import annotations
