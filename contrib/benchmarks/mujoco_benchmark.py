@@ -178,6 +178,13 @@ rlblocks' walls are the table's (median 522 s), Tianshou's are 1.2-1.5x its (med
 that day's virtual machine slowed Tianshou's trials more than rlblocks' (not traced; Tianshou's
 envs run in 11 subprocesses, rlblocks' in its own process), so pairs from different days can
 differ in more than overall speed, and the re-run's pair ratios are read with their day.
+Seeds 102-105 ran on 2026-12-01/02 (the next session): rlblocks 562, 392, 447 and 395 s (final
+522, 375, 375, 1131), Tianshou 1316, 1295, 1202 and 1214 s (final 529, 297, 607, 314), pair ratios
+0.43, 0.30, 0.37 and 0.33; seed 102's pair is marked ``load_note`` (other work shared the second
+vCPU during both trials, which on this machine slows the first: rlblocks' trial took 562 s).
+Over the six pairs: pair ratio median 0.37, largest 0.43; final return mean 603 (rlblocks)
+against 483; Tianshou's walls stayed 1.15-1.3x the table's, rlblocks' at or below the table's.
+Seeds 106-109 are left.
 """
 
 from __future__ import annotations
