@@ -65,6 +65,23 @@ def test_auto_backend_builds_by_name_and_says_why(capsys: pytest.CaptureFixture[
         envs.close()
 
 
+@pytest.mark.parametrize("backend", ["dummy", "auto"])
+@pytest.mark.parametrize("count", [0, -1, 2.0, True, "2"])
+def test_a_count_of_envs_that_is_not_a_whole_number_from_one_is_refused_by_name(
+    backend: str, count: object
+) -> None:
+    with pytest.raises(ConfigError, match=r"num_envs must be a whole number of at least 1"):
+        rlblocks.make_vector_env(backend, "CartPole-v1", num_envs=count)
+
+
+def test_a_numpy_integer_count_of_envs_is_taken() -> None:
+    envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=np.int64(3), seed=0)
+    try:
+        assert envs.num_envs == 3
+    finally:
+        envs.close()
+
+
 def test_backends_that_step_envs_here_get_a_shared_plan_when_it_pays() -> None:
     import attrs
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -60,6 +61,21 @@ def _config_options(kind: str, name: str, options: Mapping[str, Any]) -> dict[st
 
 
 # -- building blocks ---------------------------------------------------------------------------
+def _env_count(num_envs: Any) -> int:
+    """``num_envs`` as an int, refused by name when it is not a whole number >= 1 (a 0 would
+    otherwise surface as a backend's "no env factory" error)."""
+    try:
+        n = operator.index(num_envs)
+    except TypeError:
+        n = 0
+    if isinstance(num_envs, bool) or n < 1:
+        raise ConfigError(
+            f"num_envs must be a whole number of at least 1, got {num_envs!r}; "
+            "it is how many copies of the env run side by side"
+        )
+    return n
+
+
 def make_env_fns(
     env: EnvSource,
     num_envs: int,
@@ -69,6 +85,8 @@ def make_env_fns(
     """Env factories from a gymnasium id (``num_envs`` copies), one factory (``num_envs``
     copies) or a list of factories; ``wrappers`` (import paths or ``{"path", "kwargs"}``
     tables, innermost first) wrap every env."""
+    if isinstance(env, str) or callable(env):
+        num_envs = _env_count(num_envs)
     if isinstance(env, str):
         env_spec(env)
         kwargs = dict(make_kwargs or {})
