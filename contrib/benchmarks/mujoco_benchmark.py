@@ -168,23 +168,23 @@ false).
 
 The re-run of the off-policy cells on the current code began on 2026-12-01 with Hopper-v5 SAC
 (rlblocks at cca0b9d, which uses a fixed temperature exactly as configured; Tianshou as in the
-table), seeds 100 on, both libraries back to back on a quiet machine, the same command as the
-table's with ``--algos sac --envs Hopper-v5``; its trials go to
-``hopper-sac-rerun.jsonl`` as they finish and replace the cell when all ten seeds are in (a
-first pair of 2026-11-29 at 6eb8a64, rlblocks 449 s against Tianshou's 892 s, was lost with that
-machine and is not in the file). Seeds 100 and 101 ran on 2026-12-01: rlblocks 458 s and 521 s
-(final 429 and 784), Tianshou 1228 s and 1343 s (final 660 and 490), pair ratios 0.37 and 0.39.
-rlblocks' walls are the table's (median 522 s), Tianshou's are 1.2-1.5x its (median 1041 s):
-that day's virtual machine slowed Tianshou's trials more than rlblocks' (not traced; Tianshou's
-envs run in 11 subprocesses, rlblocks' in its own process), so pairs from different days can
-differ in more than overall speed, and the re-run's pair ratios are read with their day.
-Seeds 102-105 ran on 2026-12-01/02 (the next session): rlblocks 562, 392, 447 and 395 s (final
-522, 375, 375, 1131), Tianshou 1316, 1295, 1202 and 1214 s (final 529, 297, 607, 314), pair ratios
-0.43, 0.30, 0.37 and 0.33; seed 102's pair is marked ``load_note`` (other work shared the second
-vCPU during both trials, which on this machine slows the first: rlblocks' trial took 562 s).
-Over the six pairs: pair ratio median 0.37, largest 0.43; final return mean 603 (rlblocks)
-against 483; Tianshou's walls stayed 1.15-1.3x the table's, rlblocks' at or below the table's.
-Seeds 106-109 are left.
+table), seeds 100-109, both libraries back to back on a quiet machine, the same command as the
+table's with ``--algos sac --envs Hopper-v5``, run on 2026-12-01 and 2026-12-02 across three
+sessions. It replaced the cell on 2026-12-02; the cell's earlier trials (rlblocks at 5494d6d or
+earlier, run 2026-11-27 to 2026-11-29) are kept in ``hopper-sac-before-rerun.jsonl``, and a
+first pair of 2026-11-29 at 6eb8a64 (rlblocks 449 s against Tianshou's 892 s) was lost with that
+machine. Seed 102's first pair shared the second vCPU with test runs (rlblocks' trial took
+562 s); it is kept in ``loaded-trials.jsonl`` (marked ``load_note``) and the pair was run
+again on a quiet machine the same day as seeds 106-109: rlblocks 466 s, Tianshou 1207 s
+(pair ratio 0.39), and both learning curves equal the loaded run's to the last digit. Over the
+ten pairs the pair ratio is 0.36 (largest 0.39), against the earlier cell's 0.51 (0.55); the
+medians are rlblocks 462 s and Tianshou 1262 s, against the earlier cell's 522 s and 1041 s.
+Tianshou's trials ran 1.1-1.5x slower on the re-run's days than on the earlier cell's, rlblocks'
+at or below them (not traced; Tianshou's envs run in 11 subprocesses, rlblocks' in its own process),
+so part of the lower ratio is the day's and not the code's; each seed's two trials still ran
+back to back. Final return: rlblocks 708 ± 315 against 485 ± 154 (Welch t +2.01;
+seed by seed +223 ± 111, ahead on 7 of 10; the mean of the last three tests +111 ± 136), where
+the earlier cell read 1015 ± 939 against 547 ± 182.
 """
 
 from __future__ import annotations
@@ -725,7 +725,9 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "these seeds. Seeds 103 and 104 were added to every cell after the first three, and "
         "105-109 to every cell later (both libraries, all cells alike, decided before any of "
         "them ran and reported whatever they showed: PPO's, then the off-policy cells' on "
-        "2026-11-28, the last trials run on 2026-11-29). "
+        "2026-11-28, the last trials run on 2026-11-29). Hopper-v5 SAC was re-run whole, "
+        "both libraries, on 2026-12-01/02 after rlblocks' SAC changed (its trials ran "
+        "cca0b9d), on a quiet machine; its earlier trials are kept beside the results. "
         "Trials kept beside the results (see the script's docstring) are not in the table. "
         "The two trials of a seed run back to back, but a cell's seeds may come from different "
         "days, and the "
