@@ -815,3 +815,30 @@ def test_sequence_windows_can_start_only_at_episode_starts() -> None:
     buf.update(_episodes_buffer(None))
     batch, _ = buf.sample(64)
     assert (batch.obs[:, 0, 2] == 0).all()
+
+
+def test_a_buffer_with_a_one_key_dict_pickles():
+    # the concepts page's stacking example stores obs={'id': i}: one key under a dict
+    buf = ReplayBuffer(9, stack_num=4, ignore_obs_next=True)
+    for i in range(16):
+        buf.add(Batch(obs={"id": i}, act=i, rew=i, terminated=i % 5 == 0, truncated=False,
+                      info={"x": float(i)}))  # fmt: skip
+    loaded = pickle.loads(pickle.dumps(buf))
+    _assert_buffers_equal(loaded, buf)
+    step = Batch(obs={"id": 16}, act=16, rew=16, terminated=False, truncated=False, info={"x": 1.0})
+    loaded.add(step)
+    buf.add(step)
+    _assert_buffers_equal(loaded, buf)
+    # stacked reads stop at episode starts (15 ended one): [12..15], then 16 repeated
+    assert loaded[:].obs.id[-2:].tolist() == [[12, 13, 14, 15], [16, 16, 16, 16]]
+
+
+def test_episode_links_are_int64_slots():
+    buf = ReplayBuffer(5)
+    for i in range(3):
+        buf.add(Batch(obs=i, act=i, rew=i, terminated=i == 1, truncated=False, obs_next=i + 1))
+    idx = buf.sample_index(0)
+    for links in (buf.prev(idx), buf.next(idx), buf.prev(np.array([0, 1], np.int32))):
+        assert links.dtype == np.int64
+    assert buf.next(idx).tolist() == [1, 1, 2] and buf.prev(idx).tolist() == [0, 0, 2]
+    assert isinstance(buf.prev(2), np.int64)

@@ -72,13 +72,17 @@ def _plain_view(arr: np.ndarray) -> np.ndarray:
     return arr if type(arr) is np.ndarray else arr.view(np.ndarray)
 
 
-def _one_getter(key: str) -> Any:
-    """Like ``operator.itemgetter(key)``, but returning a 1-tuple as it does for several keys."""
+class _OneGetter:
+    """Like ``operator.itemgetter(key)``, but returning a 1-tuple as it does for several keys.
+    A class, not a closure, so a buffer holding it pickles."""
 
-    def get(d: Mapping[str, Any]) -> tuple[Any]:
-        return (d[key],)
+    __slots__ = ("key",)
 
-    return get
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __call__(self, d: Mapping[str, Any]) -> tuple[Any]:
+        return (d[self.key],)
 
 
 class ReplayBuffer(BufferFiles):
@@ -407,7 +411,7 @@ class ReplayBuffer(BufferFiles):
             if any(isinstance(v, dict) for v in node.values()):
                 return  # deeper nesting takes the general path
             keys = list(node)
-            getter = operator.itemgetter(*keys) if len(keys) > 1 else _one_getter(keys[0])
+            getter = operator.itemgetter(*keys) if len(keys) > 1 else _OneGetter(keys[0])
             subs.append((getter, len(keys)))
         self._fast_get = operator.itemgetter(*tree)
         self._fast_subs = subs if any(sub is not None for sub in subs) else None

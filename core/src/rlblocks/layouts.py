@@ -272,13 +272,14 @@ class SharedRing:
     # --- reading ----------------------------------------------------------------------------------
 
     def prev(self, index: Any) -> np.ndarray:
-        """Slot of the previous step of the same episode; the slot itself at its first step."""
-        return self._prev[index]
+        """Slot of the previous step of the same episode; the slot itself at its first step.
+        Slots come back as int64 whatever the stored links' width, as from every layout."""
+        return self._prev[index].astype(np.int64)
 
     def next(self, index: Any) -> np.ndarray:
         """Slot of the next step of the same episode; the slot itself at a done step or at the
         newest step of an unfinished episode."""
-        return self._next[index]
+        return self._next[index].astype(np.int64)
 
     @property
     def env_id(self) -> np.ndarray:

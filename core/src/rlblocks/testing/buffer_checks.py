@@ -112,6 +112,10 @@ class History:
             )
         prev = np.asarray(buf.prev(valid))
         nxt = np.asarray(buf.next(valid))
+        for name, got in (("sample_index(0)", valid), ("prev", prev), ("next", nxt)):
+            assert got.dtype == np.int64, (
+                f"{name} returned {got.dtype} slots; the contract is int64 from every buffer{at}"
+            )
         where_in_env = {u: (e, k) for e, hist in enumerate(self.by_env) for k, u in enumerate(hist)}
         for j, (u, i) in enumerate(zip(uids.tolist(), valid.tolist())):
             e, k = where_in_env[u]
