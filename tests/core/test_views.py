@@ -86,6 +86,37 @@ def test_training_views_follow_episode_links_and_zero_outside() -> None:
     assert other["prev_act"].tolist() == [0, 200, 201, 202]
 
 
+def test_future_obs_views_read_obs_next_where_an_episode_ends() -> None:
+    # RLlib's next-observation view: o_{t+1} is o'_t, the observation an episode ended with
+    # (env 0's terminal step t=2, obs_next 3) and the newest of a running one (t=3, 4) included
+    buf = two_env_buffer()
+    idx = buf.sample_index(0)
+    env0 = idx[buf.env_id[idx] == 0]
+    views = training_views(
+        buf,
+        env0,
+        {
+            "next_obs": ViewRequirement("obs", shift=1),
+            "ahead": ViewRequirement("obs", shift="0:2"),
+            "ahead_edge": ViewRequirement("obs", shift=2, pad="edge"),
+        },
+    )
+    assert views["next_obs"][:, 0].tolist() == [1, 2, 3, 4]
+    assert np.array_equal(views["next_obs"], buf.obs_next[env0])
+    # two ahead exists inside the episode only; past its end zeros, or its last observation
+    assert views["ahead"][:, :, 0].tolist() == [[0, 1, 2], [1, 2, 3], [2, 3, 0], [3, 4, 0]]
+    assert views["ahead_edge"][:, 0].tolist() == [2, 3, 3, 4]
+
+    # a truncated end and a Dict observation's sub-key read their obs_next the same way
+    dict_buf = ReplayBuffer(8)
+    for t, last in enumerate([1, 12, 3]):  # step 1 ends truncated with obs 12
+        dict_buf.add({"obs": {"x": np.float32(t)}, "act": 0, "rew": 0.0, "terminated": False,
+                      "truncated": t == 1, "obs_next": {"x": np.float32(last)}})  # fmt: skip
+    rows = dict_buf.sample_index(0)
+    got = training_views(dict_buf, rows, {"nx": ViewRequirement("obs.x", shift=1)})
+    assert got["nx"].tolist() == [1.0, 12.0, 3.0]  # 12: the truncated episode's last obs
+
+
 def test_views_skip_plain_columns_and_training_only_flags() -> None:
     buf = two_env_buffer()
     views = training_views(

@@ -15,6 +15,9 @@ A policy declares ``view_requirements``, a dict from the name a column gets in i
 Time ``t`` is a row of the buffer (``obs``, ``act``, ``rew`` of one step). Steps before the
 episode's first step or after its last stored step are zeros (or, with ``pad="edge"``, that
 first or last step repeated, as frame stacks usually are), so a view never mixes episodes.
+Observations go one step further: ``obs`` at ``t + k`` (``k > 0``) is the ``obs_next`` of step
+``t + k - 1``, so ``ViewRequirement("obs", shift=1)`` is RLlib's next-observation view, the
+observation an episode ended with (terminal or truncated) included.
 While acting only the past is known: ``obs`` with shifts <= 0, ``act`` and ``rew`` with shifts
 <= -1.
 
@@ -239,10 +242,17 @@ def training_views(
                 continue
         column = req.column(name)
         space = req.column_space(name, observation_space, action_space)
+        top, dot, rest = column.partition(".")
         parts = []
         for shift in req.offsets:
-            idx, valid = shifted_index(buffer, indices, shift)
-            value = _read(buffer, idx, column)
+            if shift > 0 and top == "obs":
+                # o_{t+k} is o'_{t+k-1}: one step fewer to walk, and the observation an episode
+                # ended with (or the newest one of a running episode) is there to read
+                idx, valid = shifted_index(buffer, indices, shift - 1)
+                value = _read(buffer, idx, "obs_next" + dot + rest)
+            else:
+                idx, valid = shifted_index(buffer, indices, shift)
+                value = _read(buffer, idx, column)
             # links stop at the episode's ends, so an "edge" view already repeats them
             if req.pad == "zeros" and not valid.all():
                 value = _zero_rows(value, np.flatnonzero(~valid))
