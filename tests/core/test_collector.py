@@ -297,3 +297,27 @@ def test_dqn_exploration_through_the_collector_picks_every_action_alike() -> Non
     Collector(policy, envs, buf).collect(n_step=3000)
     counts = np.bincount(buf.act[: len(buf)] - 1, minlength=3) / len(buf)
     assert np.abs(counts - 1 / 3).max() < 0.04
+
+
+def test_one_gymnasium_env_is_run_as_a_vector_env_of_one() -> None:
+    # Tianshou's Collector takes a single env; so does ours (wrapped by the dummy backend)
+    env = CountEnv(3)
+    buf = ReplayBuffer(20)
+    collector = Collector(ConstPolicy(), env, buf, seed=0)
+    assert collector.num_envs == 1
+    stats = collector.collect(n_episode=2)
+    assert stats.n_episode == 2 and len(buf) == 6
+    assert buf.obs[:6, 0].tolist() == [0, 1, 2, 0, 1, 2]
+    assert buf.terminated[:6].tolist() == [False, False, True] * 2
+
+
+def test_a_gymnasium_vector_env_or_copies_of_one_instance_are_refused_by_name() -> None:
+    import rlblocks
+    from rlblocks.errors import ConfigError
+
+    sync = gym.vector.SyncVectorEnv([lambda: CountEnv(3)])
+    with pytest.raises(ConfigError, match=r"gymnasium vector env .*SyncVectorEnv.*env id, an env "):
+        Collector(ConstPolicy(), sync, ReplayBuffer(10))
+    with pytest.raises(ConfigError, match="one env instance cannot make num_envs=2"):
+        rlblocks.make_vector_env("dummy", CountEnv(3), num_envs=2)
+    sync.close()

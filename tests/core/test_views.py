@@ -191,6 +191,27 @@ def test_collector_feeds_acting_views_and_restarts_them_each_episode() -> None:
     assert "next_act" not in policy.seen[0]
 
 
+def test_acting_views_changed_after_the_collector_was_built_are_refused_by_name() -> None:
+    # RLlib lets views be set after a policy is built; a collector's per-env histories are
+    # made for the acting views it saw, so a later acting view must not be silently ignored
+    policy = ViewPolicy()
+    envs = DummyVectorEnv([lambda: CountEnv(3)])
+    collector = Collector(policy, envs, ReplayBuffer(64))
+    collector.collect(n_step=2)
+    # views for training only may come and go
+    policy.view_requirements["next_obs"] = ViewRequirement("obs", shift=1, used_for_acting=False)
+    collector.collect(n_step=2)
+    policy.view_requirements["prev_obs"] = ViewRequirement("obs", shift=-1)
+    with pytest.raises(ConfigError, match=r"changed after this collector was built \(added "
+                                          r"'prev_obs'\).*before building the Collector"):
+        collector.collect(n_step=2)
+    del policy.view_requirements["prev_obs"]
+    policy.view_requirements["prev_act"] = ViewRequirement("act", shift=[-2, -1])
+    with pytest.raises(ConfigError, match=r"\(changed 'prev_act'\)"):
+        collector.collect(n_step=2)
+    assert len(policy.seen) == 4  # nothing was collected by the refused calls
+
+
 def test_future_views_cannot_be_used_for_acting() -> None:
     space = gym.spaces.Box(0, 1, (1,))
     with pytest.raises(ConfigError, match="used_for_acting=False"):

@@ -180,6 +180,7 @@ class AsyncCollector(Collector):
             raise ValueError("pass exactly one of n_step or n_episode")
         if (n_step is not None and n_step <= 0) or (n_episode is not None and n_episode <= 0):
             raise ValueError(f"n_step / n_episode must be positive, got {n_step} / {n_episode}")
+        self._check_views()
         start = time.perf_counter()
         if n_episode is not None or self._obs is None:
             self.reset()

@@ -29,9 +29,14 @@ from attrs import define, field
 
 from rlblocks.arraytree import put_rows, space_has_tuple, take_rows, tuples_as_dicts
 from rlblocks.batch import Batch
-from rlblocks.errors import NonFiniteError
+from rlblocks.errors import ConfigError, NonFiniteError
 from rlblocks.protocols import Buffer, EpisodeCutBuffer, VectorEnv, ViewingPolicy
-from rlblocks.views import ActingViews, frame_stack_views
+from rlblocks.views import (
+    ActingViews,
+    acting_requirements,
+    describe_change,
+    frame_stack_views,
+)
 
 #: steps of every env whose random actions one generator call draws (see _random_actions)
 _RANDOM_BLOCK = 256
@@ -146,6 +151,11 @@ class Collector:
         frame_stack: int = 1,
     ) -> None:
         self.policy = policy
+        if isinstance(envs, gym.Env | gym.vector.VectorEnv):
+            # as in Tianshou, one gymnasium env is welcome: run it as a vector env of one
+            from rlblocks.compose import make_vector_env
+
+            envs = make_vector_env("dummy", envs)
         # Tuple observations travel as dicts keyed "0", "1", ... (Batch turns tuples into arrays)
         self.envs = TupleObsAsDict(envs) if space_has_tuple(envs.observation_space) else envs
         self.buffer = buffer
@@ -181,6 +191,8 @@ class Collector:
         self.total_episodes = 0
         self._store_policy = True
         requirements = dict(policy.view_requirements if isinstance(policy, ViewingPolicy) else {})
+        #: the acting views built below; a later change to them is refused (_check_views)
+        self._acting_views = acting_requirements(requirements)
         self.frame_stack = int(frame_stack)
         if self.frame_stack > 1:
             requirements = frame_stack_views(self.frame_stack, requirements)
@@ -191,6 +203,23 @@ class Collector:
         self.env_name = str(getattr(spec, "id", None) or type(envs).__name__)
         #: obs -> the sum of its float entries (NaN or infinite when one of them is)
         self._obs_total = _float_total_of(envs.observation_space)
+
+    def _check_views(self) -> None:
+        """Refuse to collect when the policy's acting views are no longer those this collector
+        was built with: the histories it keeps per env (and the ``view_`` columns of its
+        buffer) are for those, so new ones would silently never reach ``forward``."""
+        policy = self.policy
+        if not isinstance(policy, ViewingPolicy):
+            return
+        now = acting_requirements(policy.view_requirements)
+        if now != self._acting_views:
+            raise ConfigError(
+                "the policy's acting views changed after this collector was built ("
+                f"{describe_change(self._acting_views, now)}); a collector keeps per-env "
+                "histories for the views it was built with, so set policy.view_requirements "
+                "before building the Collector (or build a new one). Views for training only "
+                "(used_for_acting=False) may change at any time"
+            )
 
     # -- episode bookkeeping ------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -462,6 +491,7 @@ class Collector:
                 "complete_episodes takes n_step (the least number of steps) and collects whole "
                 "episodes, so it cannot be exact; for a number of episodes pass n_episode"
             )
+        self._check_views()
         start = time.perf_counter()
         if n_episode is not None or complete_episodes or self._obs is None:
             self.reset()

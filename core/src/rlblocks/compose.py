@@ -32,7 +32,7 @@ from rlblocks.multiagent import (
 from rlblocks.plugins.registry import get_registry
 from rlblocks.plugins.spec import AlgoSpec, PluginSpec
 
-EnvSource = str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
+EnvSource = str | gym.Env | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
 
 
 def spec_lookup(kind: str, name: str) -> PluginSpec:
@@ -83,8 +83,23 @@ def make_env_fns(
     wrappers: Sequence[Any] = (),
 ) -> list[Callable[[], gym.Env]]:
     """Env factories from a gymnasium id (``num_envs`` copies), one factory (``num_envs``
-    copies) or a list of factories; ``wrappers`` (import paths or ``{"path", "kwargs"}``
-    tables, innermost first) wrap every env."""
+    copies), a list of factories, or one env already made (``num_envs=1``: it cannot be
+    copied); ``wrappers`` (import paths or ``{"path", "kwargs"}`` tables, innermost first) wrap
+    every env."""
+    if isinstance(env, gym.vector.VectorEnv):
+        raise ConfigError(
+            f"env is a gymnasium vector env ({type(env).__name__}); rlblocks' vector envs reset "
+            "finished envs themselves instead of autoresetting, so pass what it was made from: "
+            "an env id, an env factory or a list of factories"
+        )
+    if isinstance(env, gym.Env):
+        if _env_count(num_envs) != 1:
+            raise ConfigError(
+                f"one env instance cannot make num_envs={num_envs} envs; pass a factory "
+                "(e.g. lambda: gym.make(...)) or an env id to get copies"
+            )
+        made = env
+        env = [lambda: made]
     if isinstance(env, str) or callable(env):
         num_envs = _env_count(num_envs)
     if isinstance(env, str):

@@ -262,6 +262,29 @@ def training_views(
 
 
 # -- acting: per-env histories -----------------------------------------------------------------
+def acting_requirements(requirements: Mapping[str, ViewRequirement]) -> dict[str, ViewRequirement]:
+    """The requirements that shape acting (what a collector builds per env and stores): every
+    view used for acting except the plain current observation."""
+    return {
+        name: req
+        for name, req in requirements.items()
+        if req.used_for_acting and not (name == "obs" and req.plain(name))
+    }
+
+
+def describe_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """``"added 'a'; removed 'b'; changed 'c'"`` for two dicts (empty when equal)."""
+    parts = []
+    for what, names in (
+        ("added", [k for k in after if k not in before]),
+        ("removed", [k for k in before if k not in after]),
+        ("changed", [k for k in after if k in before and after[k] != before[k]]),
+    ):
+        if names:
+            parts.append(f"{what} {', '.join(repr(n) for n in names)}")
+    return "; ".join(parts)
+
+
 class ActingViews:
     """Keeps, per env, the recent ``obs``, ``act`` and ``rew`` that a policy's acting views need,
     and builds those views for any subset of envs. Histories restart (zeros) with each episode.
