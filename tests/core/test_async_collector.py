@@ -136,3 +136,23 @@ def test_async_collector_names_the_env_that_returned_a_non_finite_reward() -> No
         assert not np.isnan(np.asarray(buf[np.arange(len(buf))].rew)).any()
     finally:
         envs.close()
+
+
+class InfoProbeEnv(DelayedProbeEnv):
+    """DelayedProbeEnv whose step info names its env and step, to follow infos through
+    out-of-order workers."""
+
+    def step(self, action: Any) -> Any:
+        obs, rew, terminated, truncated, _ = super().step(action)
+        return obs, rew, terminated, truncated, {"env": self.index, "t": int(obs[1])}
+
+
+def test_async_collector_stores_each_env_s_own_infos() -> None:
+    fns = [functools.partial(InfoProbeEnv, i, d) for i, d in enumerate([0.0, 0.0, 0.02, 0.02])]
+    with ShmemVectorEnv(fns, num_workers=2, wait_num=1) as envs:
+        buf = rlblocks.make_buffer("replay", size=1000, num_envs=4)
+        AsyncCollector(IndexPolicy(), envs, buf, seed=0, info_keys=["env", "t"]).collect(n_step=40)
+        rows = buf[np.arange(len(buf))]
+        obs_next = np.asarray(rows.obs_next)
+        assert np.array_equal(rows.info.env, obs_next[:, 0])
+        assert np.array_equal(rows.info.t, obs_next[:, 1])

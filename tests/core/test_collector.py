@@ -11,7 +11,7 @@ import pytest
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
-from rlblocks.errors import NonFiniteError
+from rlblocks.errors import ConfigError, NonFiniteError
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 
 
@@ -321,3 +321,60 @@ def test_a_gymnasium_vector_env_or_copies_of_one_instance_are_refused_by_name() 
     with pytest.raises(ConfigError, match="one env instance cannot make num_envs=2"):
         rlblocks.make_vector_env("dummy", CountEnv(3), num_envs=2)
     sync.close()
+
+
+class InfoEnv(CountEnv):
+    """CountEnv whose step info reports the step (``t``), a flag and, unless ``sparse``, a
+    vector; with ``sparse`` the ``vec`` key is left out at step 2."""
+
+    def __init__(self, length: int, sparse: bool = False) -> None:
+        super().__init__(length)
+        self.sparse = sparse
+
+    def step(self, action):
+        obs, rew, term, trunc, _ = super().step(action)
+        info = {"t": self.t, "even": self.t % 2 == 0, "vec": np.full(2, self.t, np.float32)}
+        if self.sparse and self.t == 2:
+            del info["vec"]
+        return obs, rew, term, trunc, info
+
+
+def test_named_info_keys_are_stored_with_their_step() -> None:
+    envs = DummyVectorEnv([lambda: InfoEnv(3), lambda: InfoEnv(4)])
+    buf = ReplayBuffer(50, num_envs=2)
+    Collector(ConstPolicy(), envs, buf, seed=0, info_keys=["t", "vec"]).collect(n_step=10)
+    rows = buf[buf.sample_index(0)]
+    # the info of a row is the one that came with its obs_next, as in Tianshou's buffer
+    assert np.array_equal(rows.info.t, rows.obs_next[:, 0])
+    assert rows.info.vec.shape == (10, 2) and rows.info.vec.dtype == np.float32
+    assert np.array_equal(rows.info.vec[:, 1], rows.obs_next[:, 0])
+    assert "even" not in rows.info  # only the keys asked for
+    batch, _ = buf.sample(4)
+    assert np.array_equal(batch.info.t, batch.obs_next[:, 0])
+
+
+def test_an_info_key_a_step_does_not_report_is_named_with_its_env() -> None:
+    envs = DummyVectorEnv([lambda: InfoEnv(5), lambda: InfoEnv(5, sparse=True)])
+    collector = Collector(ConstPolicy(), envs, ReplayBuffer(50, num_envs=2), info_keys=["vec"])
+    with pytest.raises(ConfigError, match=r"info key 'vec' is missing from the step info of env "
+                                          r"1 .*\['even', 't'\]"):
+        collector.collect(n_step=10)
+    with pytest.raises(ConfigError, match="info_keys must be a list"):
+        Collector(ConstPolicy(), envs, None, info_keys="vec")
+
+
+def test_views_of_info_columns_store_their_keys_and_read_them_back() -> None:
+    from rlblocks.views import ViewRequirement, training_views
+
+    policy = ConstPolicy()
+    policy.view_requirements = {
+        "prev_t": ViewRequirement("info.t", shift=-1, used_for_acting=False),
+    }
+    envs = DummyVectorEnv([lambda: InfoEnv(3)])
+    buf = ReplayBuffer(20)
+    collector = Collector(policy, envs, buf, seed=0)
+    assert collector.info_keys == ("t",)
+    collector.collect(n_step=5)
+    idx = buf.sample_index(0)
+    views = training_views(buf, idx, policy.view_requirements)
+    assert views["prev_t"].tolist() == [0, 1, 2, 0, 1]  # zeros at each episode's start

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 import rlblocks
@@ -303,3 +305,34 @@ def test_configure_runs_before_anything_is_built_and_setup_errors_reach_the_hook
         )  # fmt: skip
     assert events[0] == "configure" and "env built" in events
     assert events[-1] == "exception in setup"
+
+
+class _InfoCartPole(gym.Wrapper):
+    """CartPole whose step info reports the cart position."""
+
+    def step(self, action):
+        obs, rew, term, trunc, info = self.env.step(action)
+        return obs, rew, term, trunc, {**info, "x": float(obs[0])}
+
+
+def test_env_info_keys_reach_the_run_s_buffer() -> None:
+    from rlblocks import config as cfg
+    from rlblocks.compose import spec_lookup
+    from rlblocks.experiment import Experiment
+
+    config = cfg.build_config(
+        "dqn", overrides=["env.info_keys=[\"x\"]", "env.num_envs=2", "run.loggers=[]"],
+        spec_lookup=spec_lookup,
+    )  # fmt: skip
+    exp = Experiment(config, None, quiet=True,
+                     env_factory=lambda: _InfoCartPole(gym.make("CartPole-v1")))  # fmt: skip
+    exp.build()
+    try:
+        exp.train_collector.collect(n_step=8)
+        rows = exp.buffer[exp.buffer.sample_index(0)]
+        assert np.allclose(rows.info.x, rows.obs_next[:, 0])
+    finally:
+        exp.train_envs.close()
+        exp.test_envs.close()
+    with pytest.raises(ConfigError, match=r"env\.info_keys"):
+        cfg.build_config("dqn", overrides=["env.info_keys=3"], spec_lookup=spec_lookup)

@@ -100,6 +100,9 @@ class EnvConfig:
     )
     """Wrappers around the training envs only, outside ``wrappers`` (reward clipping, a lost life
     ending the learning episode): test episodes keep the env's own rewards and episodes."""
+    info_keys: list[str] = field(factory=list, validator=lambda _i, _a, v: _check_info_keys(v))
+    """Keys of the training envs' step infos stored with every step (``batch.info.<key>`` in
+    training), e.g. ``["cost"]``; every step must report them."""
     policy_mapping: dict[str, str] = field(
         factory=dict, validator=lambda _i, _a, v: _check_policy_mapping(v)
     )
@@ -108,6 +111,11 @@ class EnvConfig:
     "listener_*" = "listener"}``. Empty: every agent shares one policy."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("env", "backend")})
     """The backend's own config instance (its spec's ``config``); None when it has none."""
+
+
+def _check_info_keys(value: Any) -> None:
+    if not isinstance(value, list) or not all(isinstance(k, str) and k for k in value):
+        raise ValueError(f"env.info_keys must be a list of info key names, got {value!r}")
 
 
 def _check_policy_mapping(value: Any) -> None:

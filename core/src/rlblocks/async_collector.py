@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,10 +68,12 @@ class AsyncCollector(Collector):
         wait_num: int | None = None,
         timeout: float | None = None,
         frame_stack: int = 1,
+        info_keys: Sequence[str] = (),
     ) -> None:
         super().__init__(
-            policy, envs, buffer, exploration=exploration, seed=seed, frame_stack=frame_stack
-        )
+            policy, envs, buffer, exploration=exploration, seed=seed, frame_stack=frame_stack,
+            info_keys=info_keys,
+        )  # fmt: skip
         self.wait_num = wait_num
         self.timeout = timeout
         self.is_async = isinstance(envs, AsyncVectorEnv)
@@ -200,7 +203,7 @@ class AsyncCollector(Collector):
                     envs.step_async(env_act, ready)  # type: ignore[attr-defined]
                     self._flying[ready] = True
                     ready = ready[:0]
-                ids, obs_next, rew, terminated, truncated, _ = envs.step_wait(  # type: ignore[attr-defined]
+                ids, obs_next, rew, terminated, truncated, infos = envs.step_wait(  # type: ignore[attr-defined]
                     self.wait_num, self.timeout
                 )
                 self._flying[ids] = False
@@ -220,6 +223,8 @@ class AsyncCollector(Collector):
                         data["policy"] = take_rows(self._policy_rows, ids)
                     if self._view_rows is not None:
                         data.update({k: v[ids] for k, v in self._view_rows.items()})
+                    if self.info_keys:
+                        data["info"] = self._info_columns(infos, ids)
                     buffer.add(data, env_ids=ids)
                 if render:
                     envs.render(ids)  # type: ignore[attr-defined]

@@ -8,7 +8,8 @@ collector resets finished envs itself, so no transition ever spans two episodes.
 Hot loop per vector step (N = number of active envs)::
 
     obs [N, ...] -> policy.forward -> act [N] -> exploration_noise -> map_action -> env.step
-    -> buffer.add(obs, act, rew, terminated, truncated, obs_next[, policy]) -> reset finished envs
+    -> buffer.add(obs, act, rew, terminated, truncated, obs_next[, policy, views, info])
+    -> reset finished envs
 
 A NaN or infinite reward or float observation stops the collect with NonFiniteError naming the
 env and its index, before it reaches the buffer (one reduction over each of the step's arrays
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -133,22 +134,37 @@ def _reset_state_rows(state: Any, rows: np.ndarray) -> Any:
     raise TypeError(f"cannot reset recurrent state of type {type(state).__name__}")
 
 
+def _info_keys(asked: Sequence[str], requirements: Mapping[str, Any]) -> tuple[str, ...]:
+    """The step-info keys to store: ``asked`` (checked), then those ``info.<key>`` views read."""
+    if isinstance(asked, str) or not all(isinstance(k, str) and k for k in asked):
+        raise ConfigError(f"info_keys must be a list of non-empty strings, got {asked!r}")
+    keys = list(asked)
+    for name, req in requirements.items():
+        top, _, rest = req.column(name).partition(".")
+        if top == "info" and rest:
+            keys.append(rest.partition(".")[0])
+    return tuple(dict.fromkeys(keys))
+
+
 class Collector:
     """Collects transitions from ``envs`` with ``policy`` into ``buffer`` (which may be None,
     e.g. for test collection). ``exploration`` applies the policy's exploration noise while the
     policy is in training mode. ``frame_stack = k > 1``: the policy acts on the last ``k``
     observations of each env stacked on axis 1 (the first one repeated at an episode's start),
     while the buffer stores single observations; a buffer with ``stack_num = k`` gives training
-    the same stacks."""
+    the same stacks. ``info_keys``: keys of the envs' step infos stored with each step (as
+    ``info.<key>``, the info that came with ``obs_next``), besides any a policy's view
+    requirements read (``ViewRequirement("info.cost")``); every step must report them."""
 
     def __init__(
         self,
         policy: Any,
-        envs: VectorEnv,
+        envs: VectorEnv | gym.Env,
         buffer: Buffer | None = None,
         exploration: bool = True,
         seed: int | None = None,
         frame_stack: int = 1,
+        info_keys: Sequence[str] = (),
     ) -> None:
         self.policy = policy
         if isinstance(envs, gym.Env | gym.vector.VectorEnv):
@@ -190,9 +206,12 @@ class Collector:
         self.total_steps = 0
         self.total_episodes = 0
         self._store_policy = True
-        requirements = dict(policy.view_requirements if isinstance(policy, ViewingPolicy) else {})
+        self._viewing = isinstance(policy, ViewingPolicy)
+        requirements = dict(policy.view_requirements if self._viewing else {})
         #: the acting views built below; a later change to them is refused (_check_views)
         self._acting_views = acting_requirements(requirements)
+        #: step-info keys stored with every step: the asked ones, then those views read
+        self.info_keys: tuple[str, ...] = _info_keys(info_keys, requirements)
         self.frame_stack = int(frame_stack)
         if self.frame_stack > 1:
             requirements = frame_stack_views(self.frame_stack, requirements)
@@ -204,14 +223,32 @@ class Collector:
         #: obs -> the sum of its float entries (NaN or infinite when one of them is)
         self._obs_total = _float_total_of(envs.observation_space)
 
+    def _info_columns(self, infos: Sequence[Mapping[str, Any]], env_ids: np.ndarray) -> dict:
+        """``{key: [N, ...] array}`` of the stored info keys from one step's infos."""
+        out = {}
+        for key in self.info_keys:
+            try:
+                out[key] = np.asarray([info[key] for info in infos])
+            except (KeyError, TypeError):
+                j = next(j for j, info in enumerate(infos) if key not in (info or {}))
+                have = sorted(infos[j]) if isinstance(infos[j], Mapping) else infos[j]
+                raise ConfigError(
+                    f"info key {key!r} is missing from the step info of env {int(env_ids[j])} of "
+                    f"{self.env_name} (its info: {have}); stored info keys (info_keys, "
+                    "env.info_keys, views of info.<key>) must be reported by every step"
+                ) from None
+        return out
+
     def _check_views(self) -> None:
         """Refuse to collect when the policy's acting views are no longer those this collector
         was built with: the histories it keeps per env (and the ``view_`` columns of its
         buffer) are for those, so new ones would silently never reach ``forward``."""
-        policy = self.policy
-        if not isinstance(policy, ViewingPolicy):
+        if not self._viewing:
             return
-        now = acting_requirements(policy.view_requirements)
+        requirements = self.policy.view_requirements
+        if not requirements and not self._acting_views:
+            return  # the common case, checked per collect: nothing declared then or now
+        now = acting_requirements(requirements)
         if now != self._acting_views:
             raise ConfigError(
                 "the policy's acting views changed after this collector was built ("
@@ -569,6 +606,8 @@ class Collector:
                         data["policy"] = _to_numpy_tree(policy_out)
                     if views is not None:  # training reads back what acting saw
                         data.update(self._views.for_buffer(views))  # type: ignore[union-attr]
+                    if self.info_keys:
+                        data["info"] = self._info_columns(_info, active)
                     buffer.add(data, env_ids=None if all_active else active)
                 if render:
                     envs.render(active)  # type: ignore[attr-defined]

@@ -337,6 +337,11 @@ class Experiment:
         t = c.trainer
         # train and test envs get disjoint seed ranges (a resumed run continues both streams)
         if multi:
+            if c.env.info_keys:
+                raise ConfigError(
+                    "env.info_keys: storing step infos is not supported for multi-agent envs "
+                    "yet; remove it (or put the values in the agents' observations)"
+                )
             self.train_collector = MultiAgentCollector(
                 self.policy, self.train_envs, self.buffer, mapping=self.agent_policy,
                 seed=seed, count_steps_by=t.count_steps_by,
@@ -348,8 +353,9 @@ class Experiment:
             self._check_multiagent_buffer()
         else:
             self.train_collector = Collector(
-                self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames
-            )
+                self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames,
+                info_keys=c.env.info_keys,
+            )  # fmt: skip
             self.test_collector = Collector(
                 self.policy,
                 self.test_envs,
