@@ -842,3 +842,12 @@ def test_episode_links_are_int64_slots():
         assert links.dtype == np.int64
     assert buf.next(idx).tolist() == [1, 1, 2] and buf.prev(idx).tolist() == [0, 0, 2]
     assert isinstance(buf.prev(2), np.int64)
+
+
+def test_reading_info_that_no_step_stored_says_how_infos_get_stored():
+    # the concepts page adds info={} with every step: an empty dict stores no column
+    buf = ReplayBuffer(5)
+    buf.add(Batch(obs=0, act=0, rew=0.0, terminated=False, truncated=False, obs_next=1, info={}))
+    assert "info" not in buf.keys()  # noqa: SIM118 - the stored keys, not a dict
+    with pytest.raises(AttributeError, match=r"no step added an info key.*info_keys"):
+        buf.info  # noqa: B018

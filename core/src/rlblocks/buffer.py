@@ -271,10 +271,14 @@ class ReplayBuffer(BufferFiles):
             if name in data:
                 node = data[name]
                 return _to_batch(node) if isinstance(node, dict) else node
-        raise AttributeError(
-            f"{type(self).__name__} has no attribute or stored key {name!r}"
-            + ("" if data is not None else " (nothing has been added yet)")
-        )
+        hint = "" if data is not None else " (nothing has been added yet)"
+        if name == "info" and data is not None:
+            # an empty info dict stores nothing; a collector stores only the keys it is told
+            hint = (
+                " (no step added an info key; a Collector stores env infos only for the keys "
+                "named in info_keys / env.info_keys)"
+            )
+        raise AttributeError(f"{type(self).__name__} has no attribute or stored key {name!r}{hint}")
 
     @property
     def env_id(self) -> np.ndarray:
