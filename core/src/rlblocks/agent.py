@@ -116,8 +116,9 @@ class Agent:
     ) -> Any:
         """The env action for one raw observation, or for a batch of them (leading axis).
 
-        ``deterministic`` acts as the run's tests do (the policy in test mode, no exploration);
-        False samples as in training (the policy's own randomness and exploration noise).
+        ``deterministic`` acts as the run's tests do (the policy in test mode, no exploration
+        noise; epsilon-greedy algorithms take their ``eps_test``); False samples as in training
+        (the policy's own randomness and exploration noise).
         Recurrent policies take and give ``state``: pass ``return_state=True`` to get
         ``(action, state)`` and feed the state back with the next observation.
         """

@@ -111,6 +111,15 @@ class QLearningPolicy(OffPolicyPolicy):
     def schedule_stats(self) -> dict[str, float]:
         return {**super().schedule_stats(), "epsilon": self.epsilon}
 
+    def test_exploration(self, act: np.ndarray, out: Batch) -> np.ndarray:
+        """``act`` as a test plays it: in test mode (``policy.eval()``) ``eps_test`` of the
+        actions are random (Tianshou's tests set it through ``test_fn``), so the trainer's
+        tests, ``agent.evaluate`` and ``agent.act`` all use it; in training mode unchanged
+        (the collector adds :meth:`exploration_noise`)."""
+        if self.training or not self.config.eps_test:
+            return act
+        return self.exploration_noise(act, out)
+
     def finish_step(self, loss: torch.Tensor) -> None:
         """Apply one gradient step of ``loss``, move the target network, draw new noise."""
         self.optim_step.step(loss)
@@ -153,13 +162,17 @@ class ValueBasedPolicy(QLearningPolicy):
     def forward(
         self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
     ) -> Batch:
-        """Greedy actions: ``Batch(act [B], logits=expected q [B, A])``."""
+        """Greedy actions (``eps_test`` of them random in test mode): ``Batch(act [B],
+        logits=expected q [B, A])``."""
         net = self.target_model if model != "model" else self.model
         q = self.q_values(self.obs_tensor(batch.obs), net)
         act = q.detach().argmax(dim=1).cpu().numpy()
         if self.action_start:
             act = act + self.action_start
-        return Batch(act=act, logits=q, state=state)
+        out = Batch(act=act, logits=q, state=state)
+        if not self.training:
+            out.act = self.test_exploration(act, out)
+        return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)

@@ -62,7 +62,8 @@ class ValueBasedConfig:
     eps_decay_steps: int = field(default=5_000, validator=validators.ge(0))
     """Env steps over which epsilon decays linearly from eps_start to eps_end."""
     eps_test: float = field(default=0.0, validator=check.unit_interval)
-    """Epsilon used when testing (0 = greedy)."""
+    """Epsilon used when testing (0 = greedy): the run's tests and an agent's ``act`` /
+    ``evaluate`` with ``deterministic=True`` play this share of their actions at random."""
     max_grad_norm: float | None = field(
         default=10.0, validator=check.optional(check.positive, "no clipping")
     )

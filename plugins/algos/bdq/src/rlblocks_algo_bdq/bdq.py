@@ -162,11 +162,15 @@ class BDQPolicy(QLearningPolicy):
     def forward(
         self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
     ) -> Batch:
-        """Greedy per branch: ``Batch(act=indices [B, D] int64, logits=q [B, D, bins])``."""
+        """Greedy per branch (``eps_test`` of the bins random in test mode):
+        ``Batch(act=indices [B, D] int64, logits=q [B, D, bins])``."""
         net = self.target_model if model != "model" else self.model
         q = self.q_values(self.obs_tensor(batch.obs), net)
         act = q.detach().argmax(dim=2).cpu().numpy()
-        return Batch(act=act, logits=q, state=state)
+        out = Batch(act=act, logits=q, state=state)
+        if not self.training:
+            out.act = self.test_exploration(act, out)
+        return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         """Each dimension of each action independently replaced by a uniformly random bin with

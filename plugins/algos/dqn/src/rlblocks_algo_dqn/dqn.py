@@ -96,7 +96,8 @@ class DQNPolicy(OffPolicyPolicy):
     def forward(
         self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
     ) -> Batch:
-        """Greedy actions: ``Batch(act [B], logits=q [B, A])``."""
+        """Greedy actions (``eps_test`` of them random in test mode): ``Batch(act [B],
+        logits=q [B, A])``."""
         obs = batch.obs
         if type(obs) is np.ndarray and obs.dtype is _FLOAT32 and self._cpu:
             x = torch.from_numpy(obs)  # what obs_tensor does for this case, at a third the cost
@@ -114,6 +115,10 @@ class DQNPolicy(OffPolicyPolicy):
             act = q.argmax(dim=1).cpu().numpy()
         if self.action_start:
             act = act + self.action_start
+        if not self.training and self.config.eps_test:
+            # a test plays eps_test of its actions at random (the trainer's tests, agent.act
+            # and agent.evaluate alike); the collector explores only in training mode
+            act = self.exploration_noise(act, batch)
         return Batch(act=act, logits=q, state=state)
 
     @property

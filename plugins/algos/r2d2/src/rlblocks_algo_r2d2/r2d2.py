@@ -162,8 +162,9 @@ class R2D2Policy(QLearningPolicy):
     def forward(
         self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
     ) -> Batch:
-        """Greedy actions of one step of every env: ``Batch(act [B], logits=q [B, A],
-        state=new state, policy=Batch(state=the state entering this step))``."""
+        """Greedy actions of one step of every env (``eps_test`` of them random in test mode):
+        ``Batch(act [B], logits=q [B, A], state=new state, policy=Batch(state=the state
+        entering this step))``."""
         net = self.target_model if model != "model" else self.model
         obs = self.obs_tensor(batch.obs)
         entering = self._state_in(state, _rows(obs))
@@ -173,7 +174,10 @@ class R2D2Policy(QLearningPolicy):
             act = act + self.action_start
         # acting never backpropagates through time: the carried state holds no graph
         new_state = {k: v.detach() for k, v in new_state.items()}
-        return Batch(act=act, logits=q, state=new_state, policy=Batch(state=entering))
+        out = Batch(act=act, logits=q, state=new_state, policy=Batch(state=entering))
+        if not self.training:
+            out.act = self.test_exploration(act, out)
+        return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)
