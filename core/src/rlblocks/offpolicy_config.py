@@ -8,11 +8,24 @@ config classes while listing plugins.
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import define, field, validators
 
 from rlblocks import validators as check
 
 __all__ = ["ActorCriticConfig", "ContinuousActorCriticConfig", "DeterministicActorCriticConfig"]
+
+_bound_method = check.one_of("clip", "none")
+
+
+def _no_second_tanh(inst: Any, attribute: Any, value: Any) -> None:
+    if value == "tanh":
+        raise ValueError(
+            "'tanh' would squash the actor's tanh output a second time, so actions could never "
+            "reach the env's bounds; use 'clip' (the default) or 'none'"
+        )
+    _bound_method(inst, attribute, value)
 
 
 @define(kw_only=True)
@@ -40,11 +53,10 @@ class ActorCriticConfig:
     """Clip each network's global gradient norm to this (None: no clipping)."""
     images: str = field(default="cnn", validator=validators.in_(["cnn", "flatten"]))
     """Image observations: through a CNN (one per network) or flattened like any Box."""
-    action_bound_method: str = field(
-        default="clip", validator=validators.in_(["clip", "tanh", "none"])
-    )
-    """How ``map_action`` bounds actions before scaling them to the env's range. The actors end
-    in tanh already, so ``clip`` only catches exploration noise that leaves [-1, 1]."""
+    action_bound_method: str = field(default="clip", validator=_no_second_tanh)
+    """How ``map_action`` bounds actions before scaling them to the env's range: ``clip`` or
+    ``none``. The actors end in tanh already, so ``clip`` only catches exploration noise that
+    leaves [-1, 1] (a second tanh would keep actions off the bounds, so it is refused)."""
 
 
 @define(kw_only=True)

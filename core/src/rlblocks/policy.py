@@ -24,9 +24,23 @@ import torch
 from torch import nn
 
 from rlblocks.batch import Batch
+from rlblocks.errors import ConfigError
 from rlblocks.optim import FiniteWatch, OptimizerStep
 from rlblocks.protocols import Buffer, BufferAbilities
 from rlblocks.views import ViewRequirement, training_views
+
+
+def _check_scalable(space: gym.spaces.Box) -> None:
+    """Scaling network actions from [-1, 1] to [low, high] needs finite bounds."""
+    bad = ~(np.isfinite(space.low) & np.isfinite(space.high))
+    if bad.any():
+        where = np.argwhere(bad).tolist()
+        raise ConfigError(
+            f"the action space {space} is unbounded at {where[:8]}: scaling network actions "
+            "from [-1, 1] to [low, high] needs finite bounds (NaN actions otherwise); bound the "
+            "env's action space, or turn scaling off where the algorithm has it "
+            "(--set algo.action_scaling=false)"
+        )
 
 
 class BasePolicy(nn.Module):
@@ -54,6 +68,8 @@ class BasePolicy(nn.Module):
         #: builds the acting ones, ``update`` the training ones. Empty: just the stored columns.
         self.view_requirements: dict[str, ViewRequirement] = {}
         self.action_scaling = action_scaling and isinstance(action_space, gym.spaces.Box)
+        if self.action_scaling:
+            _check_scalable(action_space)
         self.action_bound_method = action_bound_method
         self._rng = np.random.default_rng()
         self._abilities: tuple[Any, BufferAbilities] = (None, BufferAbilities())
@@ -71,18 +87,23 @@ class BasePolicy(nn.Module):
         return act
 
     def map_action(self, act: np.ndarray) -> np.ndarray:
-        """Turn network actions into env actions: for Box spaces bound them (clip to [-1, 1] or
-        tanh) and scale [-1, 1] to the space's [low, high] when ``action_scaling``."""
-        if not isinstance(self.action_space, gym.spaces.Box):
+        """Turn network actions into env actions: for Box spaces bound them (``clip`` to
+        [-1, 1], or ``tanh``) and scale [-1, 1] to the space's [low, high] when
+        ``action_scaling``; without scaling ``clip`` clips to [low, high] itself."""
+        space = self.action_space
+        if not isinstance(space, gym.spaces.Box):
             return act
         if self.action_bound_method == "clip":
-            act = np.clip(act, -1.0, 1.0) if self.action_scaling else act
+            if self.action_scaling:
+                act = np.clip(act, -1.0, 1.0)
+            else:
+                act = np.clip(act, space.low, space.high)
         elif self.action_bound_method == "tanh":
             act = np.tanh(act)
         if self.action_scaling:
-            low, high = self.action_space.low, self.action_space.high
+            low, high = space.low, space.high
             act = low + (high - low) * (act + 1.0) / 2.0
-        return act.astype(self.action_space.dtype, copy=False)
+        return act.astype(space.dtype, copy=False)
 
     #: the policy acts on a grid of a Box (discretised actions): random warm-up actions, drawn
     #: in env units, are snapped to the grid before the env runs them, so the env executes
@@ -90,11 +111,18 @@ class BasePolicy(nn.Module):
     quantized_actions: bool = False
 
     def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
-        """Inverse of :meth:`map_action` scaling: env actions back to [-1, 1] (for random warm-up
-        actions, which are sampled in env units but stored in network units)."""
+        """Inverse of :meth:`map_action`: env actions back to network units (for random warm-up
+        actions, which are sampled in env units but stored in network units): unscaled to
+        [-1, 1] with ``action_scaling`` (0 on a dimension whose low equals its high), then
+        ``arctanh`` under ``tanh`` bounding (the bounds themselves map to +-arctanh(1 - 1e-6))."""
+        if not isinstance(self.action_space, gym.spaces.Box):
+            return act
         if self.action_scaling:
             low, high = self.action_space.low, self.action_space.high
-            act = (act - low) * 2.0 / (high - low) - 1.0
+            span = np.where(high > low, high - low, np.inf)
+            act = (act - low) * 2.0 / span - (high > low)
+        if self.action_bound_method == "tanh":
+            act = np.arctanh(np.clip(act, -1.0 + 1e-6, 1.0 - 1e-6))
         return act
 
     def set_env_step(self, env_step: int) -> None:

@@ -158,3 +158,10 @@ def test_actor_step_leaves_the_critics_gradients_alone(algo: str, episode_buffer
     assert all(p.requires_grad for p in critic_step.params)  # thawed again
     moved = [not torch.equal(a, p) for a, p in zip(actor_before, policy.actor_step.params)]
     assert any(moved)  # and the actor did learn
+
+
+@pytest.mark.parametrize("algo", [*ALGOS, "redq"])
+def test_a_second_tanh_on_a_tanh_actor_is_refused(algo: str) -> None:
+    # tanh over the actor's tanh would keep every env action off the bounds
+    with pytest.raises(rlblocks.ConfigError, match=r"action_bound_method.*second time.*'clip'"):
+        rlblocks.make_policy(algo, OBS, ACT, action_bound_method="tanh")
