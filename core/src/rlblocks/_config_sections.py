@@ -231,9 +231,10 @@ class TrainerConfig:
     the next scheduled test."""
     test_screen_episodes: int = field(default=10, validator=_int_at_least(0))
     """With a stop reward, each test first plays this many episodes and goes on to all
-    test_episodes only if their mean reaches the stop reward (a test that cannot pass costs a
-    tenth); screened-out tests are logged as test_screen and do not count. 0 turns it off; the
-    test that ends a run is always complete."""
+    test_episodes unless their mean is clearly below the stop reward (by more than two standard
+    errors; a test that cannot pass costs a tenth); screened-out tests are logged as
+    test_screen and do not count, neither for the stop rule nor for the best test and
+    best.pt. 0 turns it off; the test that ends a run is always complete."""
     stop_reward: float | None = field(
         default=None, validator=check.optional(check.finite, "the env's registered threshold")
     )
