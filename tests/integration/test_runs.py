@@ -336,3 +336,21 @@ def test_env_info_keys_reach_the_run_s_buffer() -> None:
         exp.test_envs.close()
     with pytest.raises(ConfigError, match=r"env\.info_keys"):
         cfg.build_config("dqn", overrides=["env.info_keys=3"], spec_lookup=spec_lookup)
+
+
+def test_a_run_of_a_qualified_name_records_its_distribution_and_describes(tmp_path: Path) -> None:
+    from rlblocks.runs import describe_run
+
+    run = tmp_path / "run"
+    rlblocks.train("dqn@rlblocks-algo-dqn", seed=0, overrides=SMALL, run_dir=run,
+                   progress=False, loggers=[])  # fmt: skip
+    versions = json.loads((run / "plugins.json").read_text())
+    assert versions["components"]["algo:dqn@rlblocks-algo-dqn"]["distribution"] == (
+        "rlblocks-algo-dqn"
+    )
+    text = describe_run(run)
+    assert "ran with: rlblocks" in text and "rlblocks-algo-dqn" in text
+    # a run file that names no distribution for a component (written in-process) describes too
+    versions["components"]["algo:dqn@rlblocks-algo-dqn"] = None
+    (run / "plugins.json").write_text(json.dumps(versions))
+    assert "algo:dqn@rlblocks-algo-dqn" in describe_run(run)

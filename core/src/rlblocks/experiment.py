@@ -64,7 +64,12 @@ from rlblocks.compose import (
     stacked_space,
 )
 from rlblocks.console import ConsoleReporter
-from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.errors import (
+    CheckpointError,
+    ConfigError,
+    DuplicateComponentError,
+    UnknownComponentError,
+)
 from rlblocks.multiagent import (
     BufferGroup,
     MultiAgentCollector,
@@ -104,7 +109,10 @@ def _dist_versions(specs: Iterable[tuple[str, str]]) -> dict[str, Any]:
         "components": {},
     }
     for kind, name in specs:
-        info = next((e for e in get_registry(kind).entries() if e.name == name), None)
+        try:  # the entry the run used, also for a qualified name@distribution
+            info: Any = get_registry(kind).resolve(name)
+        except (UnknownComponentError, DuplicateComponentError):
+            info = None
         out["components"][f"{kind}:{name}"] = (
             {"distribution": info.distribution, "version": info.version} if info else None
         )

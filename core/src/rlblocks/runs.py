@@ -358,7 +358,7 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     if f.versions:
         v = f.versions
         parts = [f"rlblocks {v.get('rlblocks', '?')}"]
-        parts += [f"{c.get('distribution', k)} {c.get('version', '?')}"
+        parts += [f"{c.get('distribution', k)} {c.get('version', '?')}" if c else k
                   for k, c in v.get("components", {}).items()]  # fmt: skip
         parts += [f"{k} {v[k]}" for k in ("torch", "gymnasium", "python") if k in v]
         lines.append("ran with: " + ", ".join(parts))
