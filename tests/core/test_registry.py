@@ -7,14 +7,24 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
+import rlblocks
 from rlblocks._spec import REPLAY
+from rlblocks.batch import Batch
 from rlblocks.cli import main
-from rlblocks.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
+from rlblocks.errors import (
+    ConfigError,
+    DuplicateComponentError,
+    PluginLoadError,
+    UnknownComponentError,
+)
 from rlblocks.plugins import registry as registry_module
 from rlblocks.plugins.registry import Registry, get_registry, reset_caches
 from rlblocks.plugins.spec import AlgoSpec, BufferSpec
+from rlblocks.policy import BasePolicy
 
 
 @pytest.fixture
@@ -285,3 +295,83 @@ def test_remove_only_removes_in_process_registrations():
 def test_registry_is_one_per_kind():
     assert get_registry("env") is get_registry("env")
     assert isinstance(get_registry("logger"), Registry)
+
+
+# -- what a spec and its policy hold ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("config=Cfg()", r"config is Cfg\(lr=0\.1\), an instance; give the config class itself"),
+        ("config=Plain", r"config Plain is not an attrs class; decorate it with @attrs.define"),
+        ("config=NoDefault", r"NoDefault has fields without a default \(lr\)"),
+        ("action_spaces='Discrete'", r"action_spaces is 'Discrete'; give a tuple"),
+    ],
+)
+def test_a_spec_s_own_mistakes_are_named_when_it_loads(make_dist, uid, body, message):
+    make_dist(
+        "fake-sloppy", "0.1",
+        {"rlblocks.algos": {"sloppy": f"{uid}:SPEC"}},
+        {f"{uid}.py": f"""
+            import attrs
+            from rlblocks.plugins.spec import AlgoSpec
+
+            @attrs.define
+            class Cfg:
+                lr: float = 0.1
+
+            class Plain:
+                lr = 0.1
+
+            @attrs.define
+            class NoDefault:
+                lr: float
+
+            SPEC = AlgoSpec(name="sloppy", summary="s", impl="x:Y", {body})
+        """},
+    )  # fmt: skip
+    with pytest.raises(PluginLoadError, match=r"plugin 'sloppy' from distribution fake-sloppy.*"
+                                              + message):
+        get_registry("algo").spec("sloppy")
+
+
+def test_an_in_process_spec_s_mistakes_are_named_when_it_is_added(rlblocks_add_plugin):
+    with pytest.raises(PluginLoadError, match="is not an attrs class"):
+        rlblocks_add_plugin(AlgoSpec(name="nb", summary="s", impl="x:Y", config=dict))
+
+
+class _NotAPolicy:
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+
+class _NoLearn(BasePolicy):
+    def __init__(self, observation_space, action_space, config=None, device="cpu") -> None:
+        super().__init__(observation_space, action_space, device)
+
+    def forward(self, batch, state=None, **kwargs):
+        return Batch(act=np.zeros(len(batch.obs), dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    ("impl", "message"),
+    [
+        ("_NotAPolicy", r"built a _NotAPolicy, which is not an rlblocks\.policy\.BasePolicy"),
+        ("_NoLearn", r"policy _NoLearn does not implement learn"),
+    ],
+)
+def test_a_policy_that_is_not_one_is_named_when_it_is_built(rlblocks_add_plugin, impl, message):
+    rlblocks_add_plugin(AlgoSpec(name="half", summary="s", impl=f"{__name__}:{impl}"),
+                        distribution="my-half")  # fmt: skip
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    with pytest.raises(PluginLoadError, match=r"algo plugin 'half' from in-process .*" + message):
+        rlblocks.make_policy("half", space, gym.spaces.Discrete(2))
+
+
+def test_make_policy_takes_a_dict_config_checked_by_field() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    policy = rlblocks.make_policy("dqn", space, gym.spaces.Discrete(2), config={"lr": 0.01})
+    assert policy.config.lr == 0.01
+    with pytest.raises(ConfigError, match=r"lrr: unknown field; did you mean 'lr'"):
+        rlblocks.make_policy("dqn", space, gym.spaces.Discrete(2), config={"lrr": 0.01})

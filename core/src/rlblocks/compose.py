@@ -24,7 +24,7 @@ import torch
 
 from rlblocks import config as cfg
 from rlblocks._imports import import_entry
-from rlblocks.errors import BufferFileError, ConfigError
+from rlblocks.errors import BufferFileError, ConfigError, PluginLoadError
 from rlblocks.multiagent import (
     is_multiagent_id,
     multiagent_factory,
@@ -338,6 +338,8 @@ def make_policy(
     reg = get_registry("algo")
     spec = reg.spec(name)
     _check_spaces(spec, observation_space, action_space, global_state=state_space is not None)
+    if isinstance(config, Mapping):  # a plain dict of fields, checked like a config file's
+        fields, config = {**config, **fields}, None
     if config is None and spec.config is not None:
         config = cfg.structure_options(spec.config, fields, label=f"algo ({name})")
     elif fields:
@@ -346,7 +348,36 @@ def make_policy(
     extra: dict[str, Any] = {}
     if "state_space" in inspect.signature(cls).parameters:
         extra["state_space"] = state_space
-    return cls(observation_space, action_space, config=config, device=device, **extra)
+    policy = cls(observation_space, action_space, config=config, device=device, **extra)
+    _check_policy(policy, reg, name)
+    return policy
+
+
+def _check_policy(policy: Any, reg: Any, name: str) -> None:
+    """A plugin's policy must be a BasePolicy that writes its own ``forward`` and ``learn``:
+    said when it is built, naming the plugin, not as a NotImplementedError mid-run."""
+    from rlblocks.policy import BasePolicy
+
+    problem = None
+    if not isinstance(policy, BasePolicy):
+        problem = (
+            f"it built a {type(policy).__qualname__}, which is not an rlblocks.policy.BasePolicy; "
+            "subclass BasePolicy (or OffPolicyPolicy / OnPolicyPolicy), which the collector "
+            "and trainers rely on"
+        )
+    else:
+        missing = [m for m in ("forward", "learn")
+                   if getattr(type(policy), m) is getattr(BasePolicy, m)]  # fmt: skip
+        if missing:
+            problem = (
+                f"its policy {type(policy).__qualname__} does not implement "
+                f"{' and '.join(missing)}, which BasePolicy leaves to each algorithm"
+            )
+    if problem:
+        raise PluginLoadError(
+            f"the algo plugin {name!r} from {reg.resolve(name).describe_source()} is invalid: "
+            f"{problem}"
+        )
 
 
 def _handles(

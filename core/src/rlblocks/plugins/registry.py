@@ -28,6 +28,7 @@ import sys
 from collections.abc import Iterator
 from typing import Literal
 
+import attrs
 from attrs import frozen
 
 from rlblocks.errors import DuplicateComponentError, PluginLoadError, UnknownComponentError
@@ -90,6 +91,37 @@ class EntryInfo:
             f"distribution {self.distribution} {self.version} "
             f"(entry point {self.name} = {self.value} in group {self.group})"
         )
+
+
+def _spec_content_problem(spec: PluginSpec) -> str | None:
+    """What is wrong with a spec's own fields (its config class, the space names an algorithm
+    accepts), found when the spec loads rather than as a user's config error later."""
+    config = spec.config
+    if config is not None:
+        if not isinstance(config, type):
+            return (
+                f"config is {config!r}, an instance; give the config class itself "
+                f"(config={type(config).__name__})"
+            )
+        if not attrs.has(config):
+            return (
+                f"config {config.__qualname__} is not an attrs class; decorate it with "
+                "@attrs.define (configs are checked, structured and documented through attrs)"
+            )
+        required = [a.name for a in attrs.fields(config) if a.default is attrs.NOTHING]
+        if required:
+            return (
+                f"config {config.__qualname__} has fields without a default ({', '.join(required)})"
+                "; give every field a default, so that a run needs no setting it does not change"
+            )
+    for what in ("observation_spaces", "action_spaces"):
+        value = getattr(spec, what, ())
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            return (
+                f"{what} is {value!r}; give a tuple of gymnasium space class names, e.g. "
+                "(\"Box\",)"
+            )
+    return None
 
 
 def canonical_distribution_name(name: str) -> str:
@@ -281,6 +313,9 @@ class Registry:
                 f"the spec is named {obj.name!r} but its entry point is named {entry.name!r}; "
                 "make them equal"
             )
+        problem = _spec_content_problem(obj)
+        if problem:
+            raise fail(problem)
         if obj.api_version != PLUGIN_API_VERSION:
             newer = "rlblocks" if obj.api_version > PLUGIN_API_VERSION else entry.distribution
             raise fail(
@@ -323,6 +358,9 @@ class Registry:
             )
         if "@" in spec.name or not spec.name:
             raise ValueError(f"invalid component name {spec.name!r}: it must be non-empty, no '@'")
+        problem = _spec_content_problem(spec)
+        if problem:
+            raise PluginLoadError(f"the {self.kind} spec {spec.name!r} is invalid: {problem}")
         self._added[spec.name] = (spec, distribution)
         return spec
 
