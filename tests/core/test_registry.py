@@ -375,3 +375,20 @@ def test_make_policy_takes_a_dict_config_checked_by_field() -> None:
     assert policy.config.lr == 0.01
     with pytest.raises(ConfigError, match=r"lrr: unknown field; did you mean 'lr'"):
         rlblocks.make_policy("dqn", space, gym.spaces.Discrete(2), config={"lrr": 0.01})
+
+
+def test_a_spec_s_invalid_defaults_are_blamed_on_the_plugin(rlblocks_add_plugin) -> None:
+    from rlblocks import config as cfg
+    from rlblocks.compose import spec_lookup
+
+    dqn = get_registry("algo").spec("dqn")
+    spec = AlgoSpec(name="typo-defaults", summary="s", impl=dqn.impl, config=dqn.config,
+                    defaults={"trainr": {"batch_size": 32}})
+    rlblocks_add_plugin(spec)
+    for overrides in ([], ["trainer.max_env_steps=100"]):
+        with pytest.raises(ConfigError, match=r"(?s)plugin 'typo-defaults' brings invalid "
+                                              r"defaults.*not your config.*\$\.trainr"):
+            cfg.build_config("typo-defaults", overrides=overrides, spec_lookup=spec_lookup)
+    # the user's own typo is still the user's
+    with pytest.raises(ConfigError, match=r"^\$\.algo\.lrr: unknown field"):
+        cfg.build_config("dqn", overrides=["algo.lrr=1"], spec_lookup=spec_lookup)

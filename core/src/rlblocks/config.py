@@ -231,6 +231,7 @@ def build_config(
     overrides: Iterable[str | tuple[tuple[str, ...], Any]] = (),
     flags: Mapping[str, Any] | None = None,
     spec_lookup: SpecLookup,
+    _blame: bool = True,
 ) -> ExperimentConfig:
     """Resolve a run's config: section defaults < the algo spec's ``defaults`` < its
     ``env_defaults`` matching the env id < ``file_data`` < ``flags`` < ``overrides`` (later wins;
@@ -284,7 +285,32 @@ def build_config(
         with _using_lookup(spec_lookup):
             return converter.structure(merged, ExperimentConfig)
     except BaseValidationError as exc:
-        raise ConfigError("\n".join(_error_lines(exc, "$", labels))) from None
+        problems = "\n".join(_error_lines(exc, "$", labels))
+    own = None
+    if _blame:
+        own = problems if not user else _own_defaults_problems(algo_name, merged, spec_lookup)
+    if own is not None:
+        raise ConfigError(
+            f"the algo plugin {algo_name!r} brings invalid defaults (its spec's defaults or "
+            "env_defaults, not your config; tell the plugin's authors):\n" + own
+        )
+    raise ConfigError(problems)
+
+
+def _own_defaults_problems(
+    algo_name: str, merged: Mapping[str, Any], spec_lookup: SpecLookup
+) -> str | None:
+    """The problems of an algorithm's defaults alone (for the run's env id), or None: what a
+    failing config owes to the plugin rather than to the user."""
+    env = merged.get("env")
+    env_id = env.get("id") if isinstance(env, Mapping) else None
+    try:
+        build_config(algo_name, spec_lookup=spec_lookup, _blame=False,
+                     overrides=[(("env", "id"), env_id)] if isinstance(env_id, str) else ())
+    except ConfigError as exc:
+        text = str(exc)
+        return None if text.startswith("$.env.id") else text
+    return None
 
 
 def _lookup_env_id(*layers: Mapping[str, Any]) -> Any:
