@@ -683,7 +683,8 @@ def test_logger_options_come_from_the_run_config(tmp_path: Path) -> None:
     assert (run / "logs" / "test.csv").is_file()
     assert not (run / "logs" / "metrics.jsonl").exists()
     typo = 'run.logger_options={"csv": {"jsnl": false}}'
-    with pytest.raises(ConfigError, match="did you mean 'jsonl'"):
+    where = r"^\$\.run\.logger_options\.csv\.jsnl: "  # the field's path in the run's config
+    with pytest.raises(ConfigError, match=where + "unknown field; did you mean 'jsonl'"):
         rlblocks.train("dqn", run_dir=tmp_path / "x", loggers=["csv"], progress=False,
                        overrides=[*SMALL, typo])  # fmt: skip
     with pytest.raises(ConfigError, match=r"not among run\.loggers"):

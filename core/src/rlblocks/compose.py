@@ -496,7 +496,9 @@ def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:
             built[name] = None
         else:
             label = f"logger ({name})"
-            built[name] = cfg.structure_options(spec.config, options, label=label)
+            built[name] = cfg.structure_options(
+                spec.config, options, label=label, root=f"$.run.logger_options.{name}"
+            )
     unused = sorted(set(run.logger_options) - set(run.loggers))
     if unused:
         raise ConfigError(

@@ -322,14 +322,17 @@ def _lookup_env_id(*layers: Mapping[str, Any]) -> Any:
     return attrs.fields_dict(EnvConfig)["id"].default
 
 
-def structure_options(config_class: type, data: Mapping[str, Any], *, label: str) -> Any:
+def structure_options(
+    config_class: type, data: Mapping[str, Any], *, label: str, root: str = "$"
+) -> Any:
     """Build a plugin's config instance from keyword options (``make_buffer(..., alpha=0.6)``),
     checked like :func:`build_config` checks files; ``label`` names the options in messages,
-    e.g. ``"buffer (prioritized)"``. Raises ConfigError with one ``$.field: ...`` line each."""
+    e.g. ``"buffer (prioritized)"``, and ``root`` is where they sit in a run's config.
+    Raises ConfigError with one ``<root>.field: ...`` line each."""
     try:
         return converter.structure(dict(data), config_class)
     except BaseValidationError as exc:
-        raise ConfigError("\n".join(_error_lines(exc, "$", {"": label}))) from None
+        raise ConfigError("\n".join(_error_lines(exc, root, {"": label}))) from None
 
 
 # --- writing back ------------------------------------------------------------------------------
