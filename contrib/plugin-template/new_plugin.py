@@ -27,6 +27,7 @@ installed.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import keyword
 import re
 import shutil
@@ -71,7 +72,25 @@ def check_name(name: str) -> str | None:
         return f"{name!r} is a Python keyword and cannot name a module"
     if module == TEMPLATE_NAME:
         return f"{name!r} is the template's own name; pick the name of your algorithm"
+    taken = _taken_by(name)
+    if taken:
+        return (f"{name!r} is taken: {taken}; a package of that name would replace it when "
+                "installed, so pick another name (or publish under a qualified one)")
     return None
+
+
+def _taken_by(name: str) -> str | None:
+    """Which rlblocks algorithm already has this name: one of the repository's own plugins
+    (when the template sits in its checkout) or an installed distribution; None if free."""
+    dist = f"rlblocks-algo-{name.replace('_', '-')}"
+    shipped = TEMPLATE.parent.parent / "plugins" / "algos"
+    if (shipped / name).is_dir() or (shipped / name.replace("_", "-")).is_dir():
+        return f"rlblocks ships the algorithm {name!r} as {dist}"
+    try:
+        version = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return f"the installed distribution {dist} {version} has it"
 
 
 def rename(text: str, mapping: dict[str, str]) -> str:

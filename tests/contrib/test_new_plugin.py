@@ -136,3 +136,19 @@ def test_an_existing_directory_is_not_overwritten(template: Path, tmp_path: Path
     proc = _run_script(template, "tiny-q", dest)
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert [p.name for p in dest.iterdir()] == ["keep.txt"]
+
+
+def test_a_first_party_algorithm_s_name_is_refused(tmp_path: Path) -> None:
+    # the package would be rlblocks-algo-dqn itself: installing it would replace rlblocks' DQN
+    proc = _run_script(TEMPLATE, "dqn", tmp_path / "out")
+    assert proc.returncode == 2 and "'dqn' is taken: rlblocks ships the algorithm" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_installed_algorithm_s_name_is_refused_outside_the_repository(
+    template: Path, tmp_path: Path
+) -> None:
+    # a copy of the template away from the checkout still sees installed distributions
+    proc = _run_script(template, "discrete_sac", tmp_path / "out")
+    assert proc.returncode == 2
+    assert "installed distribution rlblocks-algo-discrete-sac" in proc.stderr

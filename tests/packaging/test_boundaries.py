@@ -45,3 +45,21 @@ def test_no_distribution_imports_another_ones_private_names() -> None:
     assert len(files) > 50
     offenders = [line for f in files for line in _private_imports(f)]
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_registry_knows_every_first_party_plugin_and_its_distribution() -> None:
+    # an unknown name's error says which first-party distribution to install: the list must
+    # hold every plugin this repository ships, under the distribution name it really has
+    import tomllib
+
+    from rlblocks.plugins.registry import FIRST_PARTY, GROUPS, install_hint
+
+    shipped: dict[str, set[str]] = {kind: set() for kind in GROUPS}
+    for pyproject in sorted(ROOT.glob("plugins/*/*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        for kind, group in GROUPS.items():
+            for name in project.get("entry-points", {}).get(group, {}):
+                shipped[kind].add(name)
+                assert install_hint(kind, name) == f"pip install {project['name']}", pyproject
+    listed = {kind: set(names) for kind, names in FIRST_PARTY.items() if names}
+    assert listed == {kind: names for kind, names in shipped.items() if names}

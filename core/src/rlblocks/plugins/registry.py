@@ -47,11 +47,16 @@ GROUPS: dict[str, str] = {
 FIRST_PARTY: dict[str, frozenset[str]] = {
     "algo": frozenset(
         {"dqn", "reinforce", "a2c", "ppo", "npg", "trpo", "ddpg", "td3", "sac", "redq",
-         "discrete-sac"}
+         "discrete-sac", "c51", "rainbow", "qrdqn", "iqn", "fqf", "bdq", "r2d2", "rppo", "ippo",
+         "mappo"}
     ),
-    "buffer": frozenset({"vector", "prioritized", "cached", "her"}),
-    "env": frozenset({"dummy", "subproc", "shmem", "ray"}),
-    "logger": frozenset({"tensorboard", "csv"}),
+    "buffer": frozenset({"vector", "prioritized", "cached", "her", "prioritized-sequence"}),
+    "env": frozenset({"dummy", "subproc", "shmem", "ray", "envpool"}),
+    "logger": frozenset({"tensorboard", "csv", "mlflow", "wandb"}),
+}
+#: First-party components that live in a distribution not named after them.
+_FIRST_PARTY_HOME: dict[tuple[str, str], str] = {
+    ("buffer", "prioritized-sequence"): "rlblocks-algo-r2d2",  # R2D2's prioritized windows
 }
 
 Origin = Literal["entry-point", "in-process"]
@@ -132,7 +137,8 @@ def canonical_distribution_name(name: str) -> str:
 def install_hint(kind: str, name: str) -> str | None:
     """``pip install rlblocks-<kind>-<name>`` for a first-party plugin name, else None."""
     if name in FIRST_PARTY.get(kind, ()):
-        return f"pip install rlblocks-{kind}-{name.replace('_', '-')}"
+        home = _FIRST_PARTY_HOME.get((kind, name), f"rlblocks-{kind}-{name.replace('_', '-')}")
+        return f"pip install {home}"
     return None
 
 
