@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -13,9 +11,11 @@ import torch.nn.functional as F
 
 from rlblocks.batch import Batch
 from rlblocks.nets import MLP, obs_dim
+from rlblocks.optim import OptimizerStep
 from rlblocks.policy import BasePolicy
 from rlblocks.protocols import Buffer
 from rlblocks.returns import nstep_return
+from rlblocks.target import TargetNetwork
 from rlblocks_algo_softq.config import SoftQConfig
 
 
@@ -35,8 +35,10 @@ class SoftQPolicy(BasePolicy):
         self.config = config = config or SoftQConfig()
         n_act = int(action_space.n)
         self.q = MLP(obs_dim(observation_space), config.hidden_sizes, n_act).to(self.device)
-        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optim = torch.optim.Adam(self.q.parameters(), lr=config.lr)
+        # core's toolkit: a Polyak-averaged copy, and an optimizer step that checkpoints,
+        # follows learning-rate schedules and can skip non-finite updates (add_optimizer)
+        self.q_target = TargetNetwork(self.q, tau=config.tau)
+        self.optim = self.add_optimizer("q", OptimizerStep(self.q, lr=config.lr))
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Sample ``a ~ softmax(Q(s) / alpha)``; argmax when testing with ``greedy_eval``."""
@@ -68,18 +70,6 @@ class SoftQPolicy(BasePolicy):
         act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)
         q_taken = q.gather(1, act.view(-1, 1)).squeeze(1)
         loss = F.smooth_l1_loss(q_taken, self.as_tensor(batch.returns))
-        self.optim.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optim.step()
-        with torch.no_grad():
-            for target, online in zip(self.q_target.parameters(), self.q.parameters()):
-                target.lerp_(online, self.config.tau)
-        return {"loss": float(loss.detach()), "q": float(q_taken.detach().mean())}
-
-    def extra_state(self) -> dict[str, Any]:
-        return {**super().extra_state(), "optim": self.optim.state_dict()}
-
-    def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        super().load_extra_state(state)
-        if "optim" in state:
-            self.optim.load_state_dict(state["optim"])
+        self.optim.step(loss)
+        self.q_target.update()
+        return {"loss": loss.detach(), "q": q_taken.detach().mean()}
