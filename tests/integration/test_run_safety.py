@@ -182,6 +182,24 @@ def test_generations_commit_keep_two_and_fall_back_past_damage(tmp_path: Path) -
         store.latest_good()
 
 
+def test_a_damaged_generation_never_costs_the_good_one_a_resume_fell_back_to(tmp_path) -> None:
+    # resume after damage: training goes on from gen 1 and saves gen 3; gen 1 stays the
+    # fallback until two whole generations are newer, and only then does the damaged one go
+    store, commit = _gen_store(tmp_path)
+    commit(100)
+    second = commit(200)
+    (second / "latest.pt").write_bytes(b"truncated")
+    assert store.latest_good().name == "gen-00000001"
+    commit(300)
+    assert [g.name for g in store.generations()] == ["gen-00000003", "gen-00000002",
+                                                      "gen-00000001"]  # fmt: skip
+    (store.root / "gen-00000003" / "buffer.h5").write_bytes(b"cut")  # the new one breaks too
+    assert store.latest_good().name == "gen-00000001"  # still there to fall back to
+    commit(400)
+    commit(500)
+    assert [g.name for g in store.generations()] == ["gen-00000005", "gen-00000004"]
+
+
 def test_a_crash_while_writing_a_generation_leaves_the_previous_one_current(tmp_path) -> None:
     store, commit = _gen_store(tmp_path)
     first = commit(100)

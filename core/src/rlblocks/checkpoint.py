@@ -314,21 +314,38 @@ class GenerationStore:
         return final
 
     def prune(self) -> None:
-        """Remove generations beyond the newest ``KEEP_GENERATIONS`` and stale temporaries."""
+        """Remove generations older than the newest ``KEEP_GENERATIONS`` whole ones (the current
+        one always stays), and stale temporaries. A damaged generation does not count as a
+        fallback: after a resume that skipped one, the good generation it fell back to stays
+        and the damaged one goes once enough whole ones are newer than it."""
         import shutil
 
         current = self._current_name()
-        for old in self.generations()[KEEP_GENERATIONS:]:
-            if old.name != current:
+        whole_newer = 0
+        for gen in self.generations():
+            if gen.name != current and whole_newer >= KEEP_GENERATIONS:
                 # renamed out of the way first, so a kill mid-delete leaves no half generation
-                doomed = self.root / f".{old.name}.old.tmp"
+                doomed = self.root / f".{gen.name}.old.tmp"
                 try:
-                    os.replace(old, doomed)
+                    os.replace(gen, doomed)
                 except OSError:
                     continue
                 shutil.rmtree(doomed, ignore_errors=True)
+            elif self._looks_whole(gen):
+                whole_newer += 1
         for tmp in self.root.glob(".gen-*.tmp"):
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _looks_whole(self, gen: Path) -> bool:
+        """A quick :meth:`verify` for pruning: the manifest reads and every file it lists is
+        there at its size (no checksums: pruning follows every save, buffers can be large)."""
+        try:
+            manifest = json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
+            files = manifest["files"]
+            return all((gen / name).stat().st_size == want.get("size")
+                       for name, want in files.items())  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
 
     # -- reading ------------------------------------------------------------------------------
     def _current_name(self) -> str | None:
