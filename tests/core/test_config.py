@@ -486,7 +486,8 @@ def test_env_backend_options_follow_the_backend() -> None:
     assert config.env.options == FakeShmemConfig(context="spawn")
     assert config_error("env.context=spawn") == (
         "$.env.context: unknown field; fields of env (dummy): "
-        "id, num_envs, num_test_envs, backend, make_kwargs, wrappers, train_wrappers, info_keys, "
+        "id, num_envs, num_test_envs, backend, make_kwargs, wrappers, train_wrappers, factory, "
+        "info_keys, "
         "policy_mapping"
     )
 

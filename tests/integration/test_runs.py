@@ -354,3 +354,39 @@ def test_a_run_of_a_qualified_name_records_its_distribution_and_describes(tmp_pa
     versions["components"]["algo:dqn@rlblocks-algo-dqn"] = None
     (run / "plugins.json").write_text(json.dumps(versions))
     assert "algo:dqn@rlblocks-algo-dqn" in describe_run(run)
+
+
+def _short_scaled_cartpole():
+    """A factory whose env differs from plain CartPole-v1: 50-step episodes, rewards x10."""
+    env = gym.make("CartPole-v1", max_episode_steps=50)
+    return gym.wrappers.TransformReward(env, lambda r: 10.0 * r)
+
+
+def test_a_run_of_an_env_factory_is_never_evaluated_or_resumed_on_the_plain_env(
+    tmp_path: Path,
+) -> None:
+    from rlblocks.runs import describe_run
+
+    run = tmp_path / "run"
+    result = rlblocks.train("dqn", env=_short_scaled_cartpole, seed=0, overrides=SMALL,
+                            run_dir=run, progress=False, loggers=[])  # fmt: skip
+    config = json.loads((run / "config.json").read_text())
+    assert config["env"]["id"] == "CartPole-v1"
+    assert config["env"]["factory"].endswith(":_short_scaled_cartpole")
+    # the agent straight from train() knows its factory: episodes of at most 50 steps, x10
+    episodes = result.agent.evaluate(episodes=2, seed=0)
+    assert (episodes.lengths <= 50).all() and (episodes.returns == 10 * episodes.lengths).all()
+    # a loaded agent or a resume cannot rebuild it, and says so rather than use CartPole-v1
+    agent = rlblocks.load(run)
+    with pytest.raises(ConfigError, match=r"trained on envs made by the factory .*env=<the fact"):
+        agent.evaluate(episodes=1)
+    with pytest.raises(ConfigError, match="trained on envs made by the factory"):
+        agent.record(tmp_path / "x.gif", episodes=1)
+    assert agent.evaluate(episodes=1, env=_short_scaled_cartpole).lengths[0] <= 50
+    assert agent.evaluate(episodes=1, env="CartPole-v1").lengths[0] >= 1  # asked for explicitly
+    with pytest.raises(ConfigError, match=r"resuming it needs it again: rlblocks\.resume\("):
+        rlblocks.resume(run, overrides=["trainer.max_env_steps=800"])
+    assert "envs from the factory" in describe_run(run, width=400)
+    longer = rlblocks.resume(run, overrides=["trainer.max_env_steps=800"],
+                             env=_short_scaled_cartpole)  # fmt: skip
+    assert longer.env_steps >= 800

@@ -100,6 +100,11 @@ class EnvConfig:
     )
     """Wrappers around the training envs only, outside ``wrappers`` (reward clipping, a lost life
     ending the learning episode): test episodes keep the env's own rewards and episodes."""
+    factory: str | None = field(default=None, validator=lambda i, a, v: _optional_name(i, a, v))
+    """Recorded by ``train(env=callable)``: ``module:qualname`` of the factory the run's envs
+    came from (``id`` is then only the id its env registered under, without the factory's
+    wrappers or settings). Never imported: evaluating or resuming such a run needs the factory
+    passed again."""
     info_keys: list[str] = field(factory=list, validator=lambda _i, _a, v: _check_info_keys(v))
     """Keys of the training envs' step infos stored with every step (``batch.info.<key>`` in
     training), e.g. ``["cost"]``; every step must report them."""

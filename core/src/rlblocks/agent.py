@@ -70,12 +70,21 @@ class Agent:
         policy: the algorithm's policy (a ``torch.nn.Module``), in eval mode.
         config: the run's resolved :class:`~rlblocks.config.ExperimentConfig`.
         checkpoint: the file the weights came from (None for an agent made in memory).
+        env_factory: the env factory of a run trained with ``train(env=callable)``, when the
+            agent comes straight from that call (its default env for evaluate); None otherwise.
     """
 
-    def __init__(self, policy: Any, config: Any, checkpoint: Path | None = None) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        config: Any,
+        checkpoint: Path | None = None,
+        env_factory: Callable[[], gym.Env] | None = None,
+    ) -> None:
         self.policy = policy
         self.config = config
         self.checkpoint = checkpoint
+        self.env_factory = env_factory
         self.policy.eval()
 
     # -- what it is ---------------------------------------------------------------------------
@@ -278,7 +287,10 @@ class Agent:
 
     # -- helpers ------------------------------------------------------------------------------
     def _env_source(self, env: EnvArg) -> tuple[Any, dict[str, Any] | None]:
+        if env is None and self.env_factory is not None:
+            return self.env_factory, None  # copies of the run's own envs
         if env is None:
+            self._refuse_factory_run("evaluating it")
             return self.env_id, dict(self.config.env.make_kwargs or {})
         if isinstance(env, str):
             return env, None
@@ -286,11 +298,24 @@ class Agent:
             return [env], None
         return list(env), None
 
+    def _refuse_factory_run(self, what: str) -> None:
+        """The run's own env cannot be rebuilt when it came from a factory: say so."""
+        if getattr(self.config.env, "factory", None) is not None:
+            from rlblocks.experiment import factory_env_message
+
+            raise ConfigError(factory_env_message(
+                self.config, what,
+                f"pass env=<the factory> (or an env id, e.g. {self.env_id!r}, to use that env as "
+                "registered; on the command line --env)",
+            ))  # fmt: skip
+
     def _factory(self, env: EnvArg, render_mode: str) -> Callable[[], gym.Env]:
         """One factory for an env made with ``render_mode`` (the run's own: its make kwargs and
         wrappers)."""
         from rlblocks.compose import make_env_fns
 
+        if env is None:
+            self._refuse_factory_run("recording it")
         if env is None or isinstance(env, str):
             env_id = env or self.env_id
             kwargs = dict(self.config.env.make_kwargs or {}) if env is None else {}

@@ -21,9 +21,17 @@ class ConsoleReporter:
     terminal (CI logs, ``nohup``, ``| tee``): one plain line per test instead of bar redraws.
     """
 
-    def __init__(self, total_env_steps: int, progress: bool = True, stream: Any = None) -> None:
+    def __init__(
+        self,
+        total_env_steps: int,
+        progress: bool = True,
+        stream: Any = None,
+        env_factory: str | None = None,
+    ) -> None:
         self.total = total_env_steps
         self.progress = progress
+        #: ``module:qualname`` of the env factory the run trains with (train(env=callable))
+        self.env_factory = env_factory
         self.stream = stream or sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.lines = bool(progress) and not (callable(isatty) and isatty())
@@ -90,5 +98,10 @@ class ConsoleReporter:
             lines.append(f"  run directory: {run_dir} (config.json, result.json, checkpoints/)")
             if any((Path(run_dir) / "logs").glob("events.out.tfevents.*")):
                 lines.append(f"  watch it: tensorboard --logdir {Path(run_dir) / 'logs'}")
-            lines.append(f"  continue it: rlblocks resume {run_dir}")
+            if self.env_factory is None:
+                lines.append(f"  continue it: rlblocks resume {run_dir}")
+            else:  # the factory is not in the run directory: Python passes it again
+                lines.append(
+                    f"  continue it: rlblocks.resume({str(run_dir)!r}, env={self.env_factory})"
+                )
         print("\n".join(lines), file=self.stream)

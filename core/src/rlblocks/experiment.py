@@ -485,7 +485,8 @@ class Experiment:
         c = self.config
         objs: list[object] = []
         if not self.quiet:
-            objs.append(ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress))
+            objs.append(ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress,
+                                        env_factory=c.env.factory))  # fmt: skip
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:
@@ -674,7 +675,7 @@ class Experiment:
         result.run_dir = str(self.run_dir) if self.run_dir is not None else None
         from rlblocks.agent import Agent
 
-        result.agent = Agent(self.policy, c)
+        result.agent = Agent(self.policy, c, env_factory=self.env_factory)
         if self.run_dir is not None:
             write_json_verified(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
@@ -825,6 +826,10 @@ def train(
         progress=progress,
         max_env_steps=max_env_steps,
     )
+    if env_factory is not None:
+        resolved = attrs.evolve(
+            resolved, env=attrs.evolve(resolved.env, factory=_factory_path(env_factory))
+        )
     rd = resolved.run.run_dir
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
@@ -854,8 +859,23 @@ def _factory_name(factory: Callable[[], gym.Env]) -> str:
             return str(spec.id)
     finally:
         probe.close()
+    return _factory_path(factory)
+
+
+def _factory_path(factory: Callable[[], gym.Env]) -> str:
+    """``module:qualname`` of an env factory (for the record; never imported back)."""
     module = getattr(factory, "__module__", None) or "factory"
     return f"{module}:{getattr(factory, '__qualname__', type(factory).__name__)}"
+
+
+def factory_env_message(config: Any, what: str, how: str) -> str:
+    """The refusal for ``what`` (evaluating, resuming...) a run whose envs came from a factory
+    without that factory: ``how`` says how to pass it."""
+    return (
+        f"this run was trained on envs made by the factory {config.env.factory} (env.id "
+        f"{config.env.id} is only what it makes, without its wrappers or settings); {what} "
+        f"needs it again: {how}"
+    )
 
 
 def resume(
@@ -877,6 +897,10 @@ def resume(
         raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
     resolved = cfg.read_config(config_file, spec_lookup)
     if env is None:
+        if resolved.env.factory is not None:
+            raise ConfigError(factory_env_message(
+                resolved, "resuming it", f"rlblocks.resume({str(run_dir)!r}, env=<the factory>)"
+            ))  # fmt: skip
         check_env_id(resolved.env.id, trusted=trust_imports)
     finished = _finished(run_dir)
     if overrides:

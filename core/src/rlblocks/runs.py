@@ -354,7 +354,8 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
             "algorithm name to see its config fields)"
         )
     f = _RunFacts(run)
-    lines = [f"{run}: {f.algo} on {f.env_id}, seed {f.seed}, device {f.device}"]
+    made_by = f" (envs from the factory {f.factory})" if f.factory else ""
+    lines = [f"{run}: {f.algo} on {f.env_id}{made_by}, seed {f.seed}, device {f.device}"]
     if f.versions:
         v = f.versions
         parts = [f"rlblocks {v.get('rlblocks', '?')}"]
@@ -369,7 +370,9 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
             f"{r.get('gradient_steps')} gradient steps, {_seconds(r.get('wall_seconds'))}"
         )
     elif f.holder is None and f.gens:
-        lines.append(f"{f.status()}; continue it: rlblocks resume {run}")
+        how = (f"rlblocks.resume({str(run)!r}, env=<the factory>)" if f.factory
+               else f"rlblocks resume {run}")  # fmt: skip
+        lines.append(f"{f.status()}; continue it: {how}")
     else:
         lines.append(f.status())
     if f.tests:
@@ -429,6 +432,8 @@ class _RunFacts:
         env = data.get("env") if isinstance(data.get("env"), dict) else {}
         rs = data.get("run") if isinstance(data.get("run"), dict) else {}
         self.env_id, self.seed, self.device = env.get("id", "?"), rs.get("seed"), rs.get("device")
+        #: the env factory a run trained with (train(env=callable)), or None
+        self.factory = env.get("factory")
         self.versions = self._optional("plugins.json")
         self.result = self._optional("result.json")
         store = GenerationStore(run / "checkpoints")
