@@ -611,6 +611,37 @@ def test_cli_seeds_in_parallel_processes_write_runs_and_a_summary(tmp_path: Path
     out = capsys.readouterr().out
     assert "IQM" in out and "95% bootstrap intervals" in out
     assert cli(["train", "dqn", "--seed", "1", "--seeds", "0-1"]) == 2
+    # again into the same folder: every seed refused, a failing exit, the summary kept
+    again = ["train", "dqn", "--seeds", "0-1", "--workers", "1", "--run-dir", str(base),
+             *[a for s in SMALL for a in ("--set", s)]]  # fmt: skip
+    before = (base / "summary.json").read_text()
+    assert cli(again) == 1
+    assert "already holds a run" in capsys.readouterr().out
+    assert (base / "summary.json").read_text() == before
+    # --overwrite reaches every seed's run
+    assert cli([*again, "--overwrite"]) == 0
+    assert json.loads((base / "summary.json").read_text())["seeds"] == [0, 1]
+
+
+def test_ctrl_c_during_seeds_stops_the_set_and_keeps_it_out_of_the_figures(tmp_path) -> None:
+    import os
+    import signal
+
+    from rlblocks.plugins.hookspecs import hookimpl
+    from rlblocks.seeds import exit_status, train_seeds
+
+    class CtrlCAtFirstTest:
+        @hookimpl
+        def rlblocks_test_end(self, stats, env_step) -> None:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    lines: list[str] = []
+    summary = train_seeds("dqn", [0, 1, 2], tmp_path / "s", workers=1, report=lines.append,
+                          overrides=SMALL, hooks=[CtrlCAtFirstTest()])  # fmt: skip
+    assert summary["interrupted"] == [0] and summary["not_started"] == [1, 2]
+    assert summary["seeds"] == [] and summary["final_return"] == {"n": 0}
+    assert exit_status(summary) == 130
+    assert any("continue it: rlblocks resume" in line for line in lines)
 
 
 @pytest.mark.slow

@@ -218,16 +218,22 @@ def cmd_train(args: argparse.Namespace) -> int:
         seeds = importlib.import_module("rlblocks.seeds")
         if args.seed is not None:
             raise RlblocksError("pass --seed or --seeds, not both")
+        if args.resume:
+            raise RlblocksError(
+                "--resume continues one run; continue each seed's run with "
+                "`rlblocks resume RUN_DIR/seed-N`"
+            )
         run_dir = args.run_dir or experiment.default_run_dir(args.algo, args.env or "default-env")
-        seeds.train_seeds(
+        summary = seeds.train_seeds(
             args.algo,
             seeds.parse_seeds(args.seeds),
             run_dir=run_dir,
             workers=args.workers,
             ray_address=args.ray,
+            overwrite=args.overwrite,
             **common,
         )
-        return 0
+        return seeds.exit_status(summary)
     if args.workers is not None or args.ray is not None:
         raise RlblocksError("--workers and --ray go with --seeds (several runs)")
     if args.resume:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -124,13 +124,22 @@ def train_seeds(
     jobs = [(algo, s, str(base / f"seed-{s}"), kwargs) for s in seeds]
     results: list[dict[str, Any]] = []
     failures: list[str] = []
+    interrupted: list[int] = []
+    failed_seeds: list[int] = []
 
     def done(seed: int, res: dict[str, Any] | None, err: BaseException | None) -> None:
         if err is not None:
+            failed_seeds.append(seed)
             failures.append(f"seed {seed}: {type(err).__name__}: {err}")
             report(f"seed {seed}: FAILED: {err}")
             return
         assert res is not None
+        if str(res.get("stop_reason", "")).startswith("interrupted"):
+            # stopped by SIGINT/SIGTERM short of its budget: not a result to average
+            interrupted.append(seed)
+            report(f"seed {seed}: {res.get('stop_reason')} at {res.get('env_steps')} env steps; "
+                   f"continue it: rlblocks resume {base / f'seed-{seed}'}")  # fmt: skip
+            return
         results.append(res)
         report(
             f"seed {seed}: last test {res.get('last_test_return')}, best "
@@ -148,6 +157,8 @@ def train_seeds(
                     done(job[1], _train_one(*job), None)
                 except Exception as exc:
                     done(job[1], None, exc)
+                if interrupted:  # Ctrl-C stops the whole set, not just the seed it hit
+                    break
         else:
             ctx = multiprocessing.get_context("spawn")  # no forked torch or env state
             with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
@@ -156,18 +167,32 @@ def train_seeds(
                     exc = fut.exception()
                     done(futures[fut], None if exc else fut.result(), exc)
     results.sort(key=lambda r: r["seed"])
+    handled = {r["seed"] for r in results} | set(interrupted) | set(failed_seeds)
     summary = {
         "algo": algo,
         "seeds": [r["seed"] for r in results],
         "failed": failures,
+        "interrupted": sorted(interrupted),
+        "not_started": [s for s in seeds if s not in handled],
         "final_return": summarize([_num(r.get("last_test_return")) for r in results]),
         "best_return": summarize([_num(r.get("best_test_return")) for r in results]),
         "solved": sum(bool(r.get("solved")) for r in results),
         "runs": results,
     }
-    write_json(base / "summary.json", summary)
+    if results or not (base / "summary.json").is_file():
+        write_json(base / "summary.json", summary)
+    else:  # nothing finished: an earlier summary of this folder is worth more than an empty one
+        report(f"no seed finished; {base / 'summary.json'} is left as it was")
     report(format_summary(summary))
     return summary
+
+
+def exit_status(summary: Mapping[str, Any]) -> int:
+    """The command's exit status for a set of seeds: 130 when interrupted, 1 when a seed
+    failed, else 0 (finished, solved or not)."""
+    if summary.get("interrupted") or summary.get("not_started"):
+        return 130
+    return 1 if summary.get("failed") else 0
 
 
 def _num(x: Any) -> float:
@@ -191,6 +216,10 @@ def format_summary(summary: dict[str, Any]) -> str:
         )
     for f in summary["failed"]:
         lines.append(f"  failed: {f}")
+    if summary.get("interrupted"):
+        lines.append(f"  interrupted (not in the figures above): seeds {summary['interrupted']}")
+    if summary.get("not_started"):
+        lines.append(f"  not started: seeds {summary['not_started']}")
     return "\n".join(lines)
 
 
