@@ -4,6 +4,7 @@ describe commands; envs given as module:id, factories, wrappers and JSON make_kw
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -741,3 +742,32 @@ def test_cli_eval_render_opens_the_human_render_mode(tmp_path: Path, monkeypatch
     monkeypatch.setattr(gym, "make", spy)
     assert cli(["eval", str(run), "--episodes", "1", "--render", "--which", "latest"]) == 0
     assert "human" in made
+
+
+def test_after_training_mistakes_are_named_not_raised_from_deep_inside(
+    tmp_path: Path, capsys
+) -> None:
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
+    agent = rlblocks.load(run)
+    with pytest.raises(ConfigError, match=r"observation space Box.*\(3,\).*acts on Box.*\(4,\)"):
+        agent.evaluate(env="Pendulum-v1", episodes=1)
+    with pytest.raises(ConfigError, match="episodes must be at least 1"):
+        agent.record(tmp_path / "v.gif", episodes=0)
+    with pytest.raises(ConfigError, match="fps must be positive"):
+        agent.record(tmp_path / "v.gif", fps=-5)
+    assert not list(tmp_path.glob("*.gif*"))
+    capsys.readouterr()
+    assert cli(["plot", str(run), "--out", str(tmp_path / "c.xyz")]) == 2
+    assert re.search(r"error: cannot write a plot as '\.xyz'; use one of .*\.png",
+                     capsys.readouterr().err)  # fmt: skip
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ConfigError, match="afile is a file, not a directory"):
+        rlblocks.train("dqn", run_dir=tmp_path / "afile" / "sub", overrides=SMALL, loggers=[],
+                       progress=False)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"cannot be made with the keyword arguments \['bad'\]"):
+        rlblocks.train("dqn", run_dir=tmp_path / "mk", loggers=[], progress=False,
+                       overrides=[*SMALL, 'env.make_kwargs={"bad": 1}'])  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^\$\.algo\.loss: 'loss' must be in \['huber', 'mse'\] "
+                                          r"\(got 'foo'\)$"):
+        rlblocks.train("dqn", run_dir=tmp_path / "l", overrides=["algo.loss=foo"])

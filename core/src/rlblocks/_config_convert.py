@@ -415,6 +415,10 @@ def _unknown_key_line(path: str, parent: str, exc: _UnknownKey, labels: Mapping[
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return "required field missing"
+    if len(exc.args) > 1 and isinstance(exc.args[0], str):
+        # attrs' own validators (in_, instance_of...) raise (message, attribute, ...): the
+        # message alone, not the tuple with the attribute's repr
+        return exc.args[0]
     return str(exc) or type(exc).__name__
 
 

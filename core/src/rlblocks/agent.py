@@ -189,6 +189,7 @@ class Agent:
         wrappers = list(self.config.env.wrappers) if env is None else []
         envs = make_vector_env(backend, source, num_envs=n, make_kwargs=kwargs, wrappers=wrappers)
         try:
+            self._check_env(envs.observation_space, envs.action_space, env)
             collector = Collector(
                 self.policy,
                 envs,
@@ -225,6 +226,10 @@ class Agent:
         path = Path(path)
         if path.suffix.lower() not in {".mp4", ".gif"}:
             raise ConfigError(f"video file {path} must end in .mp4 or .gif")
+        if episodes < 1:
+            raise ConfigError(f"episodes must be at least 1, got {episodes}")
+        if fps is not None and fps <= 0:
+            raise ConfigError(f"fps must be positive, got {fps} (None: the env's own rate)")
         try:
             import imageio.v2 as imageio
         except ImportError as exc:
@@ -297,6 +302,26 @@ class Agent:
         if callable(env):
             return [env], None
         return list(env), None
+
+    def _check_env(self, observation_space: gym.Space, action_space: gym.Space, env: Any) -> None:
+        """The env to play must have the spaces the policy was built for."""
+        flat = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                gym.spaces.MultiBinary)  # fmt: skip
+        for what, got, want in (("observation", observation_space, self.observation_space),
+                                ("action", action_space, self.action_space)):  # fmt: skip
+            if not isinstance(want, flat):  # nested spaces travel converted; the policy checks
+                continue
+            shape = getattr(got, "shape", None)
+            if what == "observation" and self.frame_stack > 1 and shape is not None:
+                shape = (self.frame_stack, *shape)  # the policy acts on stacks of frames
+            if type(got) is not type(want) or shape != want.shape or (
+                isinstance(want, gym.spaces.Discrete) and got.n != want.n  # type: ignore[attr-defined]
+            ):
+                raise ConfigError(
+                    f"the env {env if env is not None else self.env_id!r} has the {what} space "
+                    f"{got}, but this {self.algo} agent (trained on {self.env_id}) acts on "
+                    f"{want}; evaluate it on an env with its spaces"
+                )
 
     def _refuse_factory_run(self, what: str) -> None:
         """The run's own env cannot be rebuilt when it came from a factory: say so."""

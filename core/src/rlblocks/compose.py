@@ -185,9 +185,18 @@ def import_env_namespace(env_id: str) -> None:
 
 
 def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
-    """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace."""
+    """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace; keyword
+    arguments the env does not take are named as a config problem (``env.make_kwargs``)."""
     import_env_namespace(env_id)
-    return gym.make(env_id, **kwargs)
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as exc:
+        if not kwargs or "argument" not in str(exc):
+            raise
+        raise ConfigError(
+            f"env {env_id!r} cannot be made with the keyword arguments {sorted(kwargs)}: {exc}; "
+            "fix env.make_kwargs (--set 'env.make_kwargs={...}')"
+        ) from None
 
 
 def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec:

@@ -842,7 +842,13 @@ def train(
 
 def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False) -> None:
     """A new run never lands on an old one unasked: ``run_dir`` holding a run is refused unless
-    ``overwrite``."""
+    ``overwrite``; a path that is a file (or under one) is refused too."""
+    for part in (Path(run_dir), *Path(run_dir).parents):
+        if part.exists() and not part.is_dir():
+            raise ConfigError(
+                f"run directory {run_dir}: {part} is a file, not a directory; pick another "
+                "--run-dir"
+            )
     if (Path(run_dir) / "config.json").is_file() and not overwrite:
         raise ConfigError(
             f"{run_dir} already holds a run; continue it with `rlblocks resume {run_dir}`, or "

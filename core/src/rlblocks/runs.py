@@ -254,6 +254,13 @@ def plot_runs(
     ax.legend(fontsize="small")
     fig.tight_layout()
     out = Path(out)
+    formats = fig.canvas.get_supported_filetypes()
+    if out.suffix and out.suffix[1:].lower() not in formats:
+        plt.close(fig)
+        raise ConfigError(
+            f"cannot write a plot as {out.suffix!r}; use one of "
+            f"{', '.join('.' + f for f in sorted(formats))}"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=100)
     plt.close(fig)
