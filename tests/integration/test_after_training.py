@@ -750,6 +750,9 @@ def test_after_training_mistakes_are_named_not_raised_from_deep_inside(
     run = tmp_path / "run"
     rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
     agent = rlblocks.load(run)
+    # the path `eval --which latest` prints loads too (a generation's file, two levels down)
+    gen_file = max((run / "checkpoints").glob("gen-*/latest.pt"))
+    assert rlblocks.load(gen_file).checkpoint == gen_file
     with pytest.raises(ConfigError, match=r"observation space Box.*\(3,\).*acts on Box.*\(4,\)"):
         agent.evaluate(env="Pendulum-v1", episodes=1)
     with pytest.raises(ConfigError, match="episodes must be at least 1"):
@@ -771,3 +774,12 @@ def test_after_training_mistakes_are_named_not_raised_from_deep_inside(
     with pytest.raises(ConfigError, match=r"^\$\.algo\.loss: 'loss' must be in \['huber', 'mse'\] "
                                           r"\(got 'foo'\)$"):
         rlblocks.train("dqn", run_dir=tmp_path / "l", overrides=["algo.loss=foo"])
+
+
+def test_a_curve_band_before_a_run_s_first_test_uses_only_runs_tested_there() -> None:
+    from rlblocks.runs import bootstrap_band
+
+    nan = float("nan")
+    mean, lo, hi = bootstrap_band(np.array([[10.0, 20.0, 30.0], [nan, 200.0, 300.0]]))
+    assert mean[0] == 10.0 and lo[0] == hi[0] == 10.0  # not pulled towards the later 200
+    assert mean[1:].tolist() == [110.0, 165.0]

@@ -449,7 +449,8 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
             raise CheckpointError(f"no checkpoints/{which}.pt in {p}{hint}")
     elif p.is_file():
         ckpt = p
-        run_dir = p.parent.parent if p.parent.name == "checkpoints" else p.parent
+        # RUN/best.pt-style files, RUN/checkpoints/X.pt and RUN/checkpoints/gen-N/latest.pt
+        run_dir = next((d for d in p.parents[:3] if (d / "config.json").is_file()), p.parent)
     else:
         raise CheckpointError(f"{p} is neither a run directory nor a checkpoint file")
     config_file = run_dir / "config.json"

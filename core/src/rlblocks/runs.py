@@ -173,17 +173,22 @@ def bootstrap_band(
     curves: np.ndarray, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean over runs (axis 0) and a percentile-bootstrap confidence band of that mean at
-    every point (runs resampled with replacement)."""
+    every point (runs resampled with replacement). NaN marks a run without a value at a point
+    (before its first test): the mean there is over the runs that have one."""
+    import warnings
+
     curves = np.asarray(curves, dtype=np.float64)
-    mean = curves.mean(axis=0)
-    n = curves.shape[0]
-    if n < 2:
-        return mean, mean.copy(), mean.copy()
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(resamples, n))
-    means = curves[idx].mean(axis=1)
-    lo = np.percentile(means, 100 * (1 - confidence) / 2, axis=0)
-    hi = np.percentile(means, 100 * (1 + confidence) / 2, axis=0)
+    with warnings.catch_warnings():  # a point no (resampled) run has a value at stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(curves, axis=0)
+        n = curves.shape[0]
+        if n < 2:
+            return mean, mean.copy(), mean.copy()
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(resamples, n))
+        means = np.nanmean(curves[idx], axis=1)
+        lo = np.nanpercentile(means, 100 * (1 - confidence) / 2, axis=0)
+        hi = np.nanpercentile(means, 100 * (1 + confidence) / 2, axis=0)
     return mean, lo, hi
 
 
@@ -239,9 +244,10 @@ def plot_runs(
     for label, runs in sorted(groups.items()):
         xs = [np.array([r[column] for r in rows], dtype=np.float64) for rows in runs]
         ys = [np.array([r["return_mean"] for r in rows], dtype=np.float64) for rows in runs]
-        # a run that stopped earlier (solved) holds its last test return to the group's end
+        # a run that stopped earlier (solved) holds its last test return to the group's end;
+        # before its first test a run has no value (NaN), never a later test's
         grid = np.unique(np.concatenate(xs))
-        curves = np.stack([np.interp(grid, a, b) for a, b in zip(xs, ys)])
+        curves = np.stack([np.interp(grid, a, b, left=np.nan) for a, b in zip(xs, ys)])
         mean, lo, hi = bootstrap_band(curves)
         (line,) = ax.plot(grid, mean, label=f"{label} ({len(runs)} run{'s' * (len(runs) > 1)})")
         if len(runs) > 1:
