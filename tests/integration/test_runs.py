@@ -390,3 +390,13 @@ def test_a_run_of_an_env_factory_is_never_evaluated_or_resumed_on_the_plain_env(
     longer = rlblocks.resume(run, overrides=["trainer.max_env_steps=800"],
                              env=_short_scaled_cartpole)  # fmt: skip
     assert longer.env_steps >= 800
+
+
+def test_a_run_s_config_json_passed_back_asks_for_a_new_run_dir(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
+    with pytest.raises(ConfigError, match=r"config sets run\.run_dir=.*pass --run-dir NEW"):
+        rlblocks.train("dqn", config=run / "config.json", progress=False)
+    again = rlblocks.train("dqn", config=run / "config.json", run_dir=tmp_path / "again",
+                           progress=False)  # fmt: skip
+    assert again.env_steps >= 600  # the saved settings (a 600-step budget), in a new directory

@@ -834,6 +834,14 @@ def train(
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
         resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
+    elif run_dir is None and not overwrite and (Path(rd) / "config.json").is_file():
+        # the directory came from a config (a run's own config.json names its run): reusing
+        # the settings is the likely wish, replacing that run almost never
+        raise ConfigError(
+            f"the config sets run.run_dir={rd}, which already holds a run (a run's config.json "
+            f"names its own directory); for a new run with these settings pass --run-dir NEW "
+            f"(run_dir=...), to continue that run use `rlblocks resume {rd}`"
+        )
     refuse_existing_run(rd, overwrite)
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite
