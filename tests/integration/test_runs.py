@@ -14,7 +14,7 @@ import pytest
 
 import rlblocks
 from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
-from rlblocks.errors import ConfigError, UnknownComponentError
+from rlblocks.errors import CheckpointError, ConfigError, UnknownComponentError
 from rlblocks.plugins.hookspecs import hookimpl
 from rlblocks.testing import CrashAt
 
@@ -400,3 +400,24 @@ def test_a_run_s_config_json_passed_back_asks_for_a_new_run_dir(tmp_path: Path) 
     again = rlblocks.train("dqn", config=run / "config.json", run_dir=tmp_path / "again",
                            progress=False)  # fmt: skip
     assert again.env_steps >= 600  # the saved settings (a 600-step budget), in a new directory
+
+
+def test_resume_flags_that_would_be_ignored_and_a_run_without_checkpoints(
+    tmp_path: Path, capsys
+) -> None:
+    from rlblocks.cli import main as cli
+
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
+    assert cli(["train", "sac", "--resume", "--run-dir", str(run)]) == 2
+    assert "holds a dqn run, not sac" in capsys.readouterr().err
+    assert cli(["train", "dqn", "--resume", "--run-dir", str(run), "--env", "Pendulum-v1",
+                "--seed", "5"]) == 2  # fmt: skip
+    assert "--env, --seed would be ignored" in capsys.readouterr().err
+    # a run killed before its first checkpoint: the way out is to train it again
+    import shutil
+
+    shutil.rmtree(run / "checkpoints")
+    (run / "result.json").unlink()
+    with pytest.raises(CheckpointError, match=r"stopped before its first one.*--overwrite"):
+        rlblocks.resume(run)

@@ -242,6 +242,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise RlblocksError("--resume needs --run-dir (the run to continue)")
         if not (Path(args.run_dir) / "config.json").is_file():
             raise RlblocksError(f"--resume: {args.run_dir} holds no run yet (no config.json)")
+        _check_resume_flags(args)
         overrides = _with_budget(common["overrides"], args.max_env_steps)
         result = experiment.resume(args.run_dir, overrides=overrides)
         return _exit_code(result)
@@ -254,6 +255,29 @@ def cmd_train(args: argparse.Namespace) -> int:
         **common,
     )
     return _exit_code(result)
+
+
+def _check_resume_flags(args: argparse.Namespace) -> None:
+    """``train ALGO --resume`` continues the saved run as it was: an algorithm other than the
+    saved one, or flags that would change its setup, are refused rather than ignored."""
+    import json
+
+    saved = json.loads((Path(args.run_dir) / "config.json").read_text(encoding="utf-8"))
+    if saved.get("algo_name") not in (None, args.algo):
+        raise RlblocksError(
+            f"--resume: {args.run_dir} holds a {saved.get('algo_name')} run, not {args.algo}"
+        )
+    ignored = [flag for flag, value in (
+        ("--env", args.env), ("--seed", args.seed), ("--config", args.config),
+        ("--backend", args.backend), ("--buffer", args.buffer), ("--num-envs", args.num_envs),
+        ("--device", args.device), ("--stop-reward", args.stop_reward),
+    ) if value is not None]  # fmt: skip
+    if ignored:
+        raise RlblocksError(
+            f"--resume continues the run with its saved settings, so {', '.join(ignored)} would "
+            "be ignored; leave them out (--set SECTION.FIELD=VALUE and --max-env-steps change "
+            "a resumed run)"
+        )
 
 
 def _exit_code(result: Any) -> int:

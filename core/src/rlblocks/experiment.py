@@ -565,6 +565,13 @@ class Experiment:
         else:  # the single-file layout of rlblocks 0.1
             ckpt_file = self.run_dir / "checkpoints" / "latest.pt"
             buffer_file = self.run_dir / "buffer.h5"
+            if not ckpt_file.is_file():
+                raise CheckpointError(
+                    f"{self.run_dir} has no checkpoint to continue from: the run stopped before "
+                    "its first one (every trainer.checkpoint_interval env steps); start it "
+                    f"again with `rlblocks train {self.config.algo_name} --run-dir "
+                    f"{self.run_dir} --overwrite`"
+                )
         payload = load_checkpoint(ckpt_file)
         try:
             self.policy.load_state_dict(payload["policy"])
