@@ -670,7 +670,9 @@ def test_tune_dqn_8_trials_then_its_best_toml_trains_when_passed_back(tmp_path, 
     out = capsys.readouterr().out
     assert out.count("trial ") >= 8 and "best: trial" in out
     best = tomllib.loads((root / "best.toml").read_text())
-    assert "run_dir" not in best.get("run", {})
+    # what tune forced on its trials is not handed on: a run from the file logs as any run
+    assert not {"run_dir", "loggers", "progress"} & set(best.get("run", {}))
+    assert "train longer with --max-env-steps" in (root / "best.toml").read_text()
     import optuna
 
     study = optuna.load_study(study_name="dqn-CartPole-v1", storage=f"sqlite:///{root}/study.db")
@@ -685,6 +687,7 @@ def test_tune_dqn_8_trials_then_its_best_toml_trains_when_passed_back(tmp_path, 
     saved = json.loads((again / "config.json").read_text())
     assert saved["algo"]["lr"] == pytest.approx(bt.params["algo.lr"])
     assert saved["trainer"]["max_env_steps"] == 3000
+    assert saved["run"]["loggers"] == ["tensorboard", "csv"]
     # running the command again continues the same study
     assert cli(["tune", "dqn", "--env", "CartPole-v1", "--trials", "1", "--max-env-steps",
                 "3000", "--run-dir", str(root)]) == 0  # fmt: skip

@@ -234,14 +234,20 @@ def tune(
 
 def write_toml_config(config_json: Path, out: Path, algo: str, trial: Any) -> None:
     """The trial's resolved config as a TOML file for ``--config`` (no run directory in it;
-    TOML has no null, so None values are left out and take the defaults)."""
+    TOML has no null, so None values are left out and take the defaults). What tuning forced
+    on every trial to keep it quiet (no loggers, no progress bar) is left out too, so a run
+    trained from the file logs and shows progress as any run does; the trials' budget stays
+    (the settings were chosen for it), and the header says how to train longer."""
     import tomli_w
 
     from rlblocks.checkpoint import atomic_write
 
     data = json.loads(config_json.read_text(encoding="utf-8"))
     data.pop("algo_name", None)
-    data.get("run", {}).pop("run_dir", None)
+    run = data.get("run", {})
+    for key in ("run_dir", "loggers", "progress"):
+        run.pop(key, None)
+    budget = data.get("trainer", {}).get("max_env_steps")
 
     def drop_none(x: Any) -> Any:
         if isinstance(x, dict):
@@ -254,6 +260,8 @@ def write_toml_config(config_json: Path, out: Path, algo: str, trial: Any) -> No
         f"# rlblocks tune: best trial {trial.number} of {algo} (mean test return "
         f"{trial.value:.2f})\n# train it: rlblocks train {algo} --config {out.name}\n"
         f"# tuned: {', '.join(f'{k}={v}' for k, v in trial.params.items())}\n"
+        f"# budget: the trials' trainer.max_env_steps = {budget}; train longer with "
+        "--max-env-steps N\n"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w") as f:
