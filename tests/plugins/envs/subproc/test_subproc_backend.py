@@ -440,3 +440,54 @@ def test_restart_failed_keeps_every_env_in_a_worker_by_default() -> None:
         assert envs.local_envs == 0  # only a worker's crash can be caught and restarted
     with SubprocVectorEnv(probe_env_fns(4), restart_failed=True, local_envs=1) as envs:
         assert envs.local_envs == 1  # unless asked for
+
+
+class _EchoEnv(gym.Env):
+    """obs = [t, last action]; each step takes ``delay`` seconds."""
+
+    observation_space = gym.spaces.Box(-1e9, 1e9, (2,), np.float64)
+    action_space = gym.spaces.Discrete(10)
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.t = delay, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.array([0.0, -1.0]), {}
+
+    def step(self, action):
+        time.sleep(self.delay)
+        self.t += 1
+        return np.array([self.t, float(action)]), 0.0, False, False, {"a": int(action)}
+
+
+@pytest.mark.parametrize("backend", [SubprocVectorEnv, ShmemVectorEnv])
+def test_a_step_interrupted_while_waiting_never_hands_its_answer_to_a_later_call(backend) -> None:
+    # Ctrl-C inside step(): the workers still answer that step later; those answers must be
+    # dropped, not returned by the next step_wait (which then ran one step behind for good)
+    fns = [functools.partial(_EchoEnv, 0.3) for _ in range(2)]
+    with backend(fns, num_workers=2, local_envs=0) as envs:
+        envs.reset(seed=0)
+
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+
+        old = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            with pytest.raises(KeyboardInterrupt):
+                envs.step(np.zeros(2, dtype=np.int64))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        # the envs moved on unseen: they must be reset before stepping again
+        with pytest.raises(EnvWorkerError, match="reset"):
+            envs.step_async(np.full(2, 5, dtype=np.int64))
+        obs, _ = envs.reset()
+        assert obs[:, 0].tolist() == [0.0, 0.0]
+        for k in (5, 6, 7):
+            envs.step_async(np.full(2, k, dtype=np.int64))
+            _, obs, _, _, _, infos = envs.step_wait()
+            assert obs[:, 1].tolist() == [k, k] and [i["a"] for i in infos] == [k, k]
+        obs, *_ = envs.step(np.full(2, 8, dtype=np.int64))
+        assert obs.tolist() == [[4.0, 8.0], [4.0, 8.0]]

@@ -112,7 +112,7 @@ class Request:
     """One command a worker owes an answer to. Public for backends built on this one (shmem
     decodes replies from it in its ``_decode_step``)."""
 
-    __slots__ = ("ids", "kind", "msg", "reply", "sent", "synthetic")
+    __slots__ = ("ids", "kind", "msg", "orphan", "reply", "sent", "synthetic")
 
     def __init__(
         self, kind: int, ids: np.ndarray, msg: tuple, sent: float, reply: tuple | None = None
@@ -123,6 +123,9 @@ class Request:
         self.sent = sent
         self.synthetic: str | None = None  # set when its worker failed and was restarted
         self.reply = reply  # the answer already there (local envs run their commands at once)
+        #: nobody waits for the answer any more (a step() interrupted while waiting): it is
+        #: received and dropped, never handed to a later step_wait or step
+        self.orphan = False
 
 
 class _Worker:
@@ -507,7 +510,7 @@ class SubprocVectorEnv(WorkerGroups):
             got, payload = self._receive(w)
             if got is req:
                 return payload
-            if got.kind == W.STEP:
+            if got.kind == W.STEP and not got.orphan:
                 self._stash.append((got.ids, self._decode_step(got, payload)))
 
     def _send_groups(
@@ -644,6 +647,8 @@ class SubprocVectorEnv(WorkerGroups):
             for w in busy:
                 if w in instant or w.conn in got or w.process.sentinel in got:
                     req, payload = self._receive(w)
+                    if req.orphan:  # the answer to an interrupted step(): nobody's result
+                        continue
                     self._stash.append((req.ids, self._decode_step(req, payload)))
                     ready += len(req.ids)
             if deadline is not None and ready > 0 and time.monotonic() >= deadline:
@@ -679,11 +684,19 @@ class SubprocVectorEnv(WorkerGroups):
         sent = self._send_groups(W.STEP, groups, lambda w, slots, rows: (
             W.STEP, slots, self._encode_actions(w, actions, rows)))
         parts, error = [], None
-        for w, gids, req in sent:
-            try:
-                parts.append((gids, self._decode_step(req, self._finish(w, req))))
-            except EnvWorkerError as exc:  # keep draining: no reply may linger in a pipe
-                error = error or exc
+        try:
+            for w, gids, req in sent:
+                try:
+                    parts.append((gids, self._decode_step(req, self._finish(w, req))))
+                except EnvWorkerError as exc:  # keep draining: no reply may linger in a pipe
+                    error = error or exc
+        except BaseException:
+            # interrupted while waiting (Ctrl-C): the answers still to come belong to no caller,
+            # so they are dropped when they arrive, and these envs moved on unseen: reset them
+            for _, _, req in sent:
+                req.orphan = True
+            self._needs_reset[all_ids] = True
+            raise
         if error is not None:
             # the other envs of this step moved on without the caller seeing their results
             self._needs_reset[all_ids] = True
