@@ -252,7 +252,11 @@ def make_vector_env(
         **_config_options("env", backend, options),
     )
     if seed is not None:
-        venv.reset(seed=seed)
+        try:
+            venv.reset(seed=seed)
+        except BaseException:
+            venv.close()  # its workers must not outlive a vector env nobody gets back
+            raise
     return venv
 
 

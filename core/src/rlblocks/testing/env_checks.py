@@ -196,6 +196,7 @@ def check_vector_env(
         _check_step_and_no_autoreset(env, num_envs)
         _check_seeding(env, num_envs)
         _check_render_and_attributes(env, num_envs)
+        _check_bad_env_ids(env, num_envs)
     finally:
         env.close()
     env.close()  # a second close must be harmless
@@ -211,6 +212,37 @@ def check_vector_env(
             obs, _ = entered.reset()
             _obs_array(obs, num_envs, "reset inside a with block")
         entered.close()  # closing after __exit__ closed it must be harmless too
+
+
+def _check_bad_env_ids(env: VectorEnv, num_envs: int) -> None:
+    """Ids that would step an env twice, read a mask as ids, truncate floats, leave the range
+    or name no env are refused (before any env moves), on every backend alike."""
+    env.reset()
+    bad = {
+        "twice": ([1, 1], (ValueError,)),
+        "a boolean mask": (np.arange(num_envs) % 2 == 0, (TypeError,)),
+        "floats": (np.array([1.9]), (TypeError,)),
+        "out of range": ([num_envs], (IndexError,)),
+        "negative": ([-1], (IndexError,)),
+        "empty": ([], (ValueError,)),
+    }
+    for what, (ids, errors) in bad.items():
+        n = len(np.atleast_1d(ids)) if np.asarray(ids).dtype != bool else num_envs
+        for call, args in (("step", (_actions(range(n), 1),)), ("reset", ())):
+            try:
+                getattr(env, call)(*args, env_ids=ids)
+            except errors:
+                continue
+            except Exception as exc:  # the wrong kind of error is the finding
+                raise AssertionError(
+                    f"{call}(env_ids={ids!r}) ({what}) raised {type(exc).__name__}: {exc}; "
+                    f"expected {errors[0].__name__} (rlblocks.vector_env.as_env_ids)"
+                ) from exc
+            raise AssertionError(f"{call}(env_ids={ids!r}) ({what}) was accepted")
+    obs, *_ = env.step(_actions(range(num_envs), 1))  # nothing moved: every env at step 1
+    assert (_obs_array(obs, num_envs, "step after refused ids")[:, _T] == 1).all(), (
+        "a refused env_ids call moved an env"
+    )
 
 
 def _check_basics(env: VectorEnv, num_envs: int) -> None:

@@ -491,3 +491,18 @@ def test_a_step_interrupted_while_waiting_never_hands_its_answer_to_a_later_call
             assert obs[:, 1].tolist() == [k, k] and [i["a"] for i in infos] == [k, k]
         obs, *_ = envs.step(np.full(2, 8, dtype=np.int64))
         assert obs.tolist() == [[4.0, 8.0], [4.0, 8.0]]
+
+
+class _ResetFails(ProbeEnv):
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("no reset today")
+
+
+def test_a_seeded_make_vector_env_whose_reset_fails_leaves_no_workers() -> None:
+    import multiprocessing
+
+    fns = [functools.partial(ProbeEnv, 0), functools.partial(_ResetFails, 1)]
+    for _ in range(2):
+        with pytest.raises(EnvWorkerError, match="no reset today"):
+            rlblocks.make_vector_env("subproc", fns, seed=0, num_workers=2, local_envs=0)
+    assert not multiprocessing.active_children()

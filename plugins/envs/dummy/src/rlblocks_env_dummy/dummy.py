@@ -11,7 +11,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from rlblocks import env_state
 from rlblocks.errors import EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase
+from rlblocks.vector_env import VectorEnvBase, as_env_ids
 
 
 class DummyVectorEnv(VectorEnvBase):
@@ -68,14 +68,7 @@ class DummyVectorEnv(VectorEnvBase):
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
         if env_ids is None:
             return self._all_ids
-        if type(env_ids) is np.ndarray and env_ids.dtype == np.int64 and env_ids.ndim == 1:
-            ids = env_ids  # what the collector passes: nothing to convert
-        else:
-            ids = np.ascontiguousarray(env_ids, dtype=np.int64).reshape(-1)
-        # one comparison finds both: negative ids wrap to huge unsigned values
-        if np.count_nonzero(ids.view(np.uint64) >= self.num_envs):
-            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
-        return ids
+        return as_env_ids(env_ids, self.num_envs)
 
     # -- protocol -----------------------------------------------------------------------------
     def reset(

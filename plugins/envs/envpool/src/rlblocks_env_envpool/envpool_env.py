@@ -20,7 +20,7 @@ import numpy as np
 from attrs import define
 
 from rlblocks.errors import ConfigError, EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase
+from rlblocks.vector_env import VectorEnvBase, as_env_ids
 
 #: Wrappers ``gymnasium.make`` adds by itself; any other wrapper changes what the env returns,
 #: which EnvPool's C++ env would not reproduce.
@@ -225,10 +225,7 @@ class EnvPoolVectorEnv(VectorEnvBase):
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
         if env_ids is None:
             return self._all_ids
-        ids = np.ascontiguousarray(env_ids, dtype=np.int64).reshape(-1)
-        if np.count_nonzero(ids.view(np.uint64) >= self.num_envs):  # negatives wrap around
-            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
-        return ids.astype(np.int32)
+        return as_env_ids(env_ids, self.num_envs).astype(np.int32)
 
     def _recv_started_resets(self) -> tuple[np.ndarray, np.ndarray]:
         """The envs whose reset the last step started, and their first observations."""

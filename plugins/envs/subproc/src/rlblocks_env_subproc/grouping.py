@@ -17,7 +17,7 @@ from gymnasium.vector.utils import batch_space
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase
+from rlblocks.vector_env import VectorEnvBase, as_env_ids
 
 
 class WorkerGroups(VectorEnvBase):
@@ -30,12 +30,7 @@ class WorkerGroups(VectorEnvBase):
             raise EnvWorkerError("this vector env is closed; build a new one")
         if env_ids is None:
             return None
-        ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.num_envs):
-            raise IndexError(f"env_ids {ids.tolist()} out of range for {self.num_envs} envs")
-        if len(np.unique(ids)) != len(ids):
-            raise ValueError(f"env_ids {ids.tolist()} name an env twice")
-        return ids
+        return as_env_ids(env_ids, self.num_envs)
 
     def _reset_plan(
         self, env_ids: Sequence[int] | np.ndarray | None, seed: int | Sequence[int] | None
