@@ -115,3 +115,15 @@ def test_measure_vector_env_times_a_backend_and_closes_what_it_probed() -> None:
     fns = [lambda: gym.make("CartPole-v1")] * 3
     seconds = measure_vector_env(factory, fns, probe_seconds=0.05)
     assert closed == [True] and 0.0 < seconds < 0.05
+
+
+def test_a_list_of_factories_with_another_num_envs_is_refused_by_name() -> None:
+    import gymnasium as gym
+
+    fns = [lambda: gym.make("CartPole-v1")] * 2
+    with pytest.raises(ConfigError, match=r"num_envs=4 with a list of 2 env factories"):
+        rlblocks.make_vector_env("dummy", fns, num_envs=4)
+    for n in (1, 2):  # left out, or saying the same
+        envs = rlblocks.make_vector_env("dummy", fns, num_envs=n)
+        assert envs.num_envs == 2
+        envs.close()

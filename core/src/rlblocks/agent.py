@@ -186,6 +186,8 @@ class Agent:
             num_envs = 1
         n = num_envs or min(episodes, max(1, int(self.config.env.num_test_envs)))
         source, kwargs = self._env_source(env)
+        if isinstance(source, list):  # a list of factories brings its own number of envs
+            n = len(source)
         wrappers = list(self.config.env.wrappers) if env is None else []
         envs = make_vector_env(backend, source, num_envs=n, make_kwargs=kwargs, wrappers=wrappers)
         try:
@@ -300,7 +302,7 @@ class Agent:
         if isinstance(env, str):
             return env, None
         if callable(env):
-            return [env], None
+            return env, None  # a factory: as many envs as the evaluation runs side by side
         return list(env), None
 
     def _check_env(self, observation_space: gym.Space, action_space: gym.Space, env: Any) -> None:

@@ -116,6 +116,12 @@ def make_env_fns(
             raise ConfigError(
                 "env must be a gymnasium id, an env factory or a non-empty list of factories"
             )
+        if num_envs not in (1, len(fns)):  # 1: the default, a list brings its own count
+            raise ConfigError(
+                f"num_envs={num_envs} with a list of {len(fns)} env factories: the list makes "
+                f"one env per factory; pass num_envs={len(fns)} (or leave it out), or one "
+                "factory to get num_envs copies"
+            )
     layers = [_wrapper(w) for w in wrappers]
     if not layers:
         return fns
