@@ -230,7 +230,10 @@ class Collector:
             try:
                 out[key] = np.asarray([info[key] for info in infos])
             except (KeyError, TypeError):
-                j = next(j for j, info in enumerate(infos) if key not in (info or {}))
+                j = next((j for j, info in enumerate(infos)
+                          if not isinstance(info, Mapping) or key not in info), None)  # fmt: skip
+                if j is None:  # every step has the key: the values themselves failed
+                    raise
                 have = sorted(infos[j]) if isinstance(infos[j], Mapping) else infos[j]
                 raise ConfigError(
                     f"info key {key!r} is missing from the step info of env {int(env_ids[j])} of "
