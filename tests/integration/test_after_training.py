@@ -786,3 +786,18 @@ def test_a_curve_band_before_a_run_s_first_test_uses_only_runs_tested_there() ->
     mean, lo, hi = bootstrap_band(np.array([[10.0, 20.0, 30.0], [nan, 200.0, 300.0]]))
     assert mean[0] == 10.0 and lo[0] == hi[0] == 10.0  # not pulled towards the later 200
     assert mean[1:].tolist() == [110.0, 165.0]
+
+
+def test_small_argument_mistakes_after_training_are_named(tmp_path: Path, capsys) -> None:
+    from rlblocks.runs import describe_algo
+
+    with pytest.raises(ConfigError, match="CartPol-v1"):
+        describe_algo("dqn", env="CartPol-v1")
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
+    with pytest.raises(ConfigError, match="num_envs must be at least 1"):
+        rlblocks.load(run).evaluate(episodes=2, num_envs=0)
+    capsys.readouterr()
+    assert cli(["plot", str(run), "--out", str(tmp_path / "curves")]) == 0
+    assert f"wrote {tmp_path / 'curves.png'}:" in capsys.readouterr().out
+    assert (tmp_path / "curves.png").is_file()

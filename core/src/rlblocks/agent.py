@@ -181,6 +181,8 @@ class Agent:
 
         if episodes <= 0:
             raise ConfigError(f"episodes must be positive, got {episodes}")
+        if num_envs is not None and num_envs < 1:
+            raise ConfigError(f"num_envs must be at least 1, got {num_envs} (None: the run's own)")
         if render:
             env = self._factory(env, render_mode="human")
             num_envs = 1

@@ -338,7 +338,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     runs = importlib.import_module("rlblocks.runs")
     counts = runs.plot_runs(args.runs, args.out, x=args.x, title=args.title)
     groups = ", ".join(f"{label} ({n})" for label, n in counts.items())
-    print(f"wrote {args.out}: {groups}")
+    # matplotlib adds its default format's suffix to a name without one
+    written = args.out if Path(args.out).suffix else f"{args.out}.png"
+    print(f"wrote {written}: {groups}")
     return 0
 
 

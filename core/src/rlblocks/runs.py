@@ -303,9 +303,11 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
     default env), with its type, its class default, the value the run gets, and its meaning."""
     from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
+    from rlblocks.compose import check_env_id, spec_lookup
 
     spec = spec_lookup("algo", algo)
+    if env:
+        check_env_id(env)  # a typo is named, not described as if it were an env
     flags = {"env": {"id": env}} if env else {}
     resolved = cfg.build_config(algo, flags=flags, spec_lookup=spec_lookup)
     env_id = resolved.env.id

@@ -506,3 +506,15 @@ def test_a_seeded_make_vector_env_whose_reset_fails_leaves_no_workers() -> None:
         with pytest.raises(EnvWorkerError, match="no reset today"):
             rlblocks.make_vector_env("subproc", fns, seed=0, num_workers=2, local_envs=0)
     assert not multiprocessing.active_children()
+
+
+def test_step_wait_refuses_a_negative_timeout_or_no_env_to_wait_for() -> None:
+    with SubprocVectorEnv(probe_env_fns(2), num_workers=2) as envs:
+        envs.reset(seed=0)
+        envs.step_async(np.zeros(2, dtype=np.int64))
+        with pytest.raises(ValueError, match="timeout must be >= 0"):
+            envs.step_wait(timeout=-1)
+        with pytest.raises(ValueError, match="wait_num must be at least 1"):
+            envs.step_wait(wait_num=0)
+        ids, *_ = envs.step_wait()
+        assert sorted(ids.tolist()) == [0, 1]

@@ -610,6 +610,12 @@ class SubprocVectorEnv(WorkerGroups):
         self._ids(None)  # raises when closed
         wait_num = self.wait_num if wait_num is None else wait_num
         timeout = self.timeout if timeout is None else timeout
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be >= 0 seconds (None: wait), got {timeout}")
+        if wait_num is not None and wait_num < 1:
+            raise ValueError(
+                f"wait_num must be at least 1 (None: every env in flight), got {wait_num}"
+            )
         flying = int(self._in_flight.sum()) - sum(len(i) for i, _ in self._stash)
         ready = sum(len(i) for i, _ in self._stash)
         if flying + ready == 0:
