@@ -170,8 +170,7 @@ class ValueBasedPolicy(QLearningPolicy):
         if self.action_start:
             act = act + self.action_start
         out = Batch(act=act, logits=q, state=state)
-        if not self.training:
-            out.act = self.test_exploration(act, out)
+        out.act = self.test_exploration(act, out)  # unchanged in training mode
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:

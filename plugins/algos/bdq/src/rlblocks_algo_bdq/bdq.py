@@ -168,8 +168,7 @@ class BDQPolicy(QLearningPolicy):
         q = self.q_values(self.obs_tensor(batch.obs), net)
         act = q.detach().argmax(dim=2).cpu().numpy()
         out = Batch(act=act, logits=q, state=state)
-        if not self.training:
-            out.act = self.test_exploration(act, out)
+        out.act = self.test_exploration(act, out)  # unchanged in training mode
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:

@@ -175,8 +175,7 @@ class R2D2Policy(QLearningPolicy):
         # acting never backpropagates through time: the carried state holds no graph
         new_state = {k: v.detach() for k, v in new_state.items()}
         out = Batch(act=act, logits=q, state=new_state, policy=Batch(state=entering))
-        if not self.training:
-            out.act = self.test_exploration(act, out)
+        out.act = self.test_exploration(act, out)  # unchanged in training mode
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
