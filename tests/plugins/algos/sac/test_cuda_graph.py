@@ -85,7 +85,7 @@ def test_captured_sac_with_auto_alpha_learns_and_recaptures_after_a_reload(rando
         stats = policy.update(32, buf)
     graph = policy._step_graph
     assert graph is not None and graph.captured == 1
-    assert float(policy.alpha) != start and policy.alpha_step.steps == 10
+    assert float(policy.alpha) != start and policy.temperature.optimizer_step.steps == 10
     assert all(torch.isfinite(torch.as_tensor(v)).all() for v in stats.values())
     # a checkpoint's optimizer state replaces the tensors the graph updates: it is captured anew
     state = copy.deepcopy(policy.critic_step.state_dict())

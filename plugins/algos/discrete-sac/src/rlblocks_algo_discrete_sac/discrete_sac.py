@@ -28,6 +28,7 @@ from rlblocks.nets import MLP, QEnsemble
 from rlblocks.offpolicy import OffPolicyPolicy
 from rlblocks.optim import OptimizerStep
 from rlblocks.target import TargetNetwork
+from rlblocks.temperature import EntropyTemperature
 from rlblocks_algo_discrete_sac.config import DiscreteSACConfig
 
 
@@ -70,12 +71,11 @@ class DiscreteSACPolicy(OffPolicyPolicy):
             activation=c.activation, n=c.n_critics,
         )  # fmt: skip
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
-        self.log_alpha = nn.Parameter(
-            torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
+        self.temperature = EntropyTemperature(
+            c.alpha,
+            target_entropy=c.target_entropy_ratio * math.log(self.num_actions),
+            tune=c.auto_alpha,
         )
-        # a fixed temperature is used as configured: exp(log(alpha)) can be a rounding off
-        self.register_buffer("_fixed_alpha", torch.tensor(float(c.alpha)), persistent=False)
-        self.target_entropy = c.target_entropy_ratio * math.log(self.num_actions)
         self.to(self.device)
         self.actor_step = self.add_optimizer(
             "actor", OptimizerStep(self.actor, c.actor_lr, max_grad_norm=c.max_grad_norm)
@@ -83,18 +83,12 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         self.critic_step = self.add_optimizer(
             "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
         )
-        self.alpha_step = (
-            self.add_optimizer("alpha", OptimizerStep([self.log_alpha], c.alpha_lr))
-            if c.auto_alpha
-            else None
-        )
+        self.temperature.attach(self, c.alpha_lr)
 
     @property
     def alpha(self) -> torch.Tensor:
         """The current temperature (a 0-d tensor, no gradient)."""
-        if not self.config.auto_alpha:
-            return self._fixed_alpha
-        return self.log_alpha.detach().exp()
+        return self.temperature.alpha
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Sampled actions ``[B]`` (env units, from the space's ``start``); the most likely
@@ -136,9 +130,9 @@ class DiscreteSACPolicy(OffPolicyPolicy):
             "loss/actor": actor_loss.detach(),
             "entropy": entropy.mean(),
         }
-        if self.alpha_step is not None:
-            alpha_loss = (self.log_alpha * (entropy - self.target_entropy)).mean()
-            self.alpha_step.step(alpha_loss)
+        if self.temperature.tune:
+            # L_a = mean(log_alpha * (H(pi(.|s)) - target_entropy)), the exact entropy H
+            self.temperature.update(entropy)
             stats["alpha"] = self.alpha
 
         self.critic_target.update()

@@ -24,6 +24,7 @@ from rlblocks.nets import QEnsemble, SquashedGaussianActor
 from rlblocks.offpolicy import OffPolicyPolicy
 from rlblocks.optim import OptimizerStep
 from rlblocks.target import TargetNetwork
+from rlblocks.temperature import EntropyTemperature
 from rlblocks_algo_redq.config import REDQConfig
 
 
@@ -54,13 +55,10 @@ class REDQPolicy(OffPolicyPolicy):
             n=c.ensemble_size,
         )  # fmt: skip
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
-        self.log_alpha = torch.nn.Parameter(
-            torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
-        )
-        # a fixed temperature is used as configured: exp(log(alpha)) can be a rounding off
-        self.register_buffer("_fixed_alpha", torch.tensor(float(c.alpha)), persistent=False)
-        self.target_entropy = (
-            float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
+        self.temperature = EntropyTemperature(
+            c.alpha,
+            target_entropy=c.target_entropy if c.target_entropy is not None else -self.act_dim,
+            tune=c.auto_alpha,
         )
         # the last actor step's loss, entropy and temperature, reported on critic-only steps
         # too; written in place, so a captured critic-only step reads the latest (not part of
@@ -74,18 +72,12 @@ class REDQPolicy(OffPolicyPolicy):
         self.critic_step = self.add_optimizer(
             "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
         )
-        self.alpha_step = (
-            self.add_optimizer("alpha", OptimizerStep([self.log_alpha], c.alpha_lr))
-            if c.auto_alpha
-            else None
-        )
+        self.temperature.attach(self, c.alpha_lr)
 
     @property
     def alpha(self) -> torch.Tensor:
         """The current temperature (a 0-d tensor, no gradient)."""
-        if not self.config.auto_alpha:
-            return self._fixed_alpha
-        return self.log_alpha.detach().exp()
+        return self.temperature.alpha
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Sampled actions in [-1, 1]; the mean action when testing with ``deterministic_eval``."""
@@ -133,9 +125,8 @@ class REDQPolicy(OffPolicyPolicy):
                 q_new = self.critic(obs, act_new).mean(dim=0)
                 actor_loss = (self.alpha * logp - q_new).mean()
                 self.actor_step.step(actor_loss)
-            if self.alpha_step is not None:
-                # L_a = -mean(log_alpha * (log pi + target_entropy)): its gradient in closed form
-                self.alpha_step.step_with_grads([-(logp.detach() + self.target_entropy).mean()])
+            # L_a = mean(log_alpha * (-log pi - target_entropy)) (a no-op for a fixed alpha)
+            self.temperature.update(-logp.detach())
             self._actor_stats.copy_(
                 torch.stack([actor_loss.detach(), -logp.detach().mean(), self.alpha])
             )
@@ -147,6 +138,6 @@ class REDQPolicy(OffPolicyPolicy):
         if self._actor_stepped:
             actor = self._actor_stats.clone()
             stats.update({"loss/actor": actor[0], "entropy": actor[1]})
-            if self.alpha_step is not None:
+            if self.temperature.tune:
                 stats["alpha"] = actor[2]
         return stats

@@ -24,6 +24,7 @@ from rlblocks.nets import QEnsemble, SquashedGaussianActor
 from rlblocks.offpolicy import OffPolicyPolicy
 from rlblocks.optim import OptimizerStep
 from rlblocks.target import TargetNetwork
+from rlblocks.temperature import EntropyTemperature
 from rlblocks_algo_sac.config import SACConfig
 
 
@@ -60,13 +61,10 @@ class SACPolicy(OffPolicyPolicy):
             n=c.n_critics,
         )  # fmt: skip
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
-        self.log_alpha = torch.nn.Parameter(
-            torch.tensor(float(c.alpha)).log(), requires_grad=c.auto_alpha
-        )
-        # a fixed temperature is used as configured: exp(log(alpha)) can be a rounding off
-        self.register_buffer("_fixed_alpha", torch.tensor(float(c.alpha)), persistent=False)
-        self.target_entropy = (
-            float(c.target_entropy) if c.target_entropy is not None else -float(self.act_dim)
+        self.temperature = EntropyTemperature(
+            c.alpha,
+            target_entropy=c.target_entropy if c.target_entropy is not None else -self.act_dim,
+            tune=c.auto_alpha,
         )
         self.to(self.device)
         self.actor_step = self.add_optimizer(
@@ -75,18 +73,12 @@ class SACPolicy(OffPolicyPolicy):
         self.critic_step = self.add_optimizer(
             "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
         )
-        self.alpha_step = (
-            self.add_optimizer("alpha", OptimizerStep([self.log_alpha], c.alpha_lr))
-            if c.auto_alpha
-            else None
-        )
+        self.temperature.attach(self, c.alpha_lr)
 
     @property
     def alpha(self) -> torch.Tensor:
         """The current temperature (a 0-d tensor, no gradient)."""
-        if not self.config.auto_alpha:
-            return self._fixed_alpha
-        return self.log_alpha.detach().exp()
+        return self.temperature.alpha
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
@@ -130,9 +122,9 @@ class SACPolicy(OffPolicyPolicy):
             "q": q_new.detach().mean(),
             "entropy": -logp.detach().mean(),
         }
-        if self.alpha_step is not None:
-            # L_a = -mean(log_alpha * (log pi + target_entropy)): its gradient in closed form
-            self.alpha_step.step_with_grads([-(logp.detach() + self.target_entropy).mean()])
+        if self.temperature.tune:
+            # L_a = mean(log_alpha * (-log pi - target_entropy)), -log pi estimating the entropy
+            self.temperature.update(-logp.detach())
             stats["alpha"] = self.alpha
 
         self.critic_target.update()
