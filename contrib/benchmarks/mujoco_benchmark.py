@@ -185,6 +185,15 @@ so part of the lower ratio is the day's and not the code's; each seed's two tria
 back to back. Final return: rlblocks 708 ± 315 against 485 ± 154 (Welch t +2.01;
 seed by seed +223 ± 111, ahead on 7 of 10; the mean of the last three tests +111 ± 136), where
 the earlier cell read 1015 ± 939 against 547 ± 182.
+
+Test protocol (found 2026-12-02): rlblocks' PPO tests the mean action (its
+``deterministic_eval`` default) while Tianshou's PPO example samples test actions, so the table's
+PPO rows compare two protocols. rlblocks' PPO trials were re-run with sampled test actions, same
+seeds and budget, rlblocks only: ``--algos ppo --frameworks rlblocks --seeds 10 --rlblocks-set
+algo.deterministic_eval=false --out-dir DIR``, then DIR/results.jsonl copied to
+``ppo-sampled-test-actions.jsonl`` here; the report sets them against the table's Tianshou
+trials under the paired table. The off-policy rows share one protocol already (SAC: the mean
+action in both, both libraries' defaults; DDPG and TD3 act deterministically).
 """
 
 from __future__ import annotations
@@ -779,6 +788,7 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 f"{paper} |"
             )
     lines += _paired_table(ok, envs, algos)
+    lines += _sampled_ppo_section(ok, out_dir)
     codes: dict[str, int] = {}
     for r in ok:
         if r["framework"] == "rlblocks":
@@ -856,6 +866,57 @@ def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -
                 f"| {env} | {algo} | {len(pairs)} | {_paired(final)} | {_mean_std(ours)} | "
                 f"{_mean_std(theirs)} | {_paired([a - b for a, b in zip(ours, theirs)])} |"
             )
+    return lines
+
+
+SAMPLED_PPO_FILE = "ppo-sampled-test-actions.jsonl"
+
+
+def _sampled_ppo_section(ok: list[dict[str, Any]], out_dir: str) -> list[str]:
+    """PPO under one test protocol. The table's PPO rows test differently: rlblocks' PPO tests
+    the mean action (``deterministic_eval``, its default) while Tianshou's MuJoCo PPO example
+    samples its test actions (``ProbabilisticActorPolicy``'s default). rlblocks' PPO trials
+    re-run with sampled test actions (``--rlblocks-set algo.deterministic_eval=false``, same
+    seeds and budget) are kept in ``SAMPLED_PPO_FILE`` and set against Tianshou's trials here."""
+    path = os.path.join(out_dir, SAMPLED_PPO_FILE)
+    if not os.path.exists(path):
+        return []
+    sampled = [r for r in load_results(path) if "error" not in r and r.get("curve")]
+    lines = [
+        "",
+        "PPO under one test protocol. SAC tests the mean action in both libraries (both "
+        "defaults), DDPG and TD3 act deterministically in tests, but the PPO rows above do not "
+        "compare like with like: rlblocks' PPO tests the mean action (`deterministic_eval`, "
+        "its default) while Tianshou's MuJoCo PPO example samples its test actions. rlblocks' "
+        "PPO re-run with sampled test actions (`--rlblocks-set algo.deterministic_eval=false`, "
+        "the same seeds and budget, rlblocks only; `" + SAMPLED_PPO_FILE + "`; its walls are "
+        "not comparable, other work shared the machine) against the table's Tianshou trials:",
+        "",
+        "| env | pairs | rlblocks final (sampled) | Tianshou final (sampled) | Welch t (df) | "
+        "final: rlblocks - Tianshou | last 3 tests: rlblocks - Tianshou |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for env in sorted({r["env"] for r in sampled}, key=lambda e: (e != "Hopper-v5", e)):
+        ours = {
+            (int(r["seed"]), int(r["budget"])): r
+            for r in sampled
+            if r["env"] == env and r["algo"] == "ppo" and r["framework"] == "rlblocks"
+        }
+        theirs = {
+            (int(r["seed"]), int(r["budget"])): r
+            for r in ok
+            if r["env"] == env and r["algo"] == "ppo" and r["framework"] == "tianshou"
+        }
+        keys = sorted(ours.keys() & theirs.keys())
+        if not keys:
+            continue
+        a = [ours[k]["curve"][-1][1] for k in keys]
+        b = [theirs[k]["curve"][-1][1] for k in keys]
+        last = [_last_tests(ours[k]) - _last_tests(theirs[k]) for k in keys]
+        lines.append(
+            f"| {env} | {len(keys)} | {_mean_std(a)} | {_mean_std(b)} | {_welch_t(a, b)} | "
+            f"{_paired([x - y for x, y in zip(a, b)])} | {_paired(last)} |"
+        )
     return lines
 
 
