@@ -156,3 +156,33 @@ def test_async_collector_stores_each_env_s_own_infos() -> None:
         obs_next = np.asarray(rows.obs_next)
         assert np.array_equal(rows.info.env, obs_next[:, 0])
         assert np.array_equal(rows.info.t, obs_next[:, 1])
+
+
+def test_drain_stores_the_steps_in_flight_so_a_synchronous_collector_can_take_over() -> None:
+    from rlblocks.collector import Collector
+
+    # worker 1 (envs 2, 3) is slow: an n_step collect returns with its steps in flight
+    with _envs([0.0, 0.0, 0.1, 0.1]) as envs:
+        buf = rlblocks.make_buffer("replay", size=1000, num_envs=4)
+        collector = AsyncCollector(IndexPolicy(), envs, buf, seed=0)
+        stats = collector.collect(n_step=12)
+        flying = collector.in_flight
+        assert len(flying) and envs._in_flight[flying].all()
+        before = len(buf)
+        drained = collector.drain()
+        # every step in flight came back into the buffer, nothing is left in flight
+        assert drained.n_step == len(flying) and len(buf) == before + drained.n_step
+        assert not envs._in_flight.any() and not len(collector.in_flight)
+        assert collector.total_steps == stats.n_step + drained.n_step
+        last = buf[np.arange(before, len(buf))]
+        assert sorted(np.asarray(last.obs)[:, 0].astype(int).tolist()) == sorted(flying.tolist())
+        _check_transitions(buf)
+        assert collector.drain().n_step == 0  # nothing left: a no-op
+        # the async collector goes on from where each env is (no step is lost or repeated)
+        collector.collect(n_step=20)
+        _check_transitions(buf)
+        collector.drain()
+        # a synchronous collector on the same envs can reset and step them
+        sync_buf = rlblocks.make_buffer("replay", size=100, num_envs=4)
+        assert Collector(IndexPolicy(), envs, sync_buf).collect(n_episode=4).n_episode == 4
+        _check_transitions(sync_buf)

@@ -378,3 +378,29 @@ def test_views_of_info_columns_store_their_keys_and_read_them_back() -> None:
     idx = buf.sample_index(0)
     views = training_views(buf, idx, policy.view_requirements)
     assert views["prev_t"].tolist() == [0, 1, 2, 0, 1]  # zeros at each episode's start
+
+
+def test_collect_stats_read_by_key_with_tianshou_names() -> None:
+    from rlblocks.collector import TIANSHOU_KEYS, CollectStats
+
+    collector, _, _ = make([2, 4])
+    stats = collector.collect(n_episode=3)  # returns are the lengths: 2, 2 and 4 in some order
+    assert not isinstance(stats, dict) and stats.n_episode == 3  # attributes still work
+    assert stats["n_episode"] == stats["n/ep"] == 3
+    assert stats["n_step"] == stats["n/st"] == 8
+    assert stats["rew"] == stats["mean_return"] == pytest.approx(8 / 3)
+    assert stats["rew_std"] == pytest.approx(np.std([2.0, 2.0, 4.0]))
+    assert stats["rews"] is stats.returns and stats["lens"] is stats.lengths
+    assert stats["len"] == pytest.approx(8 / 3)
+    assert stats["len_std"] == pytest.approx(np.std([2, 2, 4]))
+    assert stats["v/st"] == stats.steps_per_s > 0
+    assert stats["v/ep"] == pytest.approx(3 / stats.seconds)
+    assert "rew" in stats and "idxs" not in stats
+    assert set(TIANSHOU_KEYS) <= set(stats.keys())
+    as_dict = dict(stats)
+    assert as_dict["n/ep"] == 3 and set(as_dict) == set(stats.keys())
+    with pytest.raises(KeyError, match=r"no key 'idxs'.*n_episode.*n/ep"):
+        stats["idxs"]
+    # no finished episode: the means are nan, as the attributes say
+    empty = CollectStats(n_step=5, seconds=0.0)
+    assert np.isnan(empty["rew"]) and np.isnan(empty["len"]) and empty["v/st"] == 0.0

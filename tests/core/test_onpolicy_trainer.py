@@ -98,3 +98,22 @@ def test_episode_mode_collects_whole_episodes() -> None:
 def test_a_buffer_smaller_than_one_collect_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"buffer\.size"):
         make_trainer(step_per_collect=100, buffer_size=50)
+
+
+def test_on_policy_result_times_collects_and_updates_and_calls_train_fn() -> None:
+    import time
+
+    calls: list[tuple[int, int]] = []
+    trainer, policy = make_trainer(step_per_collect=8, train_fn=lambda e, s: calls.append((e, s)))
+    update = policy.update
+
+    def slow_update(*args: Any, **kwargs: Any) -> dict[str, float]:
+        time.sleep(0.01)
+        return update(*args, **kwargs)
+
+    policy.update = slow_update  # type: ignore[method-assign]
+    result = trainer.run()
+    assert calls == [(1, step) for step in range(0, 40, 8)]
+    assert result.update_seconds >= 0.01 * 5 and result.collect_seconds > 0
+    assert result.update_speed == pytest.approx(15 / result.update_seconds)
+    assert result.test_seconds == result.test_speed == 0.0  # no test collector

@@ -357,3 +357,93 @@ def test_skip_update_trains_on_with_finite_weights_and_logs_the_skips() -> None:
 def test_unknown_on_nonfinite_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="on_nonfinite"):
         build(Recorder(), on_nonfinite="ignore")
+
+
+def test_train_fn_and_test_fn_run_before_each_collect_and_test_with_epoch_and_env_step() -> None:
+    log: list[tuple] = []
+    training_at_test_fn: list[bool] = []
+
+    def test_fn(epoch, step):
+        log.append(("test_fn", epoch, step))
+        training_at_test_fn.append(trainer.policy.training)
+
+    trainer = build(Recorder(), max_env_steps=400, test_fn=test_fn,
+                    train_fn=lambda epoch, step: log.append(("train_fn", epoch, step)))  # fmt: skip
+    policy, train, test = trainer.policy, trainer.train_collector, trainer.test_collector
+    set_env_step, train_collect, test_collect = policy.set_env_step, train.collect, test.collect
+
+    def told(step):
+        log.append(("set_env_step", step))
+        set_env_step(step)
+
+    def collected(**kw):
+        log.append(("train", trainer.state.env_step))
+        return train_collect(**kw)
+
+    def tested(**kw):
+        log.append(("test", trainer.state.env_step))
+        return test_collect(**kw)
+
+    policy.set_env_step, train.collect, test.collect = told, collected, tested
+    trainer.run()
+    # the warm-up collect (random actions) gets no train_fn; every later collect gets one,
+    # after the policy heard the env step (so train_fn overrides the schedules) and right
+    # before the collect
+    assert log[0] == ("train", 0)
+    collects = [i for i, e in enumerate(log) if e[0] == "train"][1:]
+    assert collects
+    for i in collects:
+        step = log[i][1]
+        assert log[i - 2 : i] == [("set_env_step", step), ("train_fn", step // 200 + 1, step)]
+    # each test right after its test_fn; the test at k * test_interval gets epoch k
+    tests = [i for i, e in enumerate(log) if e[0] == "test"]
+    assert [log[i][1] for i in tests] == [200, 400]
+    assert [log[i - 1] for i in tests] == [("test_fn", 1, 200), ("test_fn", 2, 400)]
+    assert training_at_test_fn == [False, False]  # already in eval mode, as in Tianshou
+    assert sum(e[0] == "train_fn" for e in log) == len(collects)
+
+
+def test_unscheduled_tests_get_the_epoch_in_progress_and_callables_may_be_set_later() -> None:
+    seen: list[tuple[int, int]] = []
+    trainer = build(Recorder(), max_env_steps=300)  # the run ends on a test at 304, mid-block
+    trainer.test_fn = lambda epoch, step: seen.append((epoch, step))
+    trainer.run()
+    assert seen == [(1, 200), (2, trainer.state.env_step)]
+    assert trainer.epoch_of(0) == trainer.epoch_of(199) == 1 and trainer.epoch_of(200) == 2
+
+
+def test_result_splits_wall_time_into_collect_update_and_test_phases() -> None:
+    import time
+
+    trainer = build(Recorder(), max_env_steps=400)
+    update, test_collect = trainer.policy.update, trainer.test_collector.collect
+
+    def slow_update(*args, **kwargs):
+        time.sleep(0.002)
+        return update(*args, **kwargs)
+
+    def slow_test(**kw):
+        time.sleep(0.05)
+        return test_collect(**kw)
+
+    trainer.policy.update, trainer.test_collector.collect = slow_update, slow_test
+    result = trainer.run()
+    assert result.update_seconds >= 0.002 * result.gradient_steps
+    assert result.test_seconds >= 0.05 * trainer.state.tests
+    assert 0 < result.collect_seconds < result.update_seconds
+    phases = result.collect_seconds + result.update_seconds + result.test_seconds
+    assert phases <= result.wall_seconds + 1e-6
+    assert result.other_seconds == pytest.approx(result.wall_seconds - phases, abs=1e-9)
+    assert result.collect_speed == pytest.approx(result.env_steps / result.collect_seconds)
+    assert result.update_speed == pytest.approx(result.gradient_steps / result.update_seconds)
+    assert result.test_speed == pytest.approx(trainer.state.test_steps / result.test_seconds)
+    assert trainer.state.test_steps > 0
+    # result.json holds them (to_dict), and they survive a checkpoint of the counters
+    saved = result.to_dict()
+    for key in ("collect_seconds", "update_seconds", "test_seconds", "collect_speed",
+                "update_speed", "test_speed"):  # fmt: skip
+        assert saved[key] == getattr(result, key) > 0
+    other = build(Recorder())
+    other.load_state_dict(trainer.state_dict())
+    assert other.result().update_seconds == result.update_seconds
+    assert other.result().test_speed == result.test_speed

@@ -18,6 +18,10 @@ Hot loop (R = envs ready this round, in ``step_wait``'s order)::
 
 Backends without ``step_async`` (the in-process one) are collected synchronously, as by
 :class:`~rlblocks.collector.Collector`.
+
+An ``n_step`` collect returns with some envs' steps still in flight; the next collect takes them
+back. :meth:`AsyncCollector.drain` takes them back now (storing their transitions), so the envs
+can be reset or stepped by someone else, such as a synchronous collector.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ class AsyncCollector(Collector):
 
     ``wait_num`` and ``timeout`` are passed to ``step_wait`` (None: the backend's own defaults).
     Episodes finish in whatever order the envs run, so with ``n_step`` a call may return a
-    little past ``n_step``, and envs still running stay in flight into the next call.
+    little past ``n_step``, and envs still running stay in flight into the next call (or until
+    :meth:`drain`).
     """
 
     def __init__(
@@ -83,16 +88,45 @@ class AsyncCollector(Collector):
         self._policy_rows: Any = None  # [num_envs, ...] policy output stored with it
         self._view_rows: dict[str, np.ndarray] | None = None  # [num_envs, ...] views stored
 
-    def _drain(self) -> None:
+    def _discard_in_flight(self) -> None:
         """Take back (and drop) every step in flight, so all envs can be reset."""
         while self._flying.any():
             ids, *_ = self.envs.step_wait(wait_num=self.num_envs)  # type: ignore[attr-defined]
             self._flying[ids] = False
 
+    @property
+    def in_flight(self) -> np.ndarray:
+        """Ids of the envs whose step was sent and not taken back yet."""
+        return np.flatnonzero(self._flying)
+
+    def drain(self) -> CollectStats:
+        """Wait for every step still in flight and store it as a collect would: its transition
+        goes into the buffer, its episode's return counts, an env whose episode ended is reset.
+        Afterwards no env has a step in flight, so the envs can be reset, snapshotted or stepped
+        by another collector; the next :meth:`collect` acts for every env from its latest
+        observation. Returns what the drained steps did (also added to ``total_steps`` and
+        ``total_episodes``; a trainer does not see them). Nothing in flight: empty stats."""
+        start = time.perf_counter()
+        tally = _EpisodeTally(None, started=0)
+        if self.is_async and self._flying.any():
+            wait = self.envs.step_wait  # type: ignore[attr-defined]
+            with torch.inference_mode():
+                while self._flying.any():
+                    ids, obs_next, rew, terminated, truncated, infos = wait(
+                        int(np.count_nonzero(self._flying)), self.timeout
+                    )
+                    keep = self._take_back(ids, obs_next, rew, terminated, truncated, infos,
+                                           tally, None)  # fmt: skip
+                    self._ready = np.concatenate([self._ready, keep])
+        self.total_steps += tally.steps
+        self.total_episodes += tally.episodes
+        return tally.stats(time.perf_counter() - start)
+
     def reset(self, seed: int | None = None) -> None:
-        """Reset every env and forget partial episodes, recurrent state and steps in flight."""
+        """Reset every env and forget partial episodes, recurrent state and steps in flight
+        (dropped; :meth:`drain` first to keep them)."""
         if self.is_async:
-            self._drain()
+            self._discard_in_flight()
         super().reset(seed)
         self._ready = np.arange(self.num_envs)
 
@@ -187,14 +221,13 @@ class AsyncCollector(Collector):
         start = time.perf_counter()
         if n_episode is not None or self._obs is None:
             self.reset()
-        envs, buffer = self.envs, self.buffer
+        envs = self.envs
         ready = self._ready
         if n_episode is not None:
             ready = ready[: min(self.num_envs, n_episode)]
         tally = _EpisodeTally(n_episode, started=len(ready) if n_episode is not None else 0)
         use_policy = not random
         explore = self.exploration and self.policy is not None and self.policy.training
-        obs_total = self._obs_total
 
         with torch.inference_mode():
             while True:
@@ -206,35 +239,8 @@ class AsyncCollector(Collector):
                 ids, obs_next, rew, terminated, truncated, infos = envs.step_wait(  # type: ignore[attr-defined]
                     self.wait_num, self.timeout
                 )
-                self._flying[ids] = False
-                # the synchronous loop's check: a NaN or inf reward or observation is named
-                if not math.isfinite(obs_total(obs_next) + _vdot(rew, rew)):
-                    self._nonfinite(ids, obs_next, rew, "step")
-                if buffer is not None:
-                    data = {
-                        "obs": take_rows(self._obs, ids),
-                        "act": self._act_rows[ids],
-                        "rew": rew,
-                        "terminated": terminated,
-                        "truncated": truncated,
-                        "obs_next": obs_next,
-                    }
-                    if self._policy_rows is not None:
-                        data["policy"] = take_rows(self._policy_rows, ids)
-                    if self._view_rows is not None:
-                        data.update({k: v[ids] for k, v in self._view_rows.items()})
-                    if self.info_keys:
-                        data["info"] = self._info_columns(infos, ids)
-                    buffer.add(data, env_ids=ids)
-                if render:
-                    envs.render(ids)  # type: ignore[attr-defined]
-                    time.sleep(render)
-                if self._views is not None:  # before _end_step restarts finished episodes
-                    self._views.record(ids, self._act_rows[ids], rew, obs_next)
-                retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally)
-                keep = ids[~np.isin(ids, retired)] if len(retired) else ids
-                put_rows(self._obs, ids, obs_next)
-                ready = keep
+                ready = self._take_back(ids, obs_next, rew, terminated, truncated, infos, tally,
+                                        render)  # fmt: skip
                 if n_step is not None and tally.steps >= n_step:
                     break
                 if n_episode is not None and not self._flying.any() and not len(ready):
@@ -244,11 +250,54 @@ class AsyncCollector(Collector):
 
         self._ready = ready
         if n_episode is not None:
-            self._drain()
+            self._discard_in_flight()
             self._obs = None
         self.total_steps += tally.steps
         self.total_episodes += tally.episodes
         return tally.stats(time.perf_counter() - start)
+
+    def _take_back(
+        self,
+        ids: np.ndarray,
+        obs_next: Any,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        infos: Any,
+        tally: _EpisodeTally,
+        render: float | None,
+    ) -> np.ndarray:
+        """Store the steps of envs ``ids`` that ``step_wait`` returned, book them, reset envs
+        whose episode ended; returns the ids that may act again (not retired)."""
+        self._flying[ids] = False
+        # the synchronous loop's check: a NaN or inf reward or observation is named
+        if not math.isfinite(self._obs_total(obs_next) + _vdot(rew, rew)):
+            self._nonfinite(ids, obs_next, rew, "step")
+        buffer = self.buffer
+        if buffer is not None:
+            data = {
+                "obs": take_rows(self._obs, ids),
+                "act": self._act_rows[ids],
+                "rew": rew,
+                "terminated": terminated,
+                "truncated": truncated,
+                "obs_next": obs_next,
+            }
+            if self._policy_rows is not None:
+                data["policy"] = take_rows(self._policy_rows, ids)
+            if self._view_rows is not None:
+                data.update({k: v[ids] for k, v in self._view_rows.items()})
+            if self.info_keys:
+                data["info"] = self._info_columns(infos, ids)
+            buffer.add(data, env_ids=ids)
+        if render:
+            self.envs.render(ids)  # type: ignore[attr-defined]
+            time.sleep(render)
+        if self._views is not None:  # before _end_step restarts finished episodes
+            self._views.record(ids, self._act_rows[ids], rew, obs_next)
+        retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally)
+        put_rows(self._obs, ids, obs_next)
+        return ids[~np.isin(ids, retired)] if len(retired) else ids
 
 
 def _rows_like_state(state: Any, n: int) -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -49,7 +49,12 @@ _vdot = np.vdot
 
 @define
 class CollectStats:
-    """What one ``collect`` call did."""
+    """What one ``collect`` call did.
+
+    Read it by attribute (``stats.n_episode``) or by key (``stats["n_episode"]``), including
+    Tianshou's keys (``stats["rew"]``, ``stats["n/ep"]``; see :data:`TIANSHOU_KEYS`). It is not
+    a dict: ``keys()`` lists the keys and ``dict(stats)`` copies them into one.
+    """
 
     n_step: int = 0
     """Env steps taken (summed over envs)."""
@@ -76,6 +81,31 @@ class CollectStats:
     def std_return(self) -> float:
         return float(self.returns.std()) if len(self.returns) else float("nan")
 
+    @property
+    def mean_length(self) -> float:
+        """Mean episode length (nan when no episode finished)."""
+        return float(self.lengths.mean()) if len(self.lengths) else float("nan")
+
+    def keys(self) -> tuple[str, ...]:
+        """The keys ``stats[key]`` accepts: the fields, the derived values, Tianshou's keys."""
+        return _STATS_KEYS
+
+    def __getitem__(self, key: str) -> Any:
+        name = TIANSHOU_KEYS.get(key, key) if isinstance(key, str) else None
+        if name in _STATS_NAMES:
+            return getattr(self, name)
+        if key == "v/ep":
+            return self.n_episode / self.seconds if self.seconds > 0 else 0.0
+        if key == "len_std":
+            return float(self.lengths.std()) if len(self.lengths) else float("nan")
+        raise KeyError(f"CollectStats has no key {key!r}; the keys are {', '.join(_STATS_KEYS)}")
+
+    def __contains__(self, key: object) -> bool:
+        return key in _STATS_KEYS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_STATS_KEYS)
+
     def as_scalars(self) -> dict[str, float]:
         """Scalars for logging."""
         out = {
@@ -92,6 +122,27 @@ class CollectStats:
                 length_mean=float(self.lengths.mean()),
             )
         return out
+
+
+#: ``CollectStats`` read by name: its fields and derived values
+_STATS_NAMES = (
+    "n_step", "n_episode", "returns", "lengths", "seconds", "steps_per_s", "mean_return",
+    "std_return", "mean_length",
+)  # fmt: skip
+#: Tianshou's collect-result keys that ``CollectStats[key]`` maps onto its own names; besides
+#: these, ``"v/ep"`` is episodes per second and ``"len_std"`` the lengths' standard deviation.
+#: Tianshou's ``"idxs"`` (buffer indices of the episodes) has no counterpart.
+TIANSHOU_KEYS: dict[str, str] = {
+    "n/ep": "n_episode",
+    "n/st": "n_step",
+    "rews": "returns",
+    "lens": "lengths",
+    "rew": "mean_return",
+    "rew_std": "std_return",
+    "len": "mean_length",
+    "v/st": "steps_per_s",
+}
+_STATS_KEYS = (*_STATS_NAMES, *TIANSHOU_KEYS, "v/ep", "len_std")
 
 
 class _EpisodeTally:

@@ -15,7 +15,11 @@ actions); test every ``test_interval`` env steps, the first due test at the end 
 ``BaseTrainer`` holds what every loop shares (testing, logging, checkpoints, stop rule, resumable
 counters), so on-policy and offline loops only write ``_iterate``.
 
-Hooks fire once per collect, update round, test and run — never per env step.
+Hooks fire once per collect, update round, test and run — never per env step. The plain
+callables ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)`` (Tianshou's) run before
+each training collect and each test; ``epoch`` is the 1-based index of the ``test_interval``
+block of env steps (see :meth:`BaseTrainer.epoch_of`). The collect, update and test phases are
+timed as wholes (``TrainResult.collect_seconds`` and so on), never per step.
 """
 
 from __future__ import annotations
@@ -61,6 +65,12 @@ class TrainerState:
     next_log_step: int = 0
     update_credit: float = 0.0
     wall_seconds: float = 0.0
+    #: wall time of the training collects (warm-up included), the updates and the tests
+    collect_seconds: float = 0.0
+    update_seconds: float = 0.0
+    test_seconds: float = 0.0
+    #: env steps taken by test collects (for the test speed)
+    test_steps: int = 0
     solved: bool = False
     warmed_up: bool = False
     stop_reason: str = ""
@@ -79,9 +89,27 @@ class TrainResult:
     train_episodes: int
     stop_reward: float | None
     stop_reason: str
+    #: seconds spent collecting for training (warm-up included), updating and testing
+    #: (``test_fn`` included); the rest of ``wall_seconds`` (logging, checkpoints, hooks,
+    #: ``train_fn``) is :attr:`other_seconds`
+    collect_seconds: float = 0.0
+    update_seconds: float = 0.0
+    test_seconds: float = 0.0
+    #: env steps per second of the training collects, gradient steps per second of the
+    #: updates, env steps per second of the tests (0.0 when the phase never ran)
+    collect_speed: float = 0.0
+    update_speed: float = 0.0
+    test_speed: float = 0.0
     run_dir: str | None = None
     #: the trained agent (``rlblocks.train`` fills it in; not part of ``result.json``)
     agent: Any = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def other_seconds(self) -> float:
+        """Wall time outside the three timed phases (Table 1's "Others" of the Tianshou paper)."""
+        return max(
+            0.0, self.wall_seconds - self.collect_seconds - self.update_seconds - self.test_seconds
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self, filter=lambda a, _v: a.name != "agent")
@@ -89,6 +117,10 @@ class TrainResult:
             if not math.isfinite(out[key]):
                 out[key] = None
         return out
+
+
+def _per_second(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else 0.0
 
 
 #: The batch modes of training collects (RLlib's names; see BaseTrainer._collect_training_steps).
@@ -120,6 +152,8 @@ class BaseTrainer:
         on_nonfinite: str = "raise",
         batch_mode: str = "truncate_episodes",
         rollout_fragment_length: int | None = None,
+        train_fn: Callable[[int, int], None] | None = None,
+        test_fn: Callable[[int, int], None] | None = None,
     ) -> None:
         if batch_mode not in BATCH_MODES:
             raise ConfigError(
@@ -167,6 +201,11 @@ class BaseTrainer:
         self.checkpoint_fn = checkpoint_fn
         #: called right after a test that beat every earlier one (writes best.pt in a run)
         self.best_fn = best_fn
+        #: ``train_fn(epoch, env_step)``: before each training collect after the warm-up, once
+        #: the policy has been told the env step (so what it sets is what the collect uses)
+        self.train_fn = train_fn
+        #: ``test_fn(epoch, env_step)``: before each test, the policy already in eval mode
+        self.test_fn = test_fn
         #: the run directory (set by the experiment; None for a trainer without one)
         self.run_dir: Any = None
         self._stop_requested = ""
@@ -186,6 +225,8 @@ class BaseTrainer:
         )
         #: the phase the loop is in, reported to rlblocks_exception
         self._phase = "setup"
+        #: while a scheduled test runs: the epoch it closes (test_fn's first argument)
+        self._closing_epoch: int | None = None
         #: a plugin's rlblocks_should_stop said False at its last answer
         self._plugins_keep_going = False
 
@@ -238,10 +279,16 @@ class BaseTrainer:
         st = self.state
         k = self.test_screen_episodes
         screening = screen and self.stop_reward is not None and 0 < k < self.test_episodes
+        started = time.perf_counter()
         self.policy.eval()
         try:
+            if self.test_fn is not None:  # in eval mode, as in Tianshou
+                closing = self._closing_epoch
+                epoch = self.epoch_of(st.env_step) if closing is None else closing
+                self.test_fn(epoch, st.env_step)
             if screening:
                 first = self.test_collector.collect(n_episode=k)
+                st.test_steps += first.n_step
                 if self._screened_out(first.returns):
                     self._last_attempt = st.env_step
                     self._new_train_episodes = 0
@@ -250,6 +297,7 @@ class BaseTrainer:
                     )
                     return first
                 rest = self.test_collector.collect(n_episode=self.test_episodes - k)
+                st.test_steps += rest.n_step
                 stats = CollectStats(
                     n_step=first.n_step + rest.n_step,
                     n_episode=first.n_episode + rest.n_episode,
@@ -259,8 +307,10 @@ class BaseTrainer:
                 )
             else:
                 stats = self.test_collector.collect(n_episode=self.test_episodes)
+                st.test_steps += stats.n_step
         finally:
             self.policy.train()
+            st.test_seconds += time.perf_counter() - started
         st.tests += 1
         st.last_test_step = self._last_attempt = st.env_step
         self._new_train_episodes = 0
@@ -311,12 +361,19 @@ class BaseTrainer:
         ``truncate_episodes`` collects ``n_step`` steps (exactly ``rollout_fragment_length``
         per env when that is set) and continues running episodes in the next collect;
         ``complete_episodes`` collects whole episodes until at least ``n_step`` steps."""
-        collector = self.train_collector
         if self.rollout_fragment_length is not None:
-            return collector.collect(fragment=self.rollout_fragment_length)
+            return self._collect(fragment=self.rollout_fragment_length)
         if self.batch_mode == "complete_episodes":
-            return collector.collect(n_step=n_step, complete_episodes=True)
-        return collector.collect(n_step=n_step)
+            return self._collect(n_step=n_step, complete_episodes=True)
+        return self._collect(n_step=n_step)
+
+    def _collect(self, **kwargs: Any) -> CollectStats:
+        """One training collect (``train_collector.collect(**kwargs)``), its wall time added to
+        ``state.collect_seconds``."""
+        started = time.perf_counter()
+        stats = self.train_collector.collect(**kwargs)
+        self.state.collect_seconds += time.perf_counter() - started
+        return stats
 
     def _record_collect(self, stats: CollectStats) -> None:
         st = self.state
@@ -422,13 +479,26 @@ class BaseTrainer:
             return f"reached max_env_steps={self.max_env_steps}"
         return ""
 
+    def epoch_of(self, env_step: int) -> int:
+        """The 1-based index of the block of ``test_interval`` env steps that ``env_step`` is
+        in: ``env_step // test_interval + 1``. It stands in for Tianshou's epoch (we count an
+        env-step budget, not epochs) as ``train_fn`` and ``test_fn``'s first argument: collects
+        in the first ``test_interval`` env steps get 1; a scheduled test gets the index of the
+        block it closes (the test at ``k * test_interval`` env steps gets ``k``, as Tianshou's
+        test at the end of epoch ``k``); other tests (``test_in_training``, the final one) get
+        the block in progress."""
+        return int(env_step) // max(1, int(self.test_interval)) + 1
+
     def _announce_env_step(self) -> None:
         """Tell the policy (epsilon, lr schedules) and a buffer that anneals with progress
-        (prioritized replay's beta) how far training has come, once per collect."""
+        (prioritized replay's beta) how far training has come, once per collect; then call
+        ``train_fn``, so what it sets overrides the schedules for this collect."""
         step = self.state.env_step
         self.policy.set_env_step(step)
         if self.buffer_abilities.annealed:
             self.buffer.set_env_step(step)  # type: ignore[union-attr]
+        if self.train_fn is not None:
+            self.train_fn(self.epoch_of(step), step)
 
     def _iterate(self) -> None:
         raise NotImplementedError
@@ -444,7 +514,11 @@ class BaseTrainer:
             return False
         while st.next_test_step <= st.env_step:
             st.next_test_step += self.test_interval
-        self.test(screen=st.env_step < self.max_env_steps)
+        self._closing_epoch = max(1, self.epoch_of(st.env_step) - 1)
+        try:
+            self.test(screen=st.env_step < self.max_env_steps)
+        finally:
+            self._closing_epoch = None
         return True
 
     # -- the loop -----------------------------------------------------------------------------
@@ -467,8 +541,11 @@ class BaseTrainer:
                 self._phase = "collect"
             while True:
                 self._iterate()
+                synced = time.perf_counter()  # the check waits for queued device updates
                 self._check_updates()
-                st.wall_seconds = time.perf_counter() - started
+                now = time.perf_counter()
+                st.update_seconds += now - synced
+                st.wall_seconds = now - started
                 tests_before = st.tests
                 self._phase = "test"
                 if not self._scheduled_test() and self._training_looks_solved():
@@ -517,6 +594,12 @@ class BaseTrainer:
             train_episodes=st.train_episodes,
             stop_reward=self.stop_reward,
             stop_reason=st.stop_reason,
+            collect_seconds=st.collect_seconds,
+            update_seconds=st.update_seconds,
+            test_seconds=st.test_seconds,
+            collect_speed=_per_second(st.env_step, st.collect_seconds),
+            update_speed=_per_second(st.gradient_step, st.update_seconds),
+            test_speed=_per_second(st.test_steps, st.test_seconds),
         )
 
 
@@ -545,7 +628,7 @@ class OffPolicyTrainer(BaseTrainer):
     def _before_loop(self) -> None:
         st = self.state
         if not st.warmed_up and self.warmup_steps > 0:
-            stats = self.train_collector.collect(n_step=self.warmup_steps, random=True)
+            stats = self._collect(n_step=self.warmup_steps, random=True)
             self._record_collect(stats)
         st.warmed_up = True
 
@@ -558,9 +641,12 @@ class OffPolicyTrainer(BaseTrainer):
         n_updates = int(st.update_credit)
         st.update_credit -= n_updates
         self._phase = "update"
-        for _ in range(n_updates):
-            self._record_update(self.policy.update(self.batch_size, self.buffer))
-            st.gradient_step += 1
+        if n_updates:
+            started = time.perf_counter()
+            for _ in range(n_updates):
+                self._record_update(self.policy.update(self.batch_size, self.buffer))
+                st.gradient_step += 1
+            st.update_seconds += time.perf_counter() - started
 
 
 class OnPolicyTrainer(BaseTrainer):
@@ -613,7 +699,7 @@ class OnPolicyTrainer(BaseTrainer):
         st = self.state
         self._announce_env_step()
         if self.episode_per_collect is not None:
-            stats = self.train_collector.collect(n_episode=self.episode_per_collect)
+            stats = self._collect(n_episode=self.episode_per_collect)
         else:
             stats = self._collect_training_steps(self.step_per_collect)  # type: ignore[arg-type]
         self._record_collect(stats)
@@ -624,6 +710,7 @@ class OnPolicyTrainer(BaseTrainer):
                 "steps were overwritten before learning; raise buffer.size"
             )
         self._phase = "update"
+        started = time.perf_counter()
         out = dict(
             self.policy.update(
                 0, self.buffer, batch_size=self.batch_size, repeat=self.repeat_per_collect
@@ -637,3 +724,4 @@ class OnPolicyTrainer(BaseTrainer):
             reset(keep_statistics=True)
         except TypeError:  # a buffer whose reset takes no arguments
             reset()
+        st.update_seconds += time.perf_counter() - started
