@@ -127,3 +127,72 @@ def test_a_list_of_factories_with_another_num_envs_is_refused_by_name() -> None:
         envs = rlblocks.make_vector_env("dummy", fns, num_envs=n)
         assert envs.num_envs == 2
         envs.close()
+
+
+# -- observations shmem cannot carry -------------------------------------------------------------
+class _SlowTextEnv(gym.Env):
+    """Text observations, and a step costly enough (2 ms) that workers pay."""
+
+    observation_space = gym.spaces.Text(8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return "r", {}
+
+    def step(self, action):
+        import time
+
+        time.sleep(0.002)
+        self.t += 1
+        return f"s{self.t}", 1.0, self.t >= 50, False, {}
+
+
+def test_auto_never_picks_a_backend_that_refuses_the_observation_space() -> None:
+    from rlblocks.auto_backend import _space_problems
+
+    installed = {n: get_registry("env").spec(n) for n in ("dummy", "subproc", "shmem")}
+    load = get_registry("env").load
+    problems = _space_problems(installed, gym.spaces.Text(8), load)
+    assert list(problems) == ["shmem"] and "Text" in problems["shmem"]
+    assert _space_problems(installed, gym.spaces.Box(-1, 1, (3,)), load) == {}
+    # measured: 2 ms steps on 4 envs want workers; shmem (preferred) cannot carry Text
+    envs = rlblocks.make_vector_env("auto", _SlowTextEnv, num_envs=4, probe_seconds=0.05,
+                                    verbose=False)
+    with envs:
+        assert type(envs).__name__ != "ShmemVectorEnv", envs.auto_choice
+        obs, _ = envs.reset()
+        assert obs.tolist() == ["r"] * 4
+        assert "not 'shmem'" in envs.auto_choice, "the choice says why shmem was left out"
+
+
+# -- options passed on to the chosen backend ---------------------------------------------------
+def test_auto_passes_worker_options_on_and_chooses_among_backends_that_take_them() -> None:
+    envs = rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=2, probe_seconds=0.02,
+                                    verbose=False, worker_timeout=7.5, restart_failed=True,
+                                    max_restarts=1)
+    with envs:
+        # CartPole is cheap (auto alone would step it here), but only workers take these
+        assert envs.worker_timeout == 7.5 and envs.restart_failed and envs.max_restarts == 1
+        assert envs.local_envs == 0, "restart_failed keeps every env in a worker"
+        assert "worker_timeout" in envs.auto_choice
+        obs, *_ = (envs.reset(seed=0), envs.step(np.array([0, 1])))
+        assert obs[0].shape == (2, 4)
+
+
+def test_auto_names_an_option_no_backend_takes_or_a_bad_value() -> None:
+    from rlblocks.auto_backend import _forwarded_options
+
+    with pytest.raises(ConfigError, match=r"given restart_failed, worker_timeout, which no "
+                       r"backend it may choose takes"):
+        _forwarded_options({"worker_timeout": 5.0, "restart_failed": True},
+                           {"dummy": _spec(False)})
+    assert _forwarded_options({}, {"dummy": _spec(False)}) == {"dummy": _spec(False)}
+    with pytest.raises(ConfigError, match=r"worker_timeout"):
+        rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=2, worker_timeout=-1.0)
+    with pytest.raises(ConfigError, match=r"\$\.context"):
+        rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=2, probe_seconds=0.02,
+                                 verbose=False, context="telepathy")
+    with pytest.raises(ConfigError, match=r"no_such_option"):
+        rlblocks.make_vector_env("auto", "CartPole-v1", num_envs=2, no_such_option=1)

@@ -32,7 +32,16 @@ calling process, where an env that crashes or hangs stops training (a multi-proc
 named explicitly keeps every env in a worker by default). The printed choice says when it
 does.
 Backends are found through the registry (``multiprocess`` and ``supports_async`` of their specs),
-never imported by name, so any installed plugin can be chosen.
+never imported by name, so any installed plugin can be chosen. A backend whose class has
+``observation_space_problem(space) -> str | None`` is asked first whether it can carry the env's
+observations (shmem cannot carry ``Text``): one that says no is not chosen.
+
+Options of the multi-process backends (:data:`FORWARDED`: ``worker_timeout``,
+``restart_failed``...) can be given to ``auto`` too: they go to the chosen backend, checked
+against its own config, and giving one limits the choice to the backends that take it (a
+worker timeout means nothing to envs stepped in this process). ``restart_failed``,
+``worker_timeout`` or ``num_workers`` also keep every env in a worker (no shared plan), since
+they ask for the isolation a worker gives.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -66,6 +75,14 @@ NEVER_AUTO = ("auto", "ray")  # ray is for going past one machine: ask for it by
 #: A native backend is declined when its measured time per vector step exceeds the in-process
 #: estimate by more than 1 / NATIVE_MARGIN.
 NATIVE_MARGIN = 0.9
+#: Options ``auto`` takes for the backend it chooses (fields of ``AutoBackendConfig``; None
+#: there means not given).
+FORWARDED = (
+    "num_workers", "local_envs", "context", "worker_timeout", "start_timeout", "restart_failed",
+    "max_restarts", "worker_spin_us",
+)
+#: Forwarded options that ask for every env in a worker: no shared plan when one is given.
+ISOLATING = ("num_workers", "worker_timeout", "restart_failed")
 
 
 def _cores() -> int:
@@ -85,6 +102,14 @@ def _nbytes(obs: Any) -> int:
 
 def measure_env(env_fn: Callable[[], gym.Env], probe_seconds: float = 0.2) -> tuple[float, int]:
     """``(seconds per env.step, bytes per observation)`` of the env ``env_fn`` builds."""
+    step_s, nbytes, _ = _probe_env(env_fn, probe_seconds)
+    return step_s, nbytes
+
+
+def _probe_env(
+    env_fn: Callable[[], gym.Env], probe_seconds: float
+) -> tuple[float, int, gym.Space]:
+    """:func:`measure_env`, plus the env's observation space."""
     env = env_fn()
     try:
         env.action_space.seed(0)
@@ -100,18 +125,19 @@ def measure_env(env_fn: Callable[[], gym.Env], probe_seconds: float = 0.2) -> tu
                 env.reset()
             if steps >= 10 and time.perf_counter() >= end:
                 break
-        return (time.perf_counter() - start) / steps, nbytes
+        return (time.perf_counter() - start) / steps, nbytes, env.observation_space
     finally:
         env.close()
 
 
 def choose_backend(
     num_envs: int, step_s: float, obs_bytes: int, installed: dict[str, Any],
-    cores: int | None = None, margin: float = 0.9,
+    cores: int | None = None, margin: float = 0.9, isolate: bool = False,
 ) -> tuple[str, dict[str, Any], str]:
     """``(backend name, options, reason)`` for ``num_envs`` envs with the measured costs.
 
-    ``installed`` maps backend names to their specs (``multiprocess`` tells the kinds apart)."""
+    ``installed`` maps backend names to their specs (``multiprocess`` tells the kinds apart);
+    ``isolate`` leaves out the shared plan (envs stepped in this process next to workers)."""
     cores = _cores() if cores is None else cores
     local = sorted(n for n, s in installed.items() if not s.multiprocess and n not in NEVER_AUTO)
     multi = [n for n, s in installed.items() if s.multiprocess and n not in NEVER_AUTO]
@@ -130,7 +156,8 @@ def choose_backend(
         + num_envs * obs_bytes / COPY_BYTES_PER_S
     )
     plan = f"{workers} workers"
-    if multi and cores > 1 and num_envs > 1 and _takes_local_envs(installed[multi[0]]):
+    if (multi and not isolate and cores > 1 and num_envs > 1
+            and _takes_local_envs(installed[multi[0]])):
         n_local = min(math.ceil((num_envs + 1) / cores), num_envs - 1)
         remote = num_envs - n_local
         w = max(1, min(remote, cores - 1))
@@ -163,11 +190,53 @@ def choose_backend(
 
 def _takes_local_envs(spec: Any) -> bool:
     """Whether a backend's config has ``local_envs`` (it can step envs in this process)."""
+    return "local_envs" in _option_names(spec)
+
+
+def _option_names(spec: Any) -> set[str]:
+    """The options a backend's config takes (none without a config)."""
     config = getattr(spec, "config", None)
     try:
-        return config is not None and "local_envs" in attrs.fields_dict(config)
+        return set(attrs.fields_dict(config)) if config is not None else set()
     except (TypeError, attrs.exceptions.NotAnAttrsClassError):
-        return False
+        return set()
+
+
+def _space_problems(
+    installed: dict[str, Any], space: gym.Space, load: Callable[[str], Any]
+) -> dict[str, str]:
+    """``{backend: why}`` for the multi-process backends that cannot carry observations of
+    ``space`` (their class's ``observation_space_problem`` says so); only those are imported."""
+    problems = {}
+    for name, spec in installed.items():
+        if not spec.multiprocess:
+            continue
+        try:
+            check = getattr(load(name), "observation_space_problem", None)
+            problem = check(space) if callable(check) else None
+        except Exception as exc:  # a broken optional backend must not stop the others
+            problem = f"it failed to import: {exc!r}"
+        if problem:
+            problems[name] = problem
+    return problems
+
+
+def _forwarded_options(
+    given: Mapping[str, Any], installed: dict[str, Any]
+) -> dict[str, Any]:
+    """The installed backends that take every option in ``given`` (all of them when none is
+    given); a ConfigError naming the options when no backend auto may choose takes them."""
+    if not given:
+        return installed
+    takers = {n: s for n, s in installed.items() if set(given) <= _option_names(s)}
+    if takers:
+        return takers
+    names = ", ".join(sorted(given))
+    raise ConfigError(
+        f"backend='auto' was given {names}, which no backend it may choose takes "
+        f"(installed: {sorted(installed)}); install rlblocks-env-subproc, or name a backend "
+        "that takes them (backend='subproc')"
+    )
 
 
 def measure_vector_env(
@@ -227,10 +296,21 @@ def _native_backend(env_fn: Callable[[], gym.Env], installed: dict[str, Any]) ->
 
 
 def make_auto_vector_env(
-    env_fns: Sequence[Callable[[], gym.Env]], probe_seconds: float = 0.2, verbose: bool = True
+    env_fns: Sequence[Callable[[], gym.Env]], probe_seconds: float = 0.2, verbose: bool = True,
+    **backend_options: Any,
 ) -> Any:
     """Build the backend that ``choose_backend`` picks for these envs; says which and why (on
-    stderr when ``verbose``, and always in the returned env's ``auto_choice`` attribute)."""
+    stderr when ``verbose``, and always in the returned env's ``auto_choice`` attribute).
+
+    ``backend_options`` (names in :data:`FORWARDED`; None: not given) go to the chosen backend,
+    checked against its config; only backends that take them all are considered."""
+    unknown = sorted(set(backend_options) - set(FORWARDED))
+    if unknown:
+        raise ConfigError(
+            f"backend='auto' does not take {', '.join(unknown)}; it takes probe_seconds, "
+            f"verbose and the options it passes on: {', '.join(FORWARDED)}"
+        )
+    given = {k: v for k, v in backend_options.items() if v is not None}
     reg = get_registry("env")
     installed = {}
     for name in reg.names():
@@ -240,9 +320,25 @@ def make_auto_vector_env(
             installed[name] = reg.spec(name)
         except Exception:
             continue
-    step_s, obs_bytes = measure_env(env_fns[0], probe_seconds)
-    name, options, why = choose_backend(len(env_fns), step_s, obs_bytes, installed)
-    native = _native_backend(env_fns[0], installed)
+    installed = _forwarded_options(given, installed)
+    step_s, obs_bytes, space = _probe_env(env_fns[0], probe_seconds)
+    refused = _space_problems(installed, space, reg.load)
+    usable = {n: s for n, s in installed.items() if n not in refused}
+    if not usable:
+        raise ConfigError(
+            "backend='auto' found no backend for these options and observations: "
+            + "; ".join(f"{n}: {why}" for n, why in refused.items())
+        )
+    isolate = any(k in given and given[k] is not False for k in ISOLATING)
+    name, options, why = choose_backend(
+        len(env_fns), step_s, obs_bytes, usable, isolate=isolate
+    )
+    if given:
+        why += (f"; only backends taking {', '.join(sorted(given))} considered: "
+                f"{sorted(usable)}")
+    if refused:
+        why += "; not " + ", ".join(f"{n!r} ({problem})" for n, problem in refused.items())
+    native = _native_backend(env_fns[0], usable)
     if native is not None:
         # a native engine (EnvPool) hands each call to its threads: that pays with several
         # envs and loses with one (HalfCheetah-v5, 1 env: 8k env steps/s through EnvPool
@@ -263,6 +359,8 @@ def make_auto_vector_env(
         elif math.isfinite(native_s):
             why += (f"; {native!r} runs this env id natively but measured "
                     f"~{native_s * 1e6:.0f} us per vector step, slower than in-process")
+    if given:
+        options = _checked_options(name, usable[name], {**options, **given})
     venv = reg.load(name)(list(env_fns), **options)
     choice = f"backend='auto' chose {name!r} {options or ''}({why})"
     with contextlib.suppress(AttributeError):  # a backend with __slots__ keeps no note
@@ -270,3 +368,14 @@ def make_auto_vector_env(
     if verbose:
         print(choice, file=sys.stderr, flush=True)
     return venv
+
+
+def _checked_options(name: str, spec: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked against the chosen backend's config, as if given to it by name:
+    a ConfigError names the field and the backend."""
+    from rlblocks import config as cfg
+
+    built = cfg.structure_options(
+        spec.config, dict(options), label=f"env ({name}, chosen by auto)"
+    )
+    return {k: getattr(built, k) for k in options}

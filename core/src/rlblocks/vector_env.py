@@ -3,16 +3,33 @@
 A backend subclasses :class:`VectorEnvBase` and defines ``num_envs`` and an idempotent ``close()``;
 ``with backend(...) as envs:`` then closes it on exit, and a backend dropped without ``close()``
 closes itself when collected (so no worker process or env outlives it).
+
+Also here: how every backend stacks observations whose space has leaves that are not fixed-shape
+arrays (``Text``, ``Graph``, ``Sequence``): such a leaf comes back as a 1-D object array with
+one entry per env, so that rows can be selected and written like any other leaf (a tuple of
+strings, gymnasium's own batch of a ``Text`` space, would read as a ``Tuple`` observation), and
+the one-line report of an observation whose leaf shape disagrees with its space.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Self
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
-__all__ = ["VectorEnvBase"]
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+__all__ = [
+    "VectorEnvBase",
+    "as_env_ids",
+    "empty_observations",
+    "has_object_leaves",
+    "observation_mismatch",
+    "stack_observations",
+]
 
 
 def as_env_ids(env_ids: Any, num_envs: int) -> np.ndarray:
@@ -58,3 +75,105 @@ class VectorEnvBase:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
+
+
+def _array_leaf(space: gym.Space) -> bool:
+    """Whether ``space`` is a leaf with a fixed shape and dtype (stacks into one array)."""
+    import gymnasium as gym
+
+    return isinstance(
+        space,
+        gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary,
+    )
+
+
+def _children(space: gym.Space) -> list[tuple[Any, gym.Space]] | None:
+    """``[(key, subspace)]`` of a Dict or Tuple space; None for a leaf."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Dict):
+        return list(space.spaces.items())
+    if isinstance(space, gym.spaces.Tuple):
+        return list(enumerate(space.spaces))
+    return None
+
+
+def has_object_leaves(space: gym.Space) -> bool:
+    """Whether ``space`` (possibly a Dict/Tuple nest) has a leaf that is not a fixed-shape array
+    (Text, Graph, Sequence...): its observations stack as object arrays."""
+    children = _children(space)
+    if children is not None:
+        return any(has_object_leaves(sub) for _, sub in children)
+    return not _array_leaf(space)
+
+
+def _object_rows(items: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    for k, item in enumerate(items):  # one by one: numpy would unpack a sequence item
+        out[k] = item
+    return out
+
+
+def stack_observations(space: gym.Space, items: Sequence[Any]) -> Any:
+    """One observation per env stacked into the batch layout every backend returns: arrays of
+    ``[len(items), *shape]`` for array leaves (as gymnasium stacks them), 1-D object arrays for
+    the other leaves, nested in dicts and tuples like ``space``."""
+    children = _children(space)
+    if children is not None:
+        stacked = [(k, stack_observations(sub, [o[k] for o in items])) for k, sub in children]
+        return dict(stacked) if isinstance(space.spaces, dict) else tuple(v for _, v in stacked)
+    if _array_leaf(space):
+        from gymnasium.vector.utils import concatenate, create_empty_array
+
+        out = create_empty_array(space, n=len(items), fn=np.empty)
+        return concatenate(space, items, out)
+    return _object_rows(items)
+
+
+def empty_observations(space: gym.Space, n: int) -> Any:
+    """A zeroed batch of ``n`` observations in the layout of :func:`stack_observations` (object
+    leaves hold None): room for a backend to keep each env's last observation."""
+    children = _children(space)
+    if children is not None:
+        made = [(k, empty_observations(sub, n)) for k, sub in children]
+        return dict(made) if isinstance(space.spaces, dict) else tuple(v for _, v in made)
+    if _array_leaf(space):
+        return np.zeros((n, *space.shape), dtype=space.dtype)
+    return np.empty(n, dtype=object)
+
+
+def _leaf_shapes(space: gym.Space, path: tuple[Any, ...] = ()) -> list[tuple[tuple, tuple]]:
+    children = _children(space)
+    if children is not None:
+        return [leaf for k, sub in children for leaf in _leaf_shapes(sub, (*path, k))]
+    return [(path, tuple(space.shape))] if _array_leaf(space) else []
+
+
+def observation_mismatch(
+    space: gym.Space, items: Sequence[Any], env_ids: Sequence[int]
+) -> str | None:
+    """The first observation leaf (env ``env_ids[j]`` returned ``items[j]``) whose shape is not
+    the one ``space`` says, described in one line naming the env, the leaf path, both shapes and
+    the fix; None when every array leaf has its shape. Meant for the error path: a backend calls
+    it once stacking failed, so the usual step pays nothing for it."""
+    leaves = _leaf_shapes(space)
+    for env_id, obs in zip(env_ids, items, strict=False):
+        for path, shape in leaves:
+            leaf = obs
+            try:
+                for key in path:
+                    leaf = leaf[key]
+            except (KeyError, IndexError, TypeError):
+                where = "".join(f"[{k!r}]" for k in path)
+                return (
+                    f"env {env_id} returned an observation without the entry {where} its "
+                    f"observation space has; fix the env or a wrapper so that they agree"
+                )
+            got = tuple(np.shape(leaf))
+            if got != shape:
+                where = "".join(f"[{k!r}]" for k in path)
+                return (
+                    f"env {env_id} returned an observation{where} of shape {got}, but its "
+                    f"observation space says {shape}; fix the env or a wrapper so that they agree"
+                )
+    return None

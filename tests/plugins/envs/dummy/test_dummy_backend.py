@@ -213,3 +213,164 @@ def test_a_finished_env_must_be_reset_before_it_steps_again() -> None:
     envs.step(np.zeros(2, dtype=np.int64), env_ids=[1, 2])  # the others go on
     envs.reset(env_ids=[0])
     envs.step(np.zeros(3, dtype=np.int64))
+
+
+# -- parity with the process backends -------------------------------------------------------
+def _process_backend(fns):
+    from rlblocks_env_subproc.subproc import SubprocVectorEnv
+
+    return SubprocVectorEnv(fns, num_workers=1)
+
+
+_AFTER_CLOSE = {
+    "step": lambda envs: envs.step(np.zeros(2, dtype=np.int64)),
+    "step some": lambda envs: envs.step(np.zeros(1, dtype=np.int64), [1]),
+    "reset": lambda envs: envs.reset(),
+    "render": lambda envs: envs.render(),
+    "get_attr": lambda envs: envs.get_attr("index"),
+    "set_attr": lambda envs: envs.set_attr("tag", 1.0),
+    "snapshot": lambda envs: envs.snapshot(),
+}
+
+
+@pytest.mark.parametrize("call", _AFTER_CLOSE)
+@pytest.mark.parametrize("make", [DummyVectorEnv, _process_backend], ids=["dummy", "subproc"])
+def test_every_use_after_close_is_the_same_error_on_every_backend(make, call: str) -> None:
+    from rlblocks.testing.env_checks import probe_env_fns
+
+    envs = make(probe_env_fns(2))
+    envs.reset(seed=0)
+    envs.close()
+    with pytest.raises(EnvWorkerError, match=r"this vector env is closed; build a new one"):
+        _AFTER_CLOSE[call](envs)
+    envs.close()  # a second close stays harmless
+
+
+@pytest.mark.parametrize("make", [DummyVectorEnv, _process_backend], ids=["dummy", "subproc"])
+def test_render_mode_metadata_and_spec_are_those_of_env_0(make) -> None:
+    from rlblocks.testing.env_checks import ProbeEnv, probe_env_fns
+
+    with make(probe_env_fns(2)) as envs:
+        assert envs.render_mode == "rgb_array" == ProbeEnv.render_mode
+        assert envs.metadata == ProbeEnv.metadata
+        assert envs.spec is None
+    with make([lambda: gym.make("CartPole-v1", render_mode="rgb_array")] * 2) as envs:
+        assert envs.render_mode == "rgb_array" and envs.spec.id == "CartPole-v1"
+
+
+@pytest.mark.parametrize("make", [DummyVectorEnv, _process_backend], ids=["dummy", "subproc"])
+def test_a_missing_attribute_is_an_env_worker_error_naming_the_env(make) -> None:
+    from rlblocks.testing.env_checks import probe_env_fns
+
+    with make(probe_env_fns(3)) as envs:
+        with pytest.raises(EnvWorkerError, match=r"env 2 raised in get_attr: AttributeError"):
+            envs.get_attr("no_such_thing", [2, 0])
+        assert envs.get_attr("index", [2, 0]) == [2, 0], "the envs serve on"
+
+
+class _StepFails(gym.Env):
+    """Env 1 raises on its second step; the others step on."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int) -> None:
+        self.index, self.t = index, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros(1), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.index == 1 and self.t == 2:
+            raise RuntimeError("env 1 broke")
+        return np.full(1, float(self.t)), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("make", [DummyVectorEnv, _process_backend], ids=["dummy", "subproc"])
+def test_after_an_env_raised_in_step_every_env_of_that_step_must_be_reset(make) -> None:
+    import functools
+
+    with make([functools.partial(_StepFails, i) for i in range(3)]) as envs:
+        envs.reset()
+        envs.step(np.zeros(3, dtype=np.int64))
+        with pytest.raises(EnvWorkerError, match="env 1 raised in step"):
+            envs.step(np.zeros(3, dtype=np.int64))
+        for ids in ([0], [1], [2]):  # 0 stepped unseen, 1 broke, 2 is part of the same step
+            with pytest.raises(EnvWorkerError, match=rf"envs \[{ids[0]}\] finished"):
+                envs.step(np.zeros(1, dtype=np.int64), ids)
+        envs.reset()
+        obs, *_ = envs.step(np.zeros(3, dtype=np.int64))
+        assert obs[:, 0].tolist() == [1.0, 1.0, 1.0]
+
+
+class _BadLeaf(gym.Env):
+    """A Dict observation whose ``["parts"][1]`` leaf has shape (3,) on env 1 (its space: (2,))."""
+
+    observation_space = gym.spaces.Dict({
+        "id": gym.spaces.Discrete(4),
+        "parts": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (2,)))),
+    })
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def _obs(self):
+        size = 3 if self.index == 1 else 2
+        return {"id": self.index, "parts": (0, np.zeros(size, dtype=np.float32))}
+
+    def reset(self, *, seed=None, options=None):
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, False, False, {}
+
+
+def test_a_nested_observation_leaf_of_the_wrong_shape_is_named_with_both_shapes() -> None:
+    import functools
+
+    envs = DummyVectorEnv([functools.partial(_BadLeaf, i) for i in range(3)])
+    with pytest.raises(EnvWorkerError, match=(
+        r"env 1 returned an observation\['parts'\]\[1\] of shape \(3,\), but its observation "
+        r"space says \(2,\); fix the env or a wrapper")):
+        envs.reset()
+    envs.reset([0, 2])  # the well-shaped envs still reset and step
+    obs, *_ = envs.step(np.zeros(2, dtype=np.int64), [2, 0])
+    assert obs["id"].tolist() == [2, 0] and obs["parts"][1].shape == (2, 2)
+
+
+class _TextEnv(gym.Env):
+    """Text observations ``"r<index>"`` at reset and ``"s<index>x<t>"`` after each step."""
+
+    observation_space = gym.spaces.Text(8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int) -> None:
+        self.index, self.t = index, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return f"r{self.index}", {}
+
+    def step(self, action):
+        self.t += 1
+        return f"s{self.index}x{self.t}", 1.0, self.t >= 3, False, {}
+
+
+def test_text_observations_come_back_as_object_arrays_that_rows_can_be_taken_from() -> None:
+    import functools
+
+    from rlblocks.arraytree import put_rows, take_rows
+
+    envs = DummyVectorEnv([functools.partial(_TextEnv, i) for i in range(3)])
+    obs, _ = envs.reset()
+    assert isinstance(obs, np.ndarray) and obs.dtype == object and obs.tolist() == [
+        "r0", "r1", "r2"]
+    obs, *_ = envs.step(np.zeros(2, dtype=np.int64), [2, 0])
+    assert obs.tolist() == ["s2x1", "s0x1"]
+    # what the collector does with a subset of rows
+    assert take_rows(obs, np.array([1])).tolist() == ["s0x1"]
+    put_rows(obs, np.array([0]), envs.reset([1])[0])
+    assert obs.tolist() == ["r1", "s0x1"]

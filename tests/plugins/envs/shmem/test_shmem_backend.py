@@ -129,3 +129,92 @@ def test_unsupported_space_says_to_use_subproc() -> None:
     space = gym.spaces.Text(5)
     with pytest.raises(ConfigError, match="backend='subproc'"):
         ShmemVectorEnv([functools.partial(SpaceEnv, space)])
+
+
+# -- spaces are learnt in a worker process, never by building env 0 here -----------------------
+def _builds_slowly(index: int) -> gym.Env:
+    """Env 0's constructor hangs (well past any start_timeout the tests give)."""
+    import time
+
+    from rlblocks.testing.env_checks import ProbeEnv
+
+    if index == 0:
+        time.sleep(30)
+    return ProbeEnv(index)
+
+
+def test_a_constructor_that_hangs_is_stopped_after_start_timeout_naming_env_0() -> None:
+    import time
+
+    from rlblocks.errors import EnvWorkerError
+
+    start = time.monotonic()
+    with pytest.raises(EnvWorkerError, match=(
+        r"env 0 in .* did not start and build its envs within start_timeout=1.0s")) as err:
+        ShmemVectorEnv(
+            [functools.partial(_builds_slowly, i) for i in range(2)],
+            num_workers=1, start_timeout=1.0, worker_timeout=1.0,
+        )
+    assert time.monotonic() - start < 10, "building env 0 must not block the calling process"
+    assert "restart_failed" not in str(err.value), "restarts do not apply to building"
+
+
+class _OneInstance(gym.Env):
+    """An env that refuses to step once closed (as an env whose close() frees its simulator)."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return np.zeros(1), {}
+
+    def step(self, action):
+        if self.closed:
+            raise RuntimeError("stepped after close()")
+        self.t += 1
+        return np.full(1, float(self.t)), 0.0, False, False, {}
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_factory_handing_out_one_instance_gets_it_unclosed_in_the_worker(context: str) -> None:
+    made = _OneInstance()
+    with ShmemVectorEnv([lambda: made], context=context) as envs:
+        assert not made.closed, "building the spaces closed the caller's env"
+        envs.reset()
+        obs, *_ = envs.step(np.zeros(1, dtype=np.int64))
+        assert obs.tolist() == [[1.0]]
+
+
+# -- actions -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("local_envs", [0, 1])
+def test_discrete_actions_shaped_n_by_1_are_taken_like_a_flat_vector(local_envs: int) -> None:
+    from rlblocks.testing.env_checks import probe_env_fns
+
+    with ShmemVectorEnv(probe_env_fns(3), num_workers=1, local_envs=local_envs) as envs:
+        envs.reset()
+        obs, *_ = envs.step(np.array([[4], [5], [6]]))
+        assert obs[:, 3].tolist() == [4, 5, 6], "each env got its own action"
+        obs, *_ = envs.step(np.array([[2], [1]]), [2, 0])
+        assert obs[:, 3].tolist() == [2, 1]
+        envs.reset()  # env 0's episodes last two steps
+        envs.step_async(np.array([[3], [3], [3]]))
+        _, obs, *_ = envs.step_wait()
+        assert sorted(obs[:, 3].tolist()) == [3, 3, 3]
+        with pytest.raises(ValueError, match=r"actions of shape \(3, 2\) .* expected shape \(3,\)"):
+            envs.step(np.zeros((3, 2), dtype=np.int64))
+
+
+def test_the_backend_says_which_observation_spaces_it_cannot_carry() -> None:
+    assert ShmemVectorEnv.observation_space_problem(NESTED) is None
+    problem = ShmemVectorEnv.observation_space_problem(
+        gym.spaces.Dict({"text": gym.spaces.Text(5), "pos": gym.spaces.Box(-1, 1, (2,))})
+    )
+    assert problem is not None and "Text" in problem and "backend='subproc'" in problem

@@ -518,3 +518,88 @@ def test_step_wait_refuses_a_negative_timeout_or_no_env_to_wait_for() -> None:
             envs.step_wait(wait_num=0)
         ids, *_ = envs.step_wait()
         assert sorted(ids.tolist()) == [0, 1]
+
+
+# -- observations that are not arrays ------------------------------------------------------------
+class _TextEnv(gym.Env):
+    """Text observations (``"r<index>"`` at reset, ``"s<index>x<t>"`` after a step), alone or in
+    a Dict next to a Box."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int, nested: bool) -> None:
+        self.index, self.t, self.nested = index, 0, nested
+        text = gym.spaces.Text(8)
+        self.observation_space = (
+            gym.spaces.Dict({"text": text, "pos": gym.spaces.Box(-9, 9, (2,))}) if nested else text
+        )
+
+    def _obs(self, text: str) -> Any:
+        if not self.nested:
+            return text
+        return {"text": text, "pos": np.full(2, self.t, dtype=np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(f"r{self.index}"), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(f"s{self.index}x{self.t}"), 1.0, self.t >= 3, False, {}
+
+
+def _leaves(obs: Any) -> list[np.ndarray]:
+    return [obs["text"], obs["pos"]] if isinstance(obs, dict) else [obs]
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["text", "dict"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_text_observations_come_back_like_the_in_process_backend(layout: str, nested: bool) -> None:
+    from rlblocks_env_dummy.dummy import DummyVectorEnv
+
+    fns = [functools.partial(_TextEnv, i, nested) for i in range(4)]
+    results = []
+    for envs in (DummyVectorEnv(fns), SubprocVectorEnv(fns, **LAYOUTS[layout])):
+        with envs:
+            got = [envs.reset()[0], envs.step(np.zeros(4, dtype=np.int64))[0]]
+            got.append(envs.step(np.zeros(2, dtype=np.int64), [3, 0])[0])
+            got.append(envs.reset([2])[0])
+            results.append(got)
+    for ours, theirs in zip(*results, strict=True):
+        for a, b in zip(_leaves(ours), _leaves(theirs), strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tolist() == b.tolist()
+    text = _leaves(results[1][2])[0]
+    assert text.dtype == object and text.tolist() == ["s3x2", "s0x2"]
+
+
+# -- failures while building, and workers that are gone ------------------------------------------
+def _dies_while_building(index: int) -> gym.Env:
+    if index == 1:
+        os._exit(4)
+    return ProbeEnv(index)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_worker_that_dies_while_building_does_not_suggest_restart_failed(backend: str) -> None:
+    fns = [functools.partial(_dies_while_building, i) for i in range(2)]
+    with pytest.raises(EnvWorkerError, match=r"exited with code 4 while running make") as err:
+        BACKENDS[backend](fns, num_workers=2, restart_failed=True)
+    assert "restart_failed" not in str(err.value), "restarts do not apply to building"
+    assert "Fix what building these envs does" in str(err.value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_worker_pids_say_none_for_a_worker_whose_restarts_ran_out(backend: str) -> None:
+    with _faulty("segv", backend, restart_failed=True, max_restarts=0) as envs:
+        envs.reset()
+        pids = envs.worker_pids
+        assert all(isinstance(p, int) for p in pids) and len(pids) == 2
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.raises(EnvWorkerError, match=r"restarted 0 times \(max_restarts=0\)"):
+            envs.step(np.zeros(4, dtype=int))
+        assert envs.worker_pids == [None, pids[1]], "worker 0 is gone for good"
+        with pytest.raises(EnvWorkerError, match=r"cannot use envs \[0, 1\]") as err:
+            envs.reset()
+        assert "pass restart_failed=True" not in str(err.value), "it is already on"
+    assert envs.worker_pids == [None, None], "no worker runs once closed"

@@ -11,7 +11,16 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from rlblocks import env_state
 from rlblocks.errors import EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase, as_env_ids
+from rlblocks.vector_env import (
+    VectorEnvBase,
+    as_env_ids,
+    has_object_leaves,
+    observation_mismatch,
+    stack_observations,
+)
+
+#: What every use of a closed vector env raises (the process backends say the same).
+_CLOSED = "this vector env is closed; build a new one"
 
 
 class DummyVectorEnv(VectorEnvBase):
@@ -19,7 +28,11 @@ class DummyVectorEnv(VectorEnvBase):
 
     Finished envs are not reset automatically: the caller resets them with ``reset(env_ids)``,
     so a returned transition never spans two episodes. Observations come back stacked as a fresh
-    array (or nested dict/tuple of arrays) of shape ``[len(env_ids), *obs_shape]``.
+    array (or nested dict/tuple of arrays) of shape ``[len(env_ids), *obs_shape]``; leaves that
+    are not fixed-shape arrays (``Text``...) as 1-D object arrays, like the process backends.
+    An env that raises, and every use after ``close()``, is an EnvWorkerError naming the env,
+    as in the process backends; an env that raised in ``step`` must be reset again, with every
+    other env of that step (their results never reached the caller).
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
@@ -36,6 +49,7 @@ class DummyVectorEnv(VectorEnvBase):
                     f"{self.observation_space}; every env of a vector env must share its spaces"
                 )
         self._box_obs = isinstance(self.observation_space, gym.spaces.Box)
+        self._object_obs = has_object_leaves(self.observation_space)
         self._obs_shape = self.observation_space.shape
         self._obs_dtype = self.observation_space.dtype
         self._all_ids = np.arange(self.num_envs)
@@ -45,27 +59,48 @@ class DummyVectorEnv(VectorEnvBase):
         self._waiting: set[int] = set(self._all_list)
         self._closed = False
         self.spec = getattr(self.envs[0], "spec", None)
+        self.metadata: dict[str, Any] = getattr(self.envs[0], "metadata", {})
+        self.render_mode: str | None = getattr(self.envs[0], "render_mode", None)
 
     # -- stacking -----------------------------------------------------------------------------
-    def _stack(self, items: Sequence[Any]) -> Any:
+    def _stack(self, items: Sequence[Any], ids: Sequence[int], command: str) -> Any:
         if self._box_obs:  # np.array builds [n, *shape] like np.stack, at a third of the cost
             try:
                 out = np.array(items, dtype=self._obs_dtype)
             except ValueError:  # ragged
                 out = None
             if out is None or out.shape[1:] != self._obs_shape:
-                got = sorted({tuple(np.shape(o)) for o in items} - {self._obs_shape})
-                name = getattr(self.spec, "id", None) or "the env"
-                raise EnvWorkerError(
-                    f"{name}: an env returned an observation of shape "
-                    f"{', '.join(map(str, got))}, but its observation space says "
-                    f"{self._obs_shape}; fix the env or a wrapper so that they agree"
-                )
+                self._misshapen(items, ids, command)
             return out
-        out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
-        return concatenate(self.observation_space, items, out)
+        try:
+            if self._object_obs:
+                return stack_observations(self.observation_space, items)
+            out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
+            return concatenate(self.observation_space, items, out)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self._misshapen(items, ids, command, exc)
+            raise
+
+    def _misshapen(
+        self, items: Sequence[Any], ids: Sequence[int], command: str,
+        cause: BaseException | None = None,
+    ) -> None:
+        """Raise EnvWorkerError naming the env and the observation leaf whose shape is not the
+        one its space says (in the words of the process backends); returns when none is."""
+        problem = observation_mismatch(self.observation_space, items, ids)
+        if problem is None:
+            return
+        if command == "step":  # they stepped, but the caller never sees where to
+            self._waiting.update(ids)
+        name = getattr(self.spec, "id", None) or "the env"
+        raise EnvWorkerError(f"{name} ({command}): {problem}") from cause
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvWorkerError(_CLOSED)
 
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        self._check_open()
         if env_ids is None:
             return self._all_ids
         return as_env_ids(env_ids, self.num_envs)
@@ -97,8 +132,9 @@ class DummyVectorEnv(VectorEnvBase):
                 raise EnvWorkerError(f"env {i} raised in reset: {exc!r}") from exc
             obs_list.append(obs)
             infos.append(info)
+        stacked = self._stack(obs_list, id_list, "reset")
         self._waiting.difference_update(id_list)
-        return self._stack(obs_list), infos
+        return stacked, infos
 
     def step(
         self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None
@@ -115,6 +151,8 @@ class DummyVectorEnv(VectorEnvBase):
             raise ValueError(f"got {len(actions)} actions for {n} envs")
         waiting = self._waiting
         if waiting and not waiting.isdisjoint(id_list):
+            # close() puts every env here, so a closed env costs the usual step nothing
+            self._check_open()
             bad = [i for i in id_list if i in waiting]
             raise EnvWorkerError(
                 f"envs {bad} finished their episode or were never reset; call reset(env_ids) first"
@@ -128,6 +166,9 @@ class DummyVectorEnv(VectorEnvBase):
                 append(env.step(a))
         except Exception as exc:
             bad_id = id_list[len(results)]
+            # the envs stepped before it moved on unseen, it is in an unknown state: as in the
+            # process backends, every env of this step must be reset before it steps again
+            waiting.update(id_list)
             raise EnvWorkerError(f"env {bad_id} raised in step: {exc!r}") from exc
         obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
         rew = np.array(rew_list, dtype=np.float64)
@@ -135,22 +176,33 @@ class DummyVectorEnv(VectorEnvBase):
         truncated = np.array(trunc_list, dtype=bool)
         if any(term_list) or any(trunc_list):
             waiting.update(i for i, t, u in zip(id_list, term_list, trunc_list) if t or u)
-        return self._stack(obs_list), rew, terminated, truncated, list(infos)
+        return self._stack(obs_list, id_list, "step"), rew, terminated, truncated, list(infos)
+
+    def _call(self, command: str, env_ids: Any, call: Callable[[gym.Env], Any]) -> list[Any]:
+        """``call(env)`` for each env of ``env_ids``; an env that raises is an EnvWorkerError
+        naming it and the command, as the process backends report it."""
+        out = []
+        for i in self._ids(env_ids).tolist():
+            try:
+                out.append(call(self.envs[i]))
+            except Exception as exc:
+                raise EnvWorkerError(f"env {i} raised in {command}: {exc!r}") from exc
+        return out
 
     def render(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
         """Render the given envs (their ``render_mode`` decides what comes back)."""
-        return [self.envs[i].render() for i in self._ids(env_ids)]
+        return self._call("render", env_ids, lambda env: env.render())
 
     def get_attr(self, name: str, env_ids: Sequence[int] | np.ndarray | None = None) -> list[Any]:
-        """Read an attribute of each env (unwrapped through gymnasium's wrappers)."""
-        return [self.envs[i].get_wrapper_attr(name) for i in self._ids(env_ids)]
+        """Read an attribute of each env (unwrapped through gymnasium's wrappers); a missing
+        one is an EnvWorkerError naming the env, as in the process backends."""
+        return self._call("get_attr", env_ids, lambda env: env.get_wrapper_attr(name))
 
     def set_attr(
         self, name: str, value: Any, env_ids: Sequence[int] | np.ndarray | None = None
     ) -> None:
         """Set an attribute on each env."""
-        for i in self._ids(env_ids):
-            self.envs[i].set_wrapper_attr(name, value)
+        self._call("set_attr", env_ids, lambda env: env.set_wrapper_attr(name, value))
 
     def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
         """Each env's state as plain values (see :mod:`rlblocks.env_state`): ``{"env":
@@ -187,9 +239,10 @@ class DummyVectorEnv(VectorEnvBase):
         return batch_space(self.observation_space, self.num_envs)
 
     def close(self) -> None:
-        """Close every env; a second call does nothing."""
+        """Close every env; a second call does nothing, any other use raises EnvWorkerError."""
         if self._closed:
             return
         self._closed = True
+        self._waiting.update(self._all_list)  # step() finds out without a check of its own
         for env in self.envs:
             env.close()

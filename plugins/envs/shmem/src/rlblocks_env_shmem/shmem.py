@@ -11,10 +11,18 @@ Layout of the block (``N = num_envs``; every array starts on a 64-byte boundary)
 
 A worker writes the rows of its own envs, so commands and replies carry only env slots and infos;
 the envs the parent steps itself (``local_envs``) write their rows the same way.
+
+The block must exist before the workers that write it start (it is handed to them as they are
+created), and its layout depends on the spaces: these are learnt first from a short-lived worker
+process that builds env 0 only, reports its spaces and closes it. So building env 0 never runs
+in the calling process: a constructor that hangs is stopped after ``start_timeout`` (as a
+worker's is), one that crashes is reported naming env 0, and a factory that hands out one env
+instance gets a copy closed in that process, never the instance itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,7 +31,8 @@ import gymnasium as gym
 import numpy as np
 
 from rlblocks.errors import ConfigError
-from rlblocks_env_subproc.subproc import Request, SubprocVectorEnv
+from rlblocks_env_subproc import worker as W
+from rlblocks_env_subproc.subproc import Request, SubprocVectorEnv, Worker
 from rlblocks_env_subproc.worker import check_observations
 
 _ALIGN = 64
@@ -151,16 +160,40 @@ class ShmemVectorEnv(SubprocVectorEnv):
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], **options: Any) -> None:
         super().__init__(env_fns, **options)
 
-    def _setup_transport(self) -> None:
-        probe = self._env_fns[0]()
+    @staticmethod
+    def observation_space_problem(space: gym.Space) -> str | None:
+        """Why this backend cannot carry observations of ``space`` (None: it can). Asked by
+        ``backend="auto"`` before it picks this backend."""
         try:
-            self.observation_space = probe.observation_space
-            self.action_space = probe.action_space
-            self.spec = getattr(probe, "spec", None)
-            self.metadata = probe.metadata
-            self.render_mode = getattr(probe, "render_mode", None)
+            _leaves(space)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    def _learn_spaces(self) -> None:
+        """Spaces, spec, metadata and render mode of env 0, from a worker process that builds
+        env 0 alone (bounded by ``start_timeout``, failures reported naming env 0) and closes it
+        again; the calling process never builds it."""
+        probe = Worker(-1, 0, 1, "the worker that learns the spaces")
+        self._transport = None  # a pipe worker: the shared block does not exist yet
+        self._last_obs = None
+        try:
+            self._start_worker(probe)
+            self._handshake(probe)
+            with contextlib.suppress(OSError, ValueError):
+                probe.conn.send((W.CLOSE,))
+            probe.process.join(5.0)  # the env's close(); a slow one is not waited for
         finally:
-            probe.close()
+            if probe.process is not None:
+                if probe.process.is_alive():
+                    probe.process.kill()
+                    probe.process.join(1.0)
+                with contextlib.suppress(OSError):
+                    probe.conn.close()
+        self._last_obs = None  # the shared block keeps the last observations
+
+    def _setup_transport(self) -> None:
+        self._learn_spaces()
         self._layout = ShmLayout(self.observation_space, self.action_space, self.num_envs)
         self._raw = self._ctx.RawArray("b", self._layout.nbytes)
         self._tree = not isinstance(self.observation_space, _FLAT_SPACES)
@@ -179,10 +212,25 @@ class ShmemVectorEnv(SubprocVectorEnv):
     def _write_actions(self, actions: Any, ids: np.ndarray | None) -> None:
         if self._act is None:
             return
-        if ids is None:
-            self._act[:] = actions
-        else:
-            self._act[ids] = actions
+        rows = slice(None) if ids is None else ids
+        try:
+            self._act[rows] = actions
+        except (ValueError, TypeError):  # off the usual path: only when the shapes disagree
+            self._act[rows] = self._fit_actions(actions, len(self._act[rows]))
+
+    def _fit_actions(self, actions: Any, n: int) -> np.ndarray:
+        """``actions`` in the shape of the action rows ``[n, *shape]``: Discrete actions given
+        as ``[n, 1]`` (as a policy with one output column gives them) are taken like the other
+        backends take them; any other shape is refused naming both."""
+        shape = self._act.shape[1:]
+        arr = np.asarray(actions)
+        if isinstance(self.action_space, gym.spaces.Discrete) and arr.shape == (n, 1):
+            return arr.reshape(n)
+        raise ValueError(
+            f"actions of shape {arr.shape} do not fit {n} envs of action space "
+            f"{self.action_space}: expected shape {(n, *shape)}"
+            + (" (or (n, 1))" if isinstance(self.action_space, gym.spaces.Discrete) else "")
+        )
 
     def _encode_actions(self, w: Any, actions: Any, rows: Any) -> Any:
         if self._act is None:

@@ -37,6 +37,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
+from rlblocks.vector_env import empty_observations, has_object_leaves, stack_observations
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
 from rlblocks_env_subproc.lifeline import Lifeline, register_parent_end
@@ -128,8 +129,9 @@ class Request:
         self.orphan = False
 
 
-class _Worker:
-    """A block of envs: a worker process, or (``local``) the envs the parent steps itself."""
+class Worker:
+    """A block of envs: a worker process, or (``local``) the envs the parent steps itself.
+    Public for backends built on this one (shmem starts one to learn the spaces)."""
 
     __slots__ = ("conn", "dead", "group", "ids", "index", "label", "local", "pending",
                  "process", "restarts", "start", "stop", "where")
@@ -230,9 +232,9 @@ class SubprocVectorEnv(WorkerGroups):
         self._env_fns = list(env_fns)
         nl, remote = self.local_envs, self.num_envs - self.local_envs
         bounds = [nl + i * remote // self.num_workers for i in range(self.num_workers + 1)]
-        self._workers = [_Worker(0, 0, nl, "the calling process", local=True)] if nl else []
+        self._workers = [Worker(0, 0, nl, "the calling process", local=True)] if nl else []
         self._workers += [
-            _Worker(len(self._workers) + w, bounds[w], bounds[w + 1], f"env worker {w}")
+            Worker(len(self._workers) + w, bounds[w], bounds[w + 1], f"env worker {w}")
             for w in range(self.num_workers)
         ]
         self._remote = [w for w in self._workers if not w.local]
@@ -276,7 +278,7 @@ class SubprocVectorEnv(WorkerGroups):
         """The transport of the envs the parent steps (its own object: never sent anywhere)."""
         return W.PipeTransport()
 
-    def _encode_actions(self, w: _Worker, actions: Any, rows: Any) -> Any:
+    def _encode_actions(self, w: Worker, actions: Any, rows: Any) -> Any:
         """What a STEP command carries for the rows ``rows`` of ``actions``."""
         if isinstance(actions, np.ndarray) or isinstance(rows, slice):
             a = actions[rows]
@@ -327,11 +329,13 @@ class SubprocVectorEnv(WorkerGroups):
                 obs = obs.astype(self.observation_space.dtype)
             return obs
         items = [o for p in parts for o in p]
+        if self._object_obs:  # Text leaves...: object arrays, one entry per env
+            return stack_observations(self.observation_space, items)
         out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
         return concatenate(self.observation_space, items, out)
 
     # -- worker lifecycle ---------------------------------------------------------------------
-    def _start_worker(self, w: _Worker) -> None:
+    def _start_worker(self, w: Worker) -> None:
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         register_parent_end(parent_conn)  # workers forked later let go of it
         if w.where is None:
@@ -352,7 +356,7 @@ class SubprocVectorEnv(WorkerGroups):
         w.pending.clear()
         w.pending.append(Request(-1, w.ids, (), time.monotonic()))
 
-    def _start_local(self, w: _Worker) -> None:
+    def _start_local(self, w: Worker) -> None:
         """Build the parent's own envs; their handshake waits in ``pending`` like a reply."""
         group, hello = W.make_group(
             self._env_fns[w.start : w.stop], list(range(w.start, w.stop)),
@@ -361,7 +365,7 @@ class SubprocVectorEnv(WorkerGroups):
         w.group = group
         w.pending.append(Request(-1, w.ids, (), time.monotonic(), reply=hello))
 
-    def _handshake(self, w: _Worker) -> None:
+    def _handshake(self, w: Worker) -> None:
         _req, payload = self._receive(w)
         spaces, spec, metadata, render_mode = payload
         for k, (obs_space, act_space) in enumerate(spaces):
@@ -375,12 +379,11 @@ class SubprocVectorEnv(WorkerGroups):
                     f"{self.observation_space}, {self.action_space}. Every env of a vector env "
                     "must share its spaces"
                 )
+        self._object_obs = has_object_leaves(self.observation_space)
         if self._last_obs is None and self._transport is None:
-            self._last_obs = create_empty_array(
-                self.observation_space, n=self.num_envs, fn=np.zeros
-            )
+            self._last_obs = empty_observations(self.observation_space, self.num_envs)
 
-    def _fail(self, w: _Worker, what: str) -> None:
+    def _fail(self, w: Worker, what: str) -> None:
         """Worker ``w`` died or hung: restart it (``restart_failed``, at most ``max_restarts``
         times) or raise. The message names the env that was running, when one was."""
         process = w.process
@@ -406,10 +409,20 @@ class SubprocVectorEnv(WorkerGroups):
         self._needs_reset[w.ids] = True
         stale = list(w.pending)
         spent = self.restart_failed and w.restarts >= self.max_restarts
-        if not self.restart_failed or spent or any(r.kind < 0 for r in stale):
+        building = any(r.kind < 0 for r in stale)  # it never finished building its envs
+        if not self.restart_failed or spent or building:
             w.dead = reason
             w.pending.clear()
             self._in_flight[w.ids] = False
+            if building:
+                # restart_failed restarts workers that fail after they started: an env that
+                # cannot be built would fail the same way again, so it is not offered here
+                slow = (", or raise start_timeout if building them only takes long"
+                        if hung else "")
+                raise EnvWorkerError(
+                    f"{reason}. Fix what building these envs does (the env factory or the "
+                    f"env's constructor){slow}, then build the vector env again"
+                )
             if spent:
                 raise EnvWorkerError(
                     f"{reason}. {w.label} was already restarted {w.restarts} times "
@@ -435,7 +448,7 @@ class SubprocVectorEnv(WorkerGroups):
                 r.sent = time.monotonic()
             w.pending.append(r)
 
-    def _receive(self, w: _Worker) -> tuple[Request, Any]:
+    def _receive(self, w: Worker) -> tuple[Request, Any]:
         """The answer to the oldest request ``w`` owes; raises EnvWorkerError on env errors."""
         while True:
             req = w.pending[0]
@@ -479,16 +492,17 @@ class SubprocVectorEnv(WorkerGroups):
                 f"--- traceback in {w.label} (pid {w.pid}) ---\n{tb}"
             )
 
-    def _check_alive(self, w: _Worker) -> None:
+    def _check_alive(self, w: Worker) -> None:
         if self._closed:
             raise EnvWorkerError("this vector env is closed; build a new one")
         if w.dead is not None:
+            fix = ("Build a new one (this worker's restarts ran out)" if self.restart_failed
+                   else "Build a new one, or pass restart_failed=True")
             raise EnvWorkerError(
-                f"{w.dead}; this vector env cannot use envs {w.ids.tolist()} any more. Build a "
-                "new one, or pass restart_failed=True"
+                f"{w.dead}; this vector env cannot use envs {w.ids.tolist()} any more. {fix}"
             )
 
-    def _send(self, w: _Worker, kind: int, ids: np.ndarray, msg: tuple) -> Request:
+    def _send(self, w: Worker, kind: int, ids: np.ndarray, msg: tuple) -> Request:
         self._check_alive(w)
         if w.local:  # run it now; the reply (or the env's error) waits for _receive
             req = Request(kind, ids, msg, 0.0, reply=w.group.handle(msg))
@@ -504,7 +518,7 @@ class SubprocVectorEnv(WorkerGroups):
         w.pending.append(req)
         return req
 
-    def _finish(self, w: _Worker, req: Request) -> Any:
+    def _finish(self, w: Worker, req: Request) -> Any:
         """Receive until ``req`` is answered; earlier step answers go to the async stash."""
         while True:
             got, payload = self._receive(w)
@@ -515,8 +529,8 @@ class SubprocVectorEnv(WorkerGroups):
 
     def _send_groups(
         self, kind: int, groups: list[tuple[Any, Any, Any, np.ndarray]],
-        make_msg: Callable[[_Worker, Any, Any], tuple],
-    ) -> list[tuple[_Worker, np.ndarray, Request]]:
+        make_msg: Callable[[Worker, Any, Any], tuple],
+    ) -> list[tuple[Worker, np.ndarray, Request]]:
         """Send ``make_msg(worker, slots, rows)`` to every group, in the groups' order in the
         result, but the workers first: the local envs (group 0 when there are some) run their
         command while the workers run theirs."""
@@ -527,7 +541,7 @@ class SubprocVectorEnv(WorkerGroups):
             sent[k] = (w, gids, self._send(w, kind, gids, make_msg(w, slots, rows)))
         return sent
 
-    def _collect(self, sent: list[tuple[_Worker, np.ndarray, Request]]) -> list[Any]:
+    def _collect(self, sent: list[tuple[Worker, np.ndarray, Request]]) -> list[Any]:
         """Every group's answer, in order; an env error is raised once all are received (no
         reply may linger in a pipe)."""
         out, error = [], None
@@ -553,7 +567,7 @@ class SubprocVectorEnv(WorkerGroups):
         ids, all_ids, seeds = self._reset_plan(env_ids, seed)
         groups, order = self._groups(ids)
 
-        def msg(w: _Worker, slots: Any, rows: Any) -> tuple:
+        def msg(w: Worker, slots: Any, rows: Any) -> tuple:
             s = seeds[rows] if isinstance(rows, slice) else [seeds[r] for r in rows]
             return (W.RESET, slots, s, options)
 
@@ -725,10 +739,19 @@ class SubprocVectorEnv(WorkerGroups):
         )
 
     @property
-    def worker_pids(self) -> list[int]:
-        """Process ids of the workers (for monitoring, and for tests that kill one); the calling
-        process, which steps the local envs, is not one of them."""
-        return [w.process.pid for w in self._remote if w.process is not None]
+    def worker_pids(self) -> list[int | None]:
+        """Process id of each worker, in worker order (for monitoring, and for tests that kill
+        one); the calling process, which steps the local envs, is not one of them. A worker that
+        is not running is None, so positions stay those of the workers: one that failed for good
+        (``restart_failed`` off, or its ``max_restarts`` spent), one that died since the last
+        command (it is reported, or restarted, by the next one), and every worker once the
+        vector env is closed. A restarted worker shows its new process."""
+        return [
+            w.process.pid
+            if w.process is not None and w.dead is None and w.process.exitcode is None
+            else None
+            for w in self._remote
+        ]
 
     def close(self) -> None:
         """Stop every worker (politely, then by force); a second call does nothing."""
