@@ -196,7 +196,8 @@ def test_cli_eval_writes_json_and_a_video_whose_frames_read_back(solved_run, tmp
     assert frames.std() > 5.0  # not blank
     assert not np.array_equal(frames[0], frames[-1])  # the pole moved
     gif = tmp_path / "cart.gif"
-    rec = rlblocks.load(run).record(gif, episodes=1, seed=3, max_frames=40)
+    with pytest.warns(UserWarning, match=r"cut at 40 frames \(max_frames=40\): 0 of 1 episode"):
+        rec = rlblocks.load(run).record(gif, episodes=1, seed=3, max_frames=40)
     assert rec.lengths[0] == 500
     gframes = iio.imread(gif, index=None)
     assert 2 <= gframes.shape[0] <= 40 and gframes.std() > 5.0

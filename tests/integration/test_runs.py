@@ -392,11 +392,16 @@ def test_a_run_of_an_env_factory_is_never_evaluated_or_resumed_on_the_plain_env(
     assert longer.env_steps >= 800
 
 
-def test_a_run_s_config_json_passed_back_asks_for_a_new_run_dir(tmp_path: Path) -> None:
+def test_a_run_s_config_json_passed_back_asks_for_a_new_run_dir(tmp_path: Path, capsys) -> None:
+    from rlblocks.cli import main as cli
+
     run = tmp_path / "run"
     rlblocks.train("dqn", seed=0, overrides=SMALL, run_dir=run, progress=False, loggers=[])
-    with pytest.raises(ConfigError, match=r"config sets run\.run_dir=.*pass --run-dir NEW"):
+    # in Python the message names the argument; `rlblocks train --config` names the flag
+    with pytest.raises(ConfigError, match=r"config sets run\.run_dir=.*pass run_dir=NEW"):
         rlblocks.train("dqn", config=run / "config.json", progress=False)
+    assert cli(["train", "dqn", "--config", str(run / "config.json"), "--no-progress"]) == 2
+    assert "pass --run-dir NEW" in capsys.readouterr().err
     again = rlblocks.train("dqn", config=run / "config.json", run_dir=tmp_path / "again",
                            progress=False)  # fmt: skip
     assert again.env_steps >= 600  # the saved settings (a 600-step budget), in a new directory

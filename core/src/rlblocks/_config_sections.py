@@ -70,6 +70,17 @@ def _non_empty_str(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
         raise ValueError(f"must be a non-empty string, got {value!r}")
 
 
+def _check_run_dir(value: Any) -> None:
+    """A run directory is a non-empty path (an empty one would be the current directory)."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(
+            f"must name a directory (or be left out for a fresh one under runs/), got "
+            f"{value!r}; an empty path would put the run's files into the current directory"
+        )
+
+
 # --- sections ----------------------------------------------------------------------------------
 
 # A section whose ``options`` field holds a plugin's config says which plugin kind and which of
@@ -270,7 +281,7 @@ class RunConfig:
     logger_options: dict[str, dict[str, Any]] = field(factory=dict)
     """Options of each logger by name, checked against its config class
     (``--set 'run.logger_options={"wandb": {"project": "cartpole"}}'``)."""
-    run_dir: str | None = None
+    run_dir: str | None = field(default=None, validator=lambda _i, _a, v: _check_run_dir(v))
     """Directory for config, logs and checkpoints; None picks a fresh one under ``runs/``."""
     progress: bool = True
     """Show a progress bar."""

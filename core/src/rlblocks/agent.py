@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlblocks._advice import option
 from rlblocks.arraytree import space_has_tuple, tuples_as_dicts
 from rlblocks.batch import Batch
 from rlblocks.checkpoint import load_checkpoint
@@ -248,9 +250,12 @@ class Agent:
                     "writing .mp4 needs imageio-ffmpeg: pip install 'rlblocks[video]' (or write "
                     "a .gif)"
                 ) from exc
+        if max_frames < 1:
+            raise ConfigError(f"max_frames must be at least 1, got {max_frames}")
         single = self._factory(env, render_mode="rgb_array")()
         frames: list[np.ndarray] = []
         returns, lengths = [], []
+        whole = 0  # episodes with every frame in the video
         try:
             rate = fps or int(single.metadata.get("render_fps") or 30)
             for k in range(episodes):
@@ -281,10 +286,19 @@ class Agent:
                     done = bool(terminated or truncated)
                 if len(frames) < max_frames:
                     frames.append(np.asarray(single.render()))
+                    whole += 1
                 returns.append(total)
                 lengths.append(steps)
         finally:
             single.close()
+        if whole < episodes:
+            limit = option(f"max_frames={max_frames}", f"--max-frames {max_frames}")
+            warnings.warn(
+                f"the video {path} is cut at {max_frames} frames ({limit}): {whole} of "
+                f"{episodes} episode(s) complete in it; raise the limit to keep them all "
+                "(the returned returns and lengths are of the whole episodes)",
+                stacklevel=2,
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
         if path.suffix.lower() == ".gif":
@@ -332,11 +346,13 @@ class Agent:
         if getattr(self.config.env, "factory", None) is not None:
             from rlblocks.experiment import factory_env_message
 
-            raise ConfigError(factory_env_message(
-                self.config, what,
+            how = option(
                 f"pass env=<the factory> (or an env id, e.g. {self.env_id!r}, to use that env as "
-                "registered; on the command line --env)",
-            ))  # fmt: skip
+                "registered)",
+                f"the command line cannot make it, but it can play an env as registered: "
+                f"--env {self.env_id}",
+            )
+            raise ConfigError(factory_env_message(self.config, what, how))
 
     def _factory(self, env: EnvArg, render_mode: str) -> Callable[[], gym.Env]:
         """One factory for an env made with ``render_mode`` (the run's own: its make kwargs and
@@ -381,6 +397,11 @@ def _numpy(x: Any) -> np.ndarray:
 
 def _as_batch(obs: Any, space: gym.Space) -> tuple[Any, bool]:
     """``obs`` with a leading batch axis, and whether it was one observation."""
+    if _looks_like_reset_output(obs, space):
+        raise ConfigError(
+            "act() got a pair (observation, info dict), what env.reset() returns; pass the "
+            "observation alone: obs, info = env.reset(); action = agent.act(obs)"
+        )
     single = _is_single(obs, space)
     tree = tuples_as_dicts(obs) if space_has_tuple(space) else obs
 
@@ -395,6 +416,19 @@ def _as_batch(obs: Any, space: gym.Space) -> tuple[Any, bool]:
         return np.asarray(x)
 
     return (add_axis(tree) if single else as_arrays(tree)), single
+
+
+def _looks_like_reset_output(obs: Any, space: gym.Space) -> bool:
+    """Whether ``obs`` is ``env.reset()``'s ``(obs, info)`` rather than an observation: a pair
+    whose second part is a dict, for a space that is no Tuple space, or for a Tuple space whose
+    observations cannot have that shape (not two parts, or a second part that is no Dict or
+    Tuple space, whose observations alone are dicts here)."""
+    if not (isinstance(obs, tuple) and len(obs) == 2 and isinstance(obs[1], dict)):
+        return False
+    if not isinstance(space, gym.spaces.Tuple):
+        return True
+    nested = (gym.spaces.Dict, gym.spaces.Tuple)
+    return len(space.spaces) != 2 or not isinstance(space.spaces[1], nested)
 
 
 def _is_single(obs: Any, space: gym.Space) -> bool:
@@ -443,8 +477,9 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
                 other = "latest"
             else:
                 has_other, other = (p / "checkpoints" / "best.pt").is_file(), "best"
+            how = option(f"which={other!r}", f"--which {other}")
             hint = (
-                f"; a {other} checkpoint exists: load it with which={other!r}"
+                f"; a {other} checkpoint exists: load it with {how}"
                 if has_other
                 else "; the run saved no checkpoint yet"
             )
@@ -517,7 +552,10 @@ def load(
     payload = load_checkpoint(ckpt, map_location=dev)
     state = payload.get("policy")
     if not isinstance(state, dict):
-        raise CheckpointError(f"{ckpt} holds no policy weights")
+        raise CheckpointError(
+            f"{ckpt} holds no policy weights: it is not an rlblocks checkpoint (best.pt, or a "
+            "generation's latest.pt)"
+        )
     try:
         policy.load_state_dict(state)
     except RuntimeError as exc:

@@ -199,19 +199,55 @@ def from_plain(obj: Any) -> Any:
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
     """Load a checkpoint written by :func:`save_checkpoint` without executing code from it."""
-    import torch
-
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}; was the run started with checkpoints on?")
     check_file(path)
+    return _read_checkpoint(path, map_location)
+
+
+def _read_checkpoint(path: Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """``torch.load(weights_only=True)`` of ``path`` (tensors and plain containers only: no code
+    from the file runs); anything else is a CheckpointError naming the file. torch's own advice
+    (to load with ``weights_only=False``, which would run code from the file) is not passed on."""
+    import warnings
+
+    import torch
+
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's notes on pickle protocols, not the user's
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:
         raise CheckpointError(
-            f"cannot load checkpoint {path}: {exc}. It must hold only tensors and plain "
-            "containers (files from other programs or code objects are refused)."
+            f"{path} is not an rlblocks checkpoint: {_load_failure(exc)}. Loading never runs "
+            "code from a file, so only tensors and plain containers are read; restore the file "
+            "from a copy, or pass a checkpoint rlblocks wrote (RUN_DIR/checkpoints/best.pt, or a "
+            "generation's latest.pt)"
         ) from exc
+    if not isinstance(payload, dict):
+        raise CheckpointError(
+            f"{path} is not an rlblocks checkpoint: it holds a {type(payload).__name__}, not "
+            "the dict of weights and state that rlblocks writes"
+        )
+    return payload
+
+
+def _load_failure(exc: BaseException) -> str:
+    """Why ``torch.load(weights_only=True)`` refused a file, in a few words. torch's own message
+    is not passed on: it advises loading the file with ``weights_only=False``, which would run
+    code from it."""
+    import re
+
+    text = str(exc)
+    refused = re.search(r"Unsupported global: (?:GLOBAL )?([\w.]+)", text)
+    if refused:
+        return f"it holds {refused.group(1)} objects, which are refused"
+    if "zip archive" in text or "PytorchStreamReader" in text:
+        return "its archive is cut short or damaged"
+    if "Weights only load failed" in text:
+        return "it holds objects other than tensors and plain containers"
+    return "it does not read as a torch file (damaged, or written by another program)"
 
 
 # -- generations: one checkpoint = several files committed together ---------------------------
@@ -407,15 +443,22 @@ class GenerationStore:
 def verify_run(run_dir: str | os.PathLike[str]) -> list[str]:
     """Every problem with the files a run wrote (empty when all are whole): each file with a
     checksum sidecar (``config.json``, ``result.json``, ``tests.csv``, ``best.pt``, ...) and
-    every checkpoint generation against its manifest. Logs are left to their own readers
-    (TensorBoard's event records carry their own checksums)."""
+    every checkpoint generation against its manifest. The run's own files are read too, as
+    their readers read them (``best.pt`` through ``torch.load(weights_only=True)``, which runs no
+    code from it), so one whose checksum file was deleted is still caught when it cannot be read.
+    Logs are left to their own readers (TensorBoard's event records carry their own checksums)."""
     run_dir = Path(run_dir)
     problems = []
+    damaged: set[Path] = set()
     for sidecar in sorted(run_dir.rglob(f"*{SIDECAR}")):
         target = sidecar.with_name(sidecar.name[: -len(SIDECAR)])
         if not target.is_file():
             problems.append(f"{target} is missing (its checksum file {sidecar.name} is there)")
         elif problem := verify_file(target):
+            problems.append(problem)
+            damaged.add(target)
+    for target in _readable_run_files(run_dir):
+        if target not in damaged and (problem := _unreadable(target)):
             problems.append(problem)
     store = GenerationStore(run_dir / "checkpoints")
     gens = store.generations()
@@ -430,6 +473,42 @@ def verify_run(run_dir: str | os.PathLike[str]) -> list[str]:
             "generation is used"
         )
     return problems
+
+
+def _readable_run_files(run_dir: Path) -> list[Path]:
+    """The files of a run that :func:`verify_run` reads as their readers do: its JSON files,
+    ``tests.csv`` and the checkpoints outside a generation (``best.pt``; ``latest.pt`` of the
+    single-file layout of rlblocks 0.1)."""
+    names = ["config.json", "plugins.json", "result.json", "tests.csv",
+             "checkpoints/best.pt", "checkpoints/latest.pt"]  # fmt: skip
+    return [run_dir / name for name in names if (run_dir / name).is_file()]
+
+
+def _unreadable(path: Path) -> str:
+    """Empty when ``path`` reads as what it should be; else what is wrong with it, in the words
+    of the reader that would refuse it (``load``, ``resume``, ``describe``, ``plot``)."""
+    if path.suffix == ".pt":
+        try:
+            payload = _read_checkpoint(path)
+        except CheckpointError as exc:
+            return str(exc)  # names the file and what it is not
+        if not isinstance(payload.get("policy"), dict):
+            return f"{path} is damaged: it holds no policy weights; restore it from a copy"
+        return ""
+    from rlblocks.runs import read_result, read_tests
+
+    try:
+        if path.name == "result.json":
+            read_result(path.parent)
+        elif path.suffix == ".json":
+            json.loads(path.read_text(encoding="utf-8"))
+        else:
+            read_tests(path.parent)
+    except CheckpointError as exc:
+        return str(exc)
+    except (OSError, ValueError) as exc:
+        return f"{path} is damaged: it is not valid JSON ({exc}); restore it from a copy"
+    return ""
 
 
 def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path:

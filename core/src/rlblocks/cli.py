@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rlblocks._advice import command_line
 from rlblocks.errors import RlblocksError
 
 _KINDS = ("algo", "buffer", "env", "logger")
@@ -65,6 +66,16 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _run_dir(value: str) -> Path:
+    """A run directory; an empty one (``--run-dir ""``) would be the current directory."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty run directory would put the run's files into the current directory; name "
+            "a directory (--run-dir runs/my-run)"
+        )
+    return Path(value)
+
+
 def _check_budget(args: argparse.Namespace) -> None:
     """``--max-env-steps`` and ``--set trainer.max_env_steps=...`` say the same thing: one only."""
     if args.max_env_steps is not None and any(
@@ -79,6 +90,18 @@ def _with_budget(overrides: list[str], max_env_steps: int | None) -> list[str]:
     if max_env_steps is None:
         return overrides
     return [*overrides, f"trainer.max_env_steps={max_env_steps}"]
+
+
+def _resume_overrides(args: argparse.Namespace, overrides: list[str]) -> list[str]:
+    """The saved config's changes a resume's flags ask for: ``--max-env-steps`` (the budget),
+    ``--device`` (``run.device``: a run trained on a GPU continues on a machine without one)
+    and ``--no-progress`` (``run.progress``)."""
+    out = _with_budget(overrides, args.max_env_steps)
+    if getattr(args, "device", None) is not None:
+        out.append(f"run.device={args.device}")
+    if getattr(args, "no_progress", False):
+        out.append("run.progress=false")
+    return out
 
 
 # -- list ---------------------------------------------------------------------------------------
@@ -243,7 +266,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not (Path(args.run_dir) / "config.json").is_file():
             raise RlblocksError(f"--resume: {args.run_dir} holds no run yet (no config.json)")
         _check_resume_flags(args)
-        overrides = _with_budget(common["overrides"], args.max_env_steps)
+        overrides = _resume_overrides(args, common["overrides"])
         result = experiment.resume(args.run_dir, overrides=overrides)
         return _exit_code(result)
     result = experiment.train(
@@ -270,13 +293,13 @@ def _check_resume_flags(args: argparse.Namespace) -> None:
     ignored = [flag for flag, value in (
         ("--env", args.env), ("--seed", args.seed), ("--config", args.config),
         ("--backend", args.backend), ("--buffer", args.buffer), ("--num-envs", args.num_envs),
-        ("--device", args.device), ("--stop-reward", args.stop_reward),
+        ("--stop-reward", args.stop_reward),
     ) if value is not None]  # fmt: skip
     if ignored:
         raise RlblocksError(
             f"--resume continues the run with its saved settings, so {', '.join(ignored)} would "
-            "be ignored; leave them out (--set SECTION.FIELD=VALUE and --max-env-steps change "
-            "a resumed run)"
+            "be ignored; leave them out (--set SECTION.FIELD=VALUE, --max-env-steps, --device "
+            "and --no-progress change a resumed run)"
         )
 
 
@@ -292,7 +315,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _check_budget(args)
     result = experiment.resume(
         args.run_dir,
-        overrides=_with_budget(list(args.set or ()), args.max_env_steps),
+        overrides=_resume_overrides(args, list(args.set or ())),
         trust_imports=args.trust_imports,
     )
     return _exit_code(result)
@@ -303,19 +326,32 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Load a run's agent, play ``--episodes`` test episodes, print their returns."""
+    if args.video is None:
+        # the video's settings without a video would be silently ignored: say what is missing
+        given = [flag for flag, value in (("--video-episodes", args.video_episodes),
+                                          ("--fps", args.fps), ("--max-frames", args.max_frames))
+                 if value is not None]  # fmt: skip
+        if given:
+            raise RlblocksError(
+                f"{', '.join(given)} set{'s' * (len(given) == 1)} up the video, but no video is "
+                "recorded without --video FILE.mp4 (or .gif); add it, or leave "
+                f"{'it' if len(given) == 1 else 'them'} out"
+            )
     agent_mod = importlib.import_module("rlblocks.agent")
     agent = agent_mod.load(
         args.run, which=args.which, device=args.device, trust_imports=args.trust_imports
     )
     print(f"{agent}: {args.episodes} episode(s), seed {args.seed}")
     if args.video is not None:
-        rec = agent.record(
-            args.video, episodes=args.video_episodes, seed=args.seed, fps=args.fps
-        )
+        video: dict[str, Any] = {"episodes": args.video_episodes or 1}
+        if args.max_frames is not None:
+            video["max_frames"] = args.max_frames
+        rec = agent.record(args.video, env=args.env, seed=args.seed, fps=args.fps, **video)
         print(f"video: {args.video} ({rec})")
     result = agent.evaluate(
-        episodes=args.episodes, seed=args.seed, render=args.render, backend=args.backend
-    )
+        env=args.env, episodes=args.episodes, seed=args.seed, render=args.render,
+        backend=args.backend,
+    )  # fmt: skip
     print(f"eval: {result}")
     if args.json is not None:
         from rlblocks.checkpoint import write_json
@@ -455,7 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML or JSON config file")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="override one config field; repeatable")
-    p.add_argument("--run-dir", type=Path, metavar="DIR", help="where the run writes its files")
+    p.add_argument("--run-dir", type=_run_dir, metavar="DIR",
+                   help="where the run writes its files")
     p.add_argument("--device", metavar="DEV", help="torch device, e.g. cpu or cuda:0")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--overwrite", action="store_true",
@@ -481,6 +518,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a new env-step budget for the continued run (200000 or 2e5)")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="change one field of the saved config, e.g. trainer.max_env_steps=2e5")
+    p.add_argument("--device", metavar="DEV",
+                   help="continue on this torch device, e.g. cpu for a run trained on a GPU "
+                   "(sets run.device; default: the run's own)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",
                    help="import the module named by a module:EnvId env id (runs its code)")
     p.set_defaults(func=cmd_resume)
@@ -495,9 +536,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--render", action="store_true", help="show the env in a window while playing")
     p.add_argument("--video", type=Path, metavar="FILE",
                    help="record episodes to FILE.mp4 or FILE.gif")
-    p.add_argument("--video-episodes", type=_positive_int, default=1, metavar="N",
-                   help="episodes in the video (default 1)")
-    p.add_argument("--fps", type=int, metavar="N", help="video frame rate (default: the env's)")
+    p.add_argument("--video-episodes", type=_positive_int, metavar="N",
+                   help="with --video: episodes in the video (default 1)")
+    p.add_argument("--fps", type=_positive_int, metavar="N",
+                   help="with --video: frame rate (default: the env's)")
+    p.add_argument("--max-frames", type=_positive_int, metavar="N",
+                   help="with --video: the most frames it holds (default 10000); a longer "
+                   "recording is cut, with a warning")
+    p.add_argument("--env", metavar="ID",
+                   help="play this gymnasium env id instead of the run's own env (needed for a "
+                   "run trained on an env factory)")
     p.add_argument("--backend", default="dummy", metavar="NAME", help="vector-env backend")
     p.add_argument("--device", metavar="DEV", help="torch device (default cpu; auto picks CUDA)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the returns as JSON")
@@ -532,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite study file; running again continues it (default RUN_DIR/study.db)")
     p.add_argument("-o", "--out", type=Path, metavar="FILE.toml",
                    help="where the best config goes (default RUN_DIR/best.toml)")
-    p.add_argument("--run-dir", type=Path, metavar="DIR", help="where the trials' runs go")
+    p.add_argument("--run-dir", type=_run_dir, metavar="DIR", help="where the trials' runs go")
     p.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of every trial and of the sampler (default 0)")
     p.set_defaults(func=cmd_tune)
@@ -566,7 +614,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings as ``warning: ...``."""
     args = build_parser().parse_args(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), command_line(args.command):
             if not args.debug:
                 warnings.showwarning = _show_warning
             return args.func(args)

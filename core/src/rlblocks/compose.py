@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from rlblocks import config as cfg
+from rlblocks._advice import current_command, option
 from rlblocks._imports import import_entry
 from rlblocks.errors import BufferFileError, ConfigError, PluginLoadError
 from rlblocks.multiagent import (
@@ -214,8 +215,8 @@ def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec
         if module not in sys.modules and not trusted:
             raise ConfigError(
                 f"the env {env_id!r} comes from the module {module!r}, and importing it runs its "
-                "code; import it yourself first, or pass trust_imports=True (--trust-imports) if "
-                "you trust this run"
+                f"code; import it yourself first, or pass "
+                f"{option('trust_imports=True', '--trust-imports')} if you trust this run"
             )
         try:
             importlib.import_module(module)
@@ -527,6 +528,14 @@ def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:
     return built
 
 
+def _device_option(device: str) -> str:
+    """How the reader picks ``device``: the ``--device`` flag of train, resume and eval, a
+    ``--set`` of ``run.device`` for tune, the ``device`` argument in Python."""
+    if current_command() == "tune":
+        return f"--set run.device={device}"
+    return option(f"device={device!r}", f"--device {device}")
+
+
 def resolve_device(device: str) -> str:
     """``device`` checked against what torch sees: ``"auto"`` is CUDA when torch has a GPU, else
     the CPU; a misspelled or unavailable device is a one-line ConfigError."""
@@ -541,7 +550,7 @@ def resolve_device(device: str) -> str:
         if not torch.cuda.is_available():
             raise ConfigError(
                 f"device {name!r}: torch {torch.__version__} sees no CUDA GPU here; use "
-                "--device cpu (or auto, which falls back to the CPU)"
+                f"{_device_option('cpu')} (or auto, which falls back to the CPU)"
             )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ConfigError(

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 
 from rlblocks import config as cfg
+from rlblocks._advice import option
 from rlblocks.checkpoint import (
     GenerationStore,
-    check_file,
     from_plain,
     load_checkpoint,
     save_checkpoint,
@@ -83,7 +83,7 @@ from rlblocks.multiagent import (
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
-from rlblocks.runs import RunDirLock, TestRecorder
+from rlblocks.runs import RESULT_FILE, RunDirLock, TestRecorder, read_result
 from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
 
 
@@ -168,10 +168,24 @@ def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
         yield
         return
 
+    finishing = False  # a signal came after the budget was met: the run ends on its own
+
     def handler(signum: int, _frame: Any) -> None:
+        nonlocal finishing
         name = signal.Signals(signum).name
-        if trainer.stop_requested:
+        if trainer.stop_requested or finishing:
             raise KeyboardInterrupt
+        if _budget_met(trainer):
+            # this iteration ends the run anyway (its final test and checkpoint): a run that met
+            # its budget is finished, not interrupted
+            finishing = True
+            print(
+                f"\n{name}: the run has reached its env-step budget and is finishing (its final "
+                "test and checkpoint); send it again to stop at once",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         trainer.request_stop(f"interrupted by {name}")
         print(
             f"\n{name}: stopping after this iteration and writing a checkpoint "
@@ -188,6 +202,21 @@ def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _budget_met(trainer: BaseTrainer) -> bool:
+    """Whether ``trainer`` has taken the env steps of its budget (``trainer.max_env_steps``)."""
+    budget = getattr(trainer, "max_env_steps", None)
+    state = getattr(trainer, "state", None)
+    return budget is not None and state is not None and int(state.env_step) >= int(budget)
+
+
+def _finished_not_interrupted(result: TrainResult, trainer: BaseTrainer) -> None:
+    """A stop signal that landed while the last iteration was taking the final env steps: the
+    budget was met, so the run finished (the stop reason says so, as for a run left alone)."""
+    if str(result.stop_reason).startswith("interrupted") and _budget_met(trainer):
+        result.stop_reason = f"reached max_env_steps={trainer.max_env_steps}"
+        trainer.state.stop_reason = result.stop_reason
 
 
 def _flushing_denormals() -> bool:
@@ -615,6 +644,14 @@ class Experiment:
             if restart and isinstance(self.buffer, EpisodeCutBuffer):
                 self.buffer.truncate_unfinished()
 
+    def _reopen_finished_run(self) -> None:
+        """A finished run continued with a larger budget is live again until it writes a new
+        result: its ``result.json`` goes once the run is rebuilt and restored (a resume that
+        fails before that leaves the run as finished as it was)."""
+        if self.run_dir is not None:
+            (self.run_dir / RESULT_FILE).unlink(missing_ok=True)
+            sidecar_of(self.run_dir / RESULT_FILE).unlink(missing_ok=True)
+
     def _restore_collector(self, collector: Collector, saved: Any) -> str:
         """Continue ``collector`` from its checkpointed state; "" when its episodes continue,
         else why they restart."""
@@ -631,17 +668,30 @@ class Experiment:
         is locked for the whole run; SIGINT and SIGTERM stop it after the current iteration
         with a checkpoint (a second one stops at once)."""
         lock = RunDirLock(self.run_dir) if self.run_dir is not None else None
+        # a new run in a directory without a run: what a failed start creates there goes again
+        before: set[str] | None = None
+        made_dir = self.run_dir is not None and not self.run_dir.exists()
+        rd = self.run_dir
+        if rd is not None and not resumed and not (rd / "config.json").is_file():
+            before = set(os.listdir(rd)) if rd.is_dir() else set()
+        self._started = False
         if lock is not None:
             lock.acquire()
+        failed_start = False
         try:
             if self.run_dir is not None:
                 if self.overwrite:
                     clear_run_dir(self.run_dir)
                 remove_stale_temporaries(self.run_dir)
             return self._run(resumed)
+        except BaseException:
+            failed_start = before is not None and not self._started
+            raise
         finally:
             if lock is not None:
                 lock.release()
+            if failed_start and self.run_dir is not None and before is not None:
+                _remove_failed_start(self.run_dir, before, made_dir)
 
     def _run(self, resumed: bool) -> TrainResult:
         self.pm: Any = None
@@ -649,6 +699,7 @@ class Experiment:
             trainer = self.build(resumed=resumed)
             if resumed:
                 self.restore(trainer)
+                self._reopen_finished_run()
         except BaseException as exc:
             for venv in (getattr(self, "train_envs", None), getattr(self, "test_envs", None)):
                 if venv is not None:
@@ -660,6 +711,7 @@ class Experiment:
                     raise hook_error from exc
             raise
         c = self.config
+        self._started = True  # from here on the run's files are its own
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             cfg.write_config(c, self.run_dir / "config.json")
@@ -679,6 +731,7 @@ class Experiment:
         finally:
             self.train_envs.close()
             self.test_envs.close()
+        _finished_not_interrupted(result, trainer)
         result.run_dir = str(self.run_dir) if self.run_dir is not None else None
         from rlblocks.agent import Agent
 
@@ -687,6 +740,27 @@ class Experiment:
             write_json_verified(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
         return result
+
+
+def _remove_failed_start(run_dir: Path, before: set[str], made_dir: bool) -> None:
+    """Remove what a new run that failed before training created in ``run_dir`` (its lock,
+    its loggers' folders, buffer files): the entries that were not there before it, and the
+    directory itself when the run created it. Nothing that was there before is touched."""
+    import shutil
+
+    try:
+        created = [run_dir / name for name in os.listdir(run_dir) if name not in before]
+    except OSError:
+        return
+    for path in created:
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    if made_dir:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
 
 
 def _numpy_rng_state() -> dict[str, Any]:
@@ -844,10 +918,12 @@ def train(
     elif run_dir is None and not overwrite and (Path(rd) / "config.json").is_file():
         # the directory came from a config (a run's own config.json names its run): reusing
         # the settings is the likely wish, replacing that run almost never
+        new = option("run_dir=NEW", "--run-dir NEW")
+        cont = option(f"rlblocks.resume({rd!r})", f"`rlblocks resume {rd}`")
         raise ConfigError(
             f"the config sets run.run_dir={rd}, which already holds a run (a run's config.json "
-            f"names its own directory); for a new run with these settings pass --run-dir NEW "
-            f"(run_dir=...), to continue that run use `rlblocks resume {rd}`"
+            f"names its own directory); for a new run with these settings pass {new}, to "
+            f"continue that run use {cont}"
         )
     refuse_existing_run(rd, overwrite)
     return Experiment(
@@ -865,9 +941,11 @@ def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False
                 "--run-dir"
             )
     if (Path(run_dir) / "config.json").is_file() and not overwrite:
+        cont = option(f"rlblocks.resume({str(run_dir)!r})", f"`rlblocks resume {run_dir}`")
+        replace = option("overwrite=True", "--overwrite")
         raise ConfigError(
-            f"{run_dir} already holds a run; continue it with `rlblocks resume {run_dir}`, or "
-            "pass --overwrite (overwrite=True) to replace it"
+            f"{run_dir} already holds a run; continue it with {cont}, or pass {replace} to "
+            "replace it"
         )
 
 
@@ -934,27 +1012,23 @@ def resume(
     if finished is not None:
         steps, reason = finished
         if resolved.trainer.max_env_steps <= steps:
+            budget = max(2 * steps, steps + 1)
+            how = option(
+                f"rlblocks.resume({str(run_dir)!r}, overrides=['trainer.max_env_steps={budget}'])",
+                f"rlblocks resume {run_dir} --max-env-steps {budget}",
+            )
             raise ConfigError(
                 f"{run_dir} finished ({reason}) at {steps} env steps; to train it further give "
-                f"it a larger budget: rlblocks resume {run_dir} --set "
-                f"trainer.max_env_steps={max(2 * steps, steps + 1)}"
+                f"it a larger budget: {how}"
             )
-        # the run is live again until it writes a new result
-        (run_dir / "result.json").unlink()
-        sidecar_of(run_dir / "result.json").unlink(missing_ok=True)
+    # a finished run's result.json goes once the run is rebuilt (Experiment._reopen_finished_run)
     return Experiment(resolved, run_dir, hooks=hooks, env_factory=env).run(resumed=True)
 
 
 def _finished(run_dir: Path) -> tuple[int, str] | None:
-    """(env steps, stop reason) of a run that wrote its result, else None."""
-    import json
-
-    path = run_dir / "result.json"
-    if not path.is_file():
+    """(env steps, stop reason) of a run that wrote its result, else None; a damaged
+    ``result.json`` is a CheckpointError (``rlblocks describe`` says the same)."""
+    data = read_result(run_dir)
+    if data is None:
         return None
-    check_file(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return int(data["env_steps"]), str(data.get("stop_reason", "finished"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{path} is damaged ({exc}); remove it to resume the run") from exc
+    return int(data["env_steps"]), str(data.get("stop_reason") or "finished")

@@ -34,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlblocks._advice import option
 from rlblocks._imports import import_entry
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.async_collector import _rows_like_state
@@ -308,8 +309,8 @@ def multiagent_factory(
     if not (module in sys.modules or module.split(".")[0] in KNOWN_PACKAGES or trusted):
         raise ConfigError(
             f"the env {env_id!r} comes from the module {module!r}, and importing it runs its "
-            "code; import it yourself first, or pass trust_imports=True (--trust-imports) if "
-            "you trust this run"
+            f"code; import it yourself first, or pass "
+            f"{option('trust_imports=True', '--trust-imports')} if you trust this run"
         )
     try:
         mod = importlib.import_module(module)

@@ -27,7 +27,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlblocks.checkpoint import GenerationStore, check_file, write_verified
+from rlblocks.checkpoint import (
+    GenerationStore,
+    check_file,
+    sidecar_of,
+    verify_file,
+    write_verified,
+)
 from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.plugins import hookimpl
 
@@ -130,6 +136,38 @@ def read_tests(run_dir: str | os.PathLike[str]) -> list[dict[str, float]]:
     return out
 
 
+RESULT_FILE = "result.json"
+
+
+def read_result(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A run's ``result.json`` (what a finished run wrote), or None when it has none. A damaged
+    one is a CheckpointError that says what ``rlblocks resume`` and ``describe`` both say: the
+    run's state is unknown until the file is restored or removed."""
+    path = Path(run_dir) / RESULT_FILE
+    if not path.is_file():
+        return None
+    problem = ""
+    data: Any = None
+    if verify_file(path):
+        problem = f"its size or checksum differs from {sidecar_of(path).name}"
+    else:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = str(exc)
+        else:
+            if not isinstance(data, dict) or not isinstance(data.get("env_steps"), int | float):
+                problem = "it holds no env_steps count"
+    if problem:
+        sidecar = sidecar_of(path)
+        delete = f"delete it and {sidecar.name}" if sidecar.is_file() else "delete it"
+        raise CheckpointError(
+            f"{path} is damaged ({problem}), so whether the run finished is unknown; restore it "
+            f"from a copy, or {delete} to continue the run from its last checkpoint"
+        )
+    return data
+
+
 def run_label(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
     """(algo, env id) of a run, from its ``config.json``."""
     path = Path(run_dir) / "config.json"
@@ -227,7 +265,13 @@ def plot_runs(
                 raise
             unreadable.append(str(exc))  # found in a folder: plot the others, say which
             continue
-        rows = read_tests(rd)
+        try:
+            rows = read_tests(rd)
+        except CheckpointError as exc:
+            if named:
+                raise
+            unreadable.append(str(exc))
+            continue
         if rows:
             groups.setdefault(f"{algo} on {env}", []).append(rows)
     if skipped:
@@ -237,7 +281,8 @@ def plot_runs(
     if unreadable:
         warnings.warn(f"not plotted: {'; '.join(unreadable)}", stacklevel=2)
     if not groups:
-        raise CheckpointError("none of the runs has a finished test to plot")
+        damaged = f" ({len(unreadable)} unreadable: see the warning)" if unreadable else ""
+        raise CheckpointError(f"none of the runs has a finished test to plot{damaged}")
     column = "env_step" if x == "env_steps" else "wall_seconds"
     fig, ax = plt.subplots(figsize=(7, 4.2))
     counts = {}
@@ -384,13 +429,15 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
             f"{f.status()}: {r.get('stop_reason') or 'done'}; {r.get('env_steps')} env steps, "
             f"{r.get('gradient_steps')} gradient steps, {_seconds(r.get('wall_seconds'))}"
         )
-    elif f.holder is None and f.gens:
+    elif f.holder is None and f.gens and not f.result_problem:
         how = (f"rlblocks.resume({str(run)!r}, env=<the factory>)" if f.factory
                else f"rlblocks resume {run}")  # fmt: skip
         lines.append(f"{f.status()}; continue it: {how}")
     else:
         lines.append(f.status())
-    if f.tests:
+    if f.tests_problem:
+        lines.append(f"tests: {TESTS_FILE} is damaged, so they are not shown (see the note)")
+    elif f.tests:
         best, last = f.best_test(), f.tests[-1]
         lines.append(
             f"tests: {len(f.tests)}; last at env step {last['env_step']}: "
@@ -427,6 +474,8 @@ def describe_runs(folder: str | os.PathLike[str], width: int = 100) -> str:
             continue
         best = f.best_test()
         score = f"best test {_num(best['return_mean'])}" if best else "no test yet"
+        if f.tests_problem:
+            score = f"{TESTS_FILE} is damaged"
         lines.append(f"  {name}: {f.algo} on {f.env_id}, seed {f.seed}; {f.status()}; {score}")
         lines += [f"    note: {n}" for n in f.notes]
     return _wrap(lines, width)
@@ -450,7 +499,13 @@ class _RunFacts:
         #: the env factory a run trained with (train(env=callable)), or None
         self.factory = env.get("factory")
         self.versions = self._optional("plugins.json")
-        self.result = self._optional("result.json")
+        #: what is wrong with result.json (resume refuses the run until it is restored or gone)
+        self.result_problem = ""
+        try:
+            self.result = read_result(run)
+        except CheckpointError as exc:
+            self.result, self.result_problem = None, str(exc)
+            self.notes.append(str(exc))
         store = GenerationStore(run / "checkpoints")
         self.gens = store.candidates()  # [0]: the one resume loads if it is whole
         self.gen_step = None
@@ -461,9 +516,12 @@ class _RunFacts:
                 self.notes.append(f"checkpoints/{self.gens[0].name}/MANIFEST.json is unreadable")
         self.holder = RunDirLock.holder(run) if self.result is None else None
         tests: list[dict[str, float]] = []
+        #: what is wrong with tests.csv ("" when it reads or is not there yet)
+        self.tests_problem = ""
         try:
             tests = read_tests(run) if (run / TESTS_FILE).is_file() else []
         except CheckpointError as exc:
+            self.tests_problem = str(exc)
             self.notes.append(str(exc))
         self.tests = [t for t in tests if not t.get("screen")]
 
@@ -477,6 +535,8 @@ class _RunFacts:
         return max(self.tests, key=lambda t: t["return_mean"]) if self.tests else None
 
     def status(self) -> str:
+        if self.result_problem:
+            return f"state unknown: {RESULT_FILE} is damaged (see the note)"
         if self.result is not None:
             return "finished (solved)" if self.result.get("solved") else "finished"
         if self.holder is not None:

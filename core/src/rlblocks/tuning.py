@@ -41,6 +41,14 @@ class Distribution:
     high: float = 0.0
     choices: tuple[Any, ...] = ()
 
+    def bounds(self) -> list[tuple[str, Any]]:
+        """The values that mark the edges of the search: ``(what, value)`` for the low and high
+        end of a range, each choice of a categorical one."""
+        if self.kind == "choice":
+            return [(f"choice {_toml_value(c)}", c) for c in self.choices]
+        low, high = (int(self.low), int(self.high)) if self.kind == "int" else (self.low, self.high)
+        return [(f"low end {low!r}", low), (f"high end {high!r}", high)]
+
     def suggest(self, trial: Any, name: str) -> Any:
         if self.kind == "loguniform":
             return trial.suggest_float(name, self.low, self.high, log=True)
@@ -118,6 +126,35 @@ def default_space(config: Any) -> dict[str, Distribution]:
     return space
 
 
+def check_space(
+    algo: str,
+    space: Mapping[str, Distribution],
+    overrides: Sequence[str] = (),
+    flags: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Refuse a searched field whose range reaches values its config field refuses: each end of
+    a range and each choice is put into the config a trial would build (with ``overrides`` and
+    ``flags``), and the first one refused is a ConfigError naming the field and the value."""
+    from rlblocks import config as cfg
+    from rlblocks.compose import spec_lookup
+
+    for key, dist in space.items():
+        for what, value in dist.bounds():
+            try:
+                cfg.build_config(
+                    algo,
+                    overrides=[*overrides, f"{key}={_toml_value(value)}"],
+                    flags={k: dict(v) for k, v in (flags or {}).items()},
+                    spec_lookup=spec_lookup,
+                )
+            except ConfigError as exc:
+                detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                raise ConfigError(
+                    f"--param {key}: the {what} is refused by the field ({detail}); search a "
+                    "range of values the field accepts"
+                ) from None
+
+
 class _Reporter:
     """Sends each test return to the trial; asks the trainer to stop when Optuna prunes."""
 
@@ -179,6 +216,13 @@ def tune(
         obj = base_config.algo if section == "algo" else getattr(base_config, section, None)
         if obj is None or field not in {a.name for a in attrs.fields(type(obj))}:
             raise ConfigError(f"--param {key}: {algo}'s config has no field {key}")
+    # a range the field refuses fails now, by name, not as a failed trial in the study; so does
+    # what every trial would refuse (the env id, the device), checked as `train --dry-run` does
+    check_space(algo, space, overrides=overrides, flags=flags)
+    from rlblocks.compose import preflight
+
+    quiet_run = attrs.evolve(base_config.run, loggers=[], logger_options={})  # as trials run
+    preflight(attrs.evolve(base_config, run=quiet_run))
     root = Path(run_dir) if run_dir is not None else default_run_dir(f"tune-{algo}", env_id)
     root.mkdir(parents=True, exist_ok=True)
     study_file = Path(study_path) if study_path is not None else root / "study.db"
