@@ -362,7 +362,9 @@ def make_auto_vector_env(
     if given:
         options = _checked_options(name, usable[name], {**options, **given})
     venv = reg.load(name)(list(env_fns), **options)
-    choice = f"backend='auto' chose {name!r} {options or ''}({why})"
+    given_as = ", ".join(f"{k}={v!r}" for k, v in options.items())
+    choice = f"backend='auto' chose {name!r}" + (f" with {given_as}" if given_as else "")
+    choice += f" ({why})"
     with contextlib.suppress(AttributeError):  # a backend with __slots__ keeps no note
         venv.auto_choice = choice
     if verbose:
