@@ -260,6 +260,25 @@ def test_a_train_that_fails_while_building_leaves_no_files(tmp_path: Path):
     assert (mine / "result.json").is_file()
 
 
+def test_an_overwrite_whose_start_fails_keeps_the_run_it_would_replace(tmp_path: Path):
+    run = tmp_path / "run"
+    rlblocks.train("dqn", seed=0, run_dir=run, progress=False, loggers=["csv"], overrides=SMALL)
+    before = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    bad = [*SMALL, 'env.make_kwargs={"bad": 1}']
+    with pytest.raises(ConfigError, match="cannot be made"):
+        rlblocks.train(
+            "dqn", run_dir=run, overrides=bad, overwrite=True, progress=False, loggers=["csv"]
+        )
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert after == before  # every file of the old run, as it was; nothing of the failed start
+    assert verify_run(run) == []  # and reads whole
+    again = _train(run, overwrite=True, overrides=[*SMALL, "trainer.max_env_steps=400"])
+    assert again.env_steps == 400
+    assert json.loads((run / "result.json").read_text())["env_steps"] == 400
+    assert not any(p.name.startswith(".replaced") for p in run.iterdir())
+    assert not (run / "logs").exists()  # the replaced run's csv logs went with it
+
+
 # -- damaged files ---------------------------------------------------------------------------------
 
 

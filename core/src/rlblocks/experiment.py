@@ -23,6 +23,7 @@ import math
 import os
 import platform
 import random
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
@@ -133,19 +134,41 @@ RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.
 RUN_DIRS = ("checkpoints", "logs")
 
 
-def clear_run_dir(run_dir: Path) -> None:
-    """Remove the files an earlier run wrote into ``run_dir`` (and nothing else)."""
-    import shutil
+#: the folder inside a run directory where ``overwrite`` keeps the run it replaces until the new
+#: run has been built (and from which a failed start puts it back)
+REPLACED_DIR = ".replaced-run"
 
-    for name in RUN_FILES:
-        target = run_dir / name
-        if target.is_dir():
+
+def set_aside_run(run_dir: Path) -> Path | None:
+    """Move the files of the run in ``run_dir`` into ``run_dir/.replaced-run`` (renames, on the
+    same file system) and return that folder; None when there was nothing to move. A folder
+    left there by a start that was killed is put back first, so no run is ever lost."""
+    held = run_dir / REPLACED_DIR
+    if held.is_dir():
+        put_back_run(run_dir, held)
+    names = [
+        p.name
+        for name in (*RUN_FILES, *RUN_DIRS)
+        for p in (run_dir / name, sidecar_of(run_dir / name))
+        if p.exists() or p.is_symlink()
+    ]
+    if not names:
+        return None
+    held.mkdir()
+    for name in names:
+        os.replace(run_dir / name, held / name)
+    return held
+
+
+def put_back_run(run_dir: Path, held: Path) -> None:
+    """Undo :func:`set_aside_run`: move every file in ``held`` back into ``run_dir`` (replacing
+    what a failed start wrote under the same names) and remove ``held``."""
+    for path in list(held.iterdir()):
+        target = run_dir / path.name
+        if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
-        else:
-            target.unlink(missing_ok=True)
-        sidecar_of(target).unlink(missing_ok=True)
-    for name in RUN_DIRS:
-        shutil.rmtree(run_dir / name, ignore_errors=True)
+        os.replace(path, target)
+    held.rmdir()
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:
@@ -674,24 +697,30 @@ class Experiment:
         rd = self.run_dir
         if rd is not None and not resumed and not (rd / "config.json").is_file():
             before = set(os.listdir(rd)) if rd.is_dir() else set()
+        had_lock = rd is not None and (rd / ".lock").exists()  # the lock file stays once made
         self._started = False
+        self._replaced: Path | None = None  # the run --overwrite replaces, until this one starts
         if lock is not None:
             lock.acquire()
         failed_start = False
         try:
-            if self.run_dir is not None:
-                if self.overwrite:
-                    clear_run_dir(self.run_dir)
-                remove_stale_temporaries(self.run_dir)
+            if rd is not None:
+                if self.overwrite and not resumed:
+                    self._replaced = set_aside_run(rd)
+                    if before is None:  # what the new run creates is measured from here
+                        before = {n for n in os.listdir(rd) if had_lock or n != ".lock"}
+                remove_stale_temporaries(rd)
             return self._run(resumed)
         except BaseException:
-            failed_start = before is not None and not self._started
+            failed_start = not self._started
             raise
         finally:
             if lock is not None:
                 lock.release()
-            if failed_start and self.run_dir is not None and before is not None:
-                _remove_failed_start(self.run_dir, before, made_dir)
+            if failed_start and rd is not None and before is not None:
+                _remove_failed_start(rd, before, made_dir)
+            if failed_start and rd is not None and self._replaced is not None:
+                put_back_run(rd, self._replaced)  # a failed start loses nothing
 
     def _run(self, resumed: bool) -> TrainResult:
         self.pm: Any = None
@@ -712,6 +741,9 @@ class Experiment:
             raise
         c = self.config
         self._started = True  # from here on the run's files are its own
+        if self._replaced is not None:  # the new run is built: the one it replaces goes now
+            shutil.rmtree(self._replaced, ignore_errors=True)
+            self._replaced = None
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             cfg.write_config(c, self.run_dir / "config.json")
