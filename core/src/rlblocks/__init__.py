@@ -25,6 +25,7 @@ _LAZY = {
     "make_buffer": "rlblocks.compose",
     "make_policy": "rlblocks.compose",
     "OffPolicyTrainer": "rlblocks.trainer",
+    "OfflineTrainer": "rlblocks.trainer",
     "OnPolicyTrainer": "rlblocks.trainer",
     "RlblocksError": "rlblocks.errors",
     "UnknownComponentError": "rlblocks.errors",
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from rlblocks.compose import make_buffer, make_policy, make_vector_env
     from rlblocks.errors import ConfigError, NonFiniteError, RlblocksError, UnknownComponentError
     from rlblocks.experiment import resolve_train_config, resume, train
-    from rlblocks.trainer import OffPolicyTrainer, OnPolicyTrainer
+    from rlblocks.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
 
 
 def __getattr__(name: str) -> Any:

@@ -12,8 +12,14 @@ actions); test every ``test_interval`` env steps, the first due test at the end 
 ``test_in_training`` a test also runs as soon as the training episodes' recent mean return reaches
 ``stop_reward``, so a solved run stops without waiting for the next scheduled test; with
 ``test_screen_episodes`` a test whose first few episodes fall short of ``stop_reward`` ends there.
+
+``OfflineTrainer``: gradient steps on samples of a fixed, pre-filled buffer (a dataset), with no
+training collector and no env step; its schedules (``test_interval``, ``log_interval``,
+``checkpoint_interval``) and its budget ``max_gradient_steps`` count gradient steps.
+
 ``BaseTrainer`` holds what every loop shares (testing, logging, checkpoints, stop rule, resumable
-counters), so on-policy and offline loops only write ``_iterate``.
+counters), so each loop only writes ``_iterate``; the counter the schedules follow is its
+``progress_counter`` (env steps online, gradient steps offline).
 
 Hooks fire once per collect, update round, test and run — never per env step. The plain
 callables ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)`` (Tianshou's) run before
@@ -29,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -128,7 +134,16 @@ BATCH_MODES = ("truncate_episodes", "complete_episodes")
 
 
 class BaseTrainer:
-    """Shared trainer machinery; subclasses implement :meth:`_iterate` (one collect-and-learn)."""
+    """Shared trainer machinery; subclasses implement :meth:`_iterate` (one collect-and-learn).
+
+    The schedules (``test_interval``, ``log_interval``, ``checkpoint_interval``), the budget and
+    the ``step`` of ``rlblocks_log`` count :attr:`progress_counter`: env steps for the online
+    loops, gradient steps for :class:`OfflineTrainer` (which takes no env step)."""
+
+    #: the :class:`TrainerState` counter that the schedules and the budget count
+    progress_counter: ClassVar[str] = "env_step"
+    #: the budget's argument, as errors and the stop reason name it
+    budget_name: ClassVar[str] = "max_env_steps"
 
     def __init__(
         self,
@@ -170,7 +185,7 @@ class BaseTrainer:
         self.batch_mode = batch_mode
         self.rollout_fragment_length = rollout_fragment_length
         if max_env_steps <= 0:
-            raise ValueError(f"max_env_steps must be positive, got {max_env_steps}")
+            raise ValueError(f"{self.budget_name} must be positive, got {max_env_steps}")
         if on_nonfinite not in {"raise", "skip_update"}:
             raise ConfigError(
                 f"trainer.on_nonfinite={on_nonfinite!r}; use 'raise' or 'skip_update'"
@@ -179,14 +194,17 @@ class BaseTrainer:
         self.train_collector = train_collector
         self.test_collector = test_collector
         self.buffer = buffer  # also finds its optional abilities, once
-        self.max_env_steps = max_env_steps
+        #: the most :attr:`progress` the run takes (``max_env_steps`` online)
+        self.budget = max_env_steps
+        if self.progress_counter == "env_step":  # an offline loop has no env-step budget
+            self.max_env_steps = max_env_steps
         self.batch_size = batch_size
         self.test_interval = test_interval
         self.test_episodes = test_episodes
         self.stop_reward = stop_reward
         self.test_in_training = test_in_training
         self.test_screen_episodes = test_screen_episodes
-        self._last_attempt = -1  # env step of the latest test or screen
+        self._last_attempt = -1  # progress at the latest test or screen
         # returns of the latest training episodes, for test_in_training
         self._train_returns: deque[float] = deque(maxlen=TRAIN_RETURN_WINDOW)
         self._new_train_episodes = 0
@@ -240,6 +258,11 @@ class BaseTrainer:
         self._buffer = buffer
         self.buffer_abilities = BufferAbilities.of(buffer)
 
+    @property
+    def progress(self) -> int:
+        """How far the run has come, in :attr:`progress_counter` units (env steps online)."""
+        return int(getattr(self.state, self.progress_counter))
+
     # -- resumable state ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The counters (:class:`TrainerState`) and, under ``"loop"``, what the stop and
@@ -284,16 +307,16 @@ class BaseTrainer:
         try:
             if self.test_fn is not None:  # in eval mode, as in Tianshou
                 closing = self._closing_epoch
-                epoch = self.epoch_of(st.env_step) if closing is None else closing
-                self.test_fn(epoch, st.env_step)
+                epoch = self.epoch_of(self.progress) if closing is None else closing
+                self.test_fn(epoch, self.progress)
             if screening:
                 first = self.test_collector.collect(n_episode=k)
                 st.test_steps += first.n_step
                 if self._screened_out(first.returns):
-                    self._last_attempt = st.env_step
+                    self._last_attempt = self.progress
                     self._new_train_episodes = 0
                     self.hook.rlblocks_log(
-                        namespace="test_screen", scalars=first.as_scalars(), step=st.env_step
+                        namespace="test_screen", scalars=first.as_scalars(), step=self.progress
                     )
                     return first
                 rest = self.test_collector.collect(n_episode=self.test_episodes - k)
@@ -312,7 +335,7 @@ class BaseTrainer:
             self.policy.train()
             st.test_seconds += time.perf_counter() - started
         st.tests += 1
-        st.last_test_step = self._last_attempt = st.env_step
+        st.last_test_step = self._last_attempt = self.progress
         self._new_train_episodes = 0
         st.last_test_return = stats.mean_return
         improved = stats.mean_return > st.best_test_return
@@ -325,7 +348,7 @@ class BaseTrainer:
         )
         scalars = stats.as_scalars()
         scalars["best_return"] = st.best_test_return
-        self.hook.rlblocks_log(namespace="test", scalars=scalars, step=st.env_step)
+        self.hook.rlblocks_log(namespace="test", scalars=scalars, step=self.progress)
         self.hook.rlblocks_test_end(stats=scalars, env_step=st.env_step, trainer=self)
         if self.stop_reward is not None and stats.mean_return >= self.stop_reward:
             st.solved = True
@@ -352,7 +375,7 @@ class BaseTrainer:
         if not self._new_train_episodes:
             return False
         last = max(st.last_test_step, self._last_attempt)
-        if last >= 0 and st.env_step - last < self.test_interval / 4:
+        if last >= 0 and self.progress - last < self.test_interval / 4:
             return False
         return sum(self._train_returns) / len(self._train_returns) >= self.stop_reward
 
@@ -382,9 +405,7 @@ class BaseTrainer:
         if stats.n_episode:
             self._train_returns.extend(float(r) for r in np.ravel(stats.returns))
             self._new_train_episodes += stats.n_episode
-        self.hook.rlblocks_rollout_end(
-            stats=stats.as_scalars(), env_step=st.env_step, trainer=self
-        )
+        self.hook.rlblocks_rollout_end(stats=stats.as_scalars(), env_step=st.env_step, trainer=self)
         if stats.n_episode:
             self.hook.rlblocks_episodes_end(
                 returns=stats.returns,
@@ -415,8 +436,9 @@ class BaseTrainer:
             else "lower the learning rate or clip gradients (max_grad_norm), or set "
             "trainer.on_nonfinite=skip_update to skip such steps"
         )
+        where = self.progress_counter.replace("_", " ")
         raise NonFiniteError(
-            f"{problem} (env step {st.env_step}); {self._last_checkpoint()}; {advice}"
+            f"{problem} ({where} {self.progress}); {self._last_checkpoint()}; {advice}"
         )
 
     def _last_checkpoint(self) -> str:
@@ -435,9 +457,9 @@ class BaseTrainer:
 
     def _flush_update_stats(self, force: bool = False) -> None:
         st = self.state
-        if not self._update_stats or (st.env_step < st.next_log_step and not force):
+        if not self._update_stats or (self.progress < st.next_log_step and not force):
             return
-        while st.next_log_step <= st.env_step:
+        while st.next_log_step <= self.progress:
             st.next_log_step += self.log_interval
         means = self._update_stats.means()
         means["gradient_step"] = int(st.gradient_step)
@@ -447,7 +469,7 @@ class BaseTrainer:
         self.hook.rlblocks_update_end(
             stats=means, env_step=st.env_step, gradient_step=st.gradient_step, trainer=self
         )
-        self.hook.rlblocks_log(namespace="update", scalars=means, step=st.env_step)
+        self.hook.rlblocks_log(namespace="update", scalars=means, step=self.progress)
 
     @property
     def stop_requested(self) -> bool:
@@ -462,7 +484,7 @@ class BaseTrainer:
         """The stop reason, or "". ``ask_plugins`` (after a test, or every iteration of a run
         without tests) asks ``rlblocks_should_stop`` first: True stops, False keeps going past
         the reward threshold until the next answer, None leaves it to the built-in rules.
-        ``max_env_steps`` always stops."""
+        The budget (``max_env_steps``; ``max_gradient_steps`` offline) always stops."""
         st = self.state
         if self._stop_requested:
             return self._stop_requested
@@ -475,13 +497,14 @@ class BaseTrainer:
                 return "a plugin's rlblocks_should_stop returned True"
         if st.solved and not self._plugins_keep_going:
             return f"mean test return {st.last_test_return:.1f} >= stop_reward {self.stop_reward}"
-        if st.env_step >= self.max_env_steps:
-            return f"reached max_env_steps={self.max_env_steps}"
+        if self.progress >= self.budget:
+            return f"reached {self.budget_name}={self.budget}"
         return ""
 
     def epoch_of(self, env_step: int) -> int:
         """The 1-based index of the block of ``test_interval`` env steps that ``env_step`` is
-        in: ``env_step // test_interval + 1``. It stands in for Tianshou's epoch (we count an
+        in: ``env_step // test_interval + 1`` (for :class:`OfflineTrainer`, whose schedules
+        count gradient steps, of gradient steps). It stands in for Tianshou's epoch (we count an
         env-step budget, not epochs) as ``train_fn`` and ``test_fn``'s first argument: collects
         in the first ``test_interval`` env steps get 1; a scheduled test gets the index of the
         block it closes (the test at ``k * test_interval`` env steps gets ``k``, as Tianshou's
@@ -510,13 +533,14 @@ class BaseTrainer:
         """Run the test due at this env step, if one is (moving the schedule past it); the
         run's last test is always complete. Returns whether one was due."""
         st = self.state
-        if st.env_step < st.next_test_step:
+        progress = self.progress
+        if progress < st.next_test_step:
             return False
-        while st.next_test_step <= st.env_step:
+        while st.next_test_step <= progress:
             st.next_test_step += self.test_interval
-        self._closing_epoch = max(1, self.epoch_of(st.env_step) - 1)
+        self._closing_epoch = max(1, self.epoch_of(progress) - 1)
         try:
-            self.test(screen=st.env_step < self.max_env_steps)
+            self.test(screen=progress < self.budget)
         finally:
             self._closing_epoch = None
         return True
@@ -552,7 +576,7 @@ class BaseTrainer:
                     self.test()
                 self._flush_update_stats()
                 reason = self._should_stop(ask_plugins=st.tests > tests_before or not has_tests)
-                if reason.startswith("reached") and st.last_test_step != st.env_step:
+                if reason.startswith("reached") and st.last_test_step != self.progress:
                     # end on a (full) test of the final policy unless one just ran here
                     self.test(screen=False)
                     if st.solved:
@@ -561,9 +585,9 @@ class BaseTrainer:
                 self._phase = "checkpoint"
                 if self.checkpoint_fn is not None and (
                     reason
-                    or (self.checkpoint_interval > 0 and st.env_step >= st.next_checkpoint_step)
+                    or (self.checkpoint_interval > 0 and self.progress >= st.next_checkpoint_step)
                 ):
-                    while self.checkpoint_interval > 0 and st.next_checkpoint_step <= st.env_step:
+                    while self.checkpoint_interval > 0 and st.next_checkpoint_step <= self.progress:
                         st.next_checkpoint_step += self.checkpoint_interval
                     self.checkpoint_fn(self)
                 if reason:
@@ -724,4 +748,90 @@ class OnPolicyTrainer(BaseTrainer):
             reset(keep_statistics=True)
         except TypeError:  # a buffer whose reset takes no arguments
             reset()
+        st.update_seconds += time.perf_counter() - started
+
+
+class OfflineTrainer(BaseTrainer):
+    """Gradient steps on samples of a fixed, pre-filled buffer: no training collector, no env
+    step (offline RL: TD3+BC, and anything else whose spec says ``training="offline"``).
+
+    Each iteration is a round of at most ``step_per_round`` gradient steps, cut short so that
+    it ends exactly where a test, a log or a checkpoint is due or the budget is spent; a round
+    is what an off-policy collect-and-update is to :class:`OffPolicyTrainer`: the finite check,
+    the stop rule and ``request_stop`` act between rounds, ``rlblocks_update_end`` fires every
+    ``log_interval`` gradient steps. Tests run every ``test_interval`` gradient steps (the
+    first after ``test_interval`` of them, not before learning) with ``test_episodes`` episodes
+    of the test collector, and a run that spends ``max_gradient_steps`` ends on a full test, as
+    the online loops do.
+
+    Progress is the gradient step: the schedules, the budget, ``epoch_of``, the ``step`` of
+    ``rlblocks_log`` and the second argument of ``train_fn`` (called before each round) and
+    ``test_fn`` count gradient steps. ``state.env_step`` and the hooks' ``env_step`` stay 0,
+    and the policy and the buffer are never told an env step, so a schedule keyed on env steps
+    (a learning-rate schedule, prioritized replay's beta) stays at its start value. The buffer
+    is only sampled (a prioritized sampler still receives new priorities); nothing is added.
+    """
+
+    progress_counter: ClassVar[str] = "gradient_step"
+    budget_name: ClassVar[str] = "max_gradient_steps"
+
+    def __init__(
+        self,
+        policy: Any,
+        test_collector: Collector | None,
+        buffer: Buffer,
+        *,
+        max_gradient_steps: int,
+        step_per_round: int = 100,
+        **kwargs: Any,
+    ) -> None:
+        if "max_env_steps" in kwargs:
+            raise ConfigError(
+                "the offline trainer takes no env step, so it has no max_env_steps; give its "
+                "budget in gradient steps as max_gradient_steps"
+            )
+        online = [k for k in ("batch_mode", "rollout_fragment_length") if k in kwargs]
+        if kwargs.get("test_in_training"):
+            online.append("test_in_training")
+        if online:
+            raise ConfigError(
+                f"{', '.join(online)} shape(s) training collects, and the offline trainer has "
+                "none: leave them out"
+            )
+        if buffer is None or len(buffer) == 0:
+            raise ConfigError(
+                f"the offline trainer learns from a fixed dataset, but the buffer "
+                f"({type(buffer).__name__}) is empty: fill it before training (load one with "
+                "rlblocks.ReplayBuffer.load_hdf5(path), or collect into it)"
+            )
+        if step_per_round < 1:
+            raise ConfigError(f"step_per_round must be >= 1, got {step_per_round}")
+        no_collector: Any = None  # no training collect, ever
+        super().__init__(
+            policy, no_collector, test_collector, buffer, max_env_steps=max_gradient_steps, **kwargs
+        )
+        self.max_gradient_steps = max_gradient_steps
+        self.step_per_round = step_per_round
+
+    def _round_length(self) -> int:
+        """Gradient steps of the next round: ``step_per_round``, or fewer to stop exactly where
+        the next test, log or checkpoint is due or the budget ends (at least 1)."""
+        st = self.state
+        ends = [st.gradient_step + self.step_per_round, self.budget, st.next_log_step]
+        if self.test_collector is not None and self.test_episodes > 0:
+            ends.append(st.next_test_step)
+        if self.checkpoint_fn is not None and self.checkpoint_interval > 0:
+            ends.append(st.next_checkpoint_step)
+        return max(1, min(ends) - st.gradient_step)
+
+    def _iterate(self) -> None:
+        st = self.state
+        self._phase = "update"
+        n_updates = self._round_length()
+        if self.train_fn is not None:
+            self.train_fn(self.epoch_of(st.gradient_step), st.gradient_step)
+        started = time.perf_counter()
+        for _ in range(n_updates):
+            self._record_update(self.policy.update(self.batch_size, self.buffer))
+            st.gradient_step += 1
         st.update_seconds += time.perf_counter() - started

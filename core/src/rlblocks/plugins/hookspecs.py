@@ -115,11 +115,12 @@ def rlblocks_update_end(
     stats: Mapping[str, float], env_step: int, gradient_step: int, trainer: Any
 ) -> None:
     """Called after the policy updates of each log interval (``trainer.log_interval`` env steps,
-    1,000 by default), with their statistics averaged, and once more at the end of the run.
+    1,000 by default; gradient steps for the offline trainer), with their statistics averaged,
+    and once more at the end of the run.
 
     :param stats: the updates' losses and diagnostics, averaged, plus ``gradient_step`` and the
         current ``lr/<optimizer>`` of every optimizer (and an algorithm's own schedules).
-    :param env_step: total env steps so far.
+    :param env_step: total env steps so far (0 for the offline trainer, which takes none).
     :param gradient_step: total gradient steps so far.
     :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
         ``optim_steps``, whose ``lr`` can be changed), ``trainer.buffer``, ``trainer.state``
@@ -133,7 +134,8 @@ def rlblocks_test_end(stats: Mapping[str, Any], env_step: int, trainer: Any) -> 
     """Called after each test collect (the periodic evaluation with the policy in test mode).
 
     :param stats: the test collect's statistics, including ``return_mean`` and ``return_std``.
-    :param env_step: total training env steps at the time of the test.
+    :param env_step: total training env steps at the time of the test (0 offline; the test's
+        gradient step is ``trainer.state.gradient_step``).
     :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
         ``optim_steps``, whose ``lr`` can be changed), ``trainer.buffer``, ``trainer.state``
         (counters), ``trainer.run_dir`` (None without one), ``trainer.test()`` to run a test of
@@ -151,7 +153,8 @@ def rlblocks_log(namespace: str, scalars: Mapping[str, float], step: int) -> Non
     :param namespace: the group of the scalars, such as ``"train"``, ``"update"`` or ``"test"``; a
         logger may prefix keys with it (``"test/return_mean"``).
     :param scalars: metric name -> value.
-    :param step: the x axis, in env steps.
+    :param step: the x axis, in env steps (in gradient steps for the offline trainer, whose
+        env step stays 0: ``trainer.progress_counter`` says which).
     """
 
 
