@@ -80,6 +80,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
         "--logger", "csv", "--logger", "tensorboard", "--config", "cfg.toml",
         "--set", "trainer.lr=0.001", "--set", "algo.gamma=0.9", "--run-dir", "runs/x",
         "--device", "cpu", "--no-progress", "--max-env-steps", "3e4",
+        "--max-gradient-steps", "1e3", "--dataset", "data.h5",
     ]
     assert main(argv) == 0
     (call,) = fake_experiment.calls
@@ -88,7 +89,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
         "buffer": "replay", "num_envs": 4, "loggers": ["csv", "tensorboard"],
         "config": Path("cfg.toml"), "overrides": ["trainer.lr=0.001", "algo.gamma=0.9"],
         "run_dir": Path("runs/x"), "device": "cpu", "progress": False, "overwrite": False,
-        "max_env_steps": 30_000,
+        "max_env_steps": 30_000, "max_gradient_steps": 1_000, "dataset": "data.h5",
     })
 
 
@@ -98,6 +99,7 @@ def test_train_leaves_unset_options_to_the_experiment(fake_experiment):
     assert kwargs["loggers"] is None and kwargs["env"] is None and kwargs["config"] is None
     assert kwargs["overrides"] == [] and kwargs["progress"] is None
     assert kwargs["max_env_steps"] is None
+    assert kwargs["max_gradient_steps"] is None and kwargs["dataset"] is None
 
 
 def test_resume_passes_the_run_directory(fake_experiment):
@@ -109,6 +111,13 @@ def test_resume_takes_a_new_budget_as_the_budget_field(fake_experiment):
     assert main(["resume", "runs/x", "--max-env-steps", "2e5", "--set", "algo.tau=0.01"]) == 0
     assert fake_experiment.calls == [
         ("resume", Path("runs/x"), ["algo.tau=0.01", "trainer.max_env_steps=200000"])
+    ]
+
+
+def test_resume_takes_a_new_gradient_step_budget_as_its_field(fake_experiment):
+    assert main(["resume", "runs/x", "--max-gradient-steps", "1e5"]) == 0
+    assert fake_experiment.calls == [
+        ("resume", Path("runs/x"), ["trainer.max_gradient_steps=100000"])
     ]
 
 

@@ -391,7 +391,8 @@ def test_an_unknown_field_gets_a_did_you_mean_hint_and_the_fields() -> None:
 
 def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
     assert config_error("trainer.zzz=1") == (
-        "$.trainer.zzz: unknown field; fields of trainer: max_env_steps, step_per_collect, "
+        "$.trainer.zzz: unknown field; fields of trainer: max_env_steps, max_gradient_steps, "
+        "step_per_round, step_per_collect, "
         "batch_mode, rollout_fragment_length, count_steps_by, "
         "update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
         "test_in_training, test_screen_episodes, stop_reward, checkpoint_interval, "
@@ -403,7 +404,7 @@ def test_an_unknown_key_that_is_no_identifier_still_names_its_section() -> None:
     assert config_error(file_data={"buffer": {"stack-num": 2}}) == (
         "$.buffer['stack-num']: unknown field; did you mean 'stack_num'? "
         "fields of buffer (replay): name, size, sampler, relabel, writer, stack_num, "
-        "ignore_obs_next, storage, path"
+        "ignore_obs_next, storage, path, dataset"
     )
 
 
@@ -476,7 +477,8 @@ def test_options_the_algo_defaults_bring_for_a_part_switched_off_are_dropped() -
     message = config_error("buffer.name=replay", "buffer.alpha=0.5", algo="prio-dqn")
     assert message == (
         "$.buffer.alpha: unknown field; fields of buffer (replay): "
-        "name, size, sampler, relabel, writer, stack_num, ignore_obs_next, storage, path"
+        "name, size, sampler, relabel, writer, stack_num, ignore_obs_next, storage, path, "
+        "dataset"
     )
 
 
@@ -589,7 +591,7 @@ def test_to_dict_is_the_flat_json_safe_form() -> None:
     assert data["buffer"] == {
         "name": "prioritized", "size": 5000, "sampler": None, "relabel": None, "writer": None,
         "stack_num": 1, "ignore_obs_next": False, "storage": "memory", "path": None,
-        "alpha": 0.5, "beta": 0.4,
+        "dataset": None, "alpha": 0.5, "beta": 0.4,
     }
     assert "options" not in data["env"]
     assert json.loads(json.dumps(data)) == data

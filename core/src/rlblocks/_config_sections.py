@@ -191,6 +191,16 @@ class BufferConfig:
     flush() makes them durable and the same path reopens them)."""
     path: str | None = None
     """Directory of the memory-mapped files (storage="memmap" only)."""
+    dataset: str | None = field(default=None, validator=_optional_name)
+    """Offline algorithms (spec ``training="offline"``, e.g. td3bc): the hdf5 file of
+    transitions the run learns from (``rlblocks train td3bc --dataset FILE``), written by
+    ``ReplayBuffer.save_hdf5`` or by an online run's checkpoints
+    (``RUN_DIR/checkpoints/gen-N/buffer.h5``). It lives here because the dataset *is* the run's
+    buffer: it is loaded with the layout and parts the file names (``name``, ``size``,
+    ``sampler``... of this section are not used), ``storage``/``path`` say where its arrays go,
+    and nothing is ever added to it. It is read, never written: checkpoints record its size and
+    sha256, and a resume reloads it from this path and refuses a file that changed. Online
+    algorithms refuse it."""
     options: Any = field(default=None, metadata={_PLUGIN_FIELD: ("buffer", "name")})
     """The parts' own config instances, ``{"layout": ..., "sampler": ...}`` (None where a part
     has no options)."""
@@ -209,7 +219,15 @@ class TrainerConfig:
     """The training loop: how long, how often to collect, learn, test and checkpoint."""
 
     max_env_steps: int = field(default=1_000_000, validator=_int_at_least(1))
-    """Stop after this many env steps (summed over all training envs)."""
+    """Stop after this many env steps (summed over all training envs). Online algorithms only:
+    an offline run takes no env step (its budget is ``max_gradient_steps``)."""
+    max_gradient_steps: int | None = field(default=None, validator=_optional_int_at_least(1))
+    """Offline algorithms: stop after this many gradient steps (their budget; the algorithm's
+    default when it has one). ``test_interval`` and ``checkpoint_interval`` then count gradient
+    steps too. Online algorithms refuse it (their budget is ``max_env_steps``)."""
+    step_per_round: int = field(default=100, validator=_int_at_least(1))
+    """Offline algorithms: gradient steps per round of the offline trainer (what a collect is
+    online: the stop rule, stop requests and the finite check act between rounds)."""
     step_per_collect: int = field(default=8, validator=[_int_at_least(1), _within_budget])
     """Env steps collected per training collect (at most ``max_env_steps``)."""
     batch_mode: str = field(
@@ -238,7 +256,7 @@ class TrainerConfig:
     warmup_steps: int = field(default=0, validator=[_int_at_least(0), _warmup_within_budget])
     """Env steps with random actions before learning starts (less than max_env_steps)."""
     test_interval: int = field(default=5_000, validator=_int_at_least(1))
-    """Env steps between test evaluations."""
+    """Env steps between test evaluations (gradient steps for offline algorithms)."""
     test_episodes: int = field(default=100, validator=_int_at_least(1))
     """Episodes per test evaluation."""
     test_in_training: bool = True
@@ -256,7 +274,7 @@ class TrainerConfig:
     )
     """Stop when the mean test return reaches this; None uses the env's registered threshold."""
     checkpoint_interval: int = field(default=50_000, validator=_int_at_least(1))
-    """Env steps between checkpoints."""
+    """Env steps between checkpoints (gradient steps for offline algorithms)."""
     repeat_per_collect: int = field(default=1, validator=_int_at_least(1))
     """Passes over each collected batch (on-policy)."""
     episode_per_collect: int | None = field(default=None, validator=_optional_int_at_least(1))

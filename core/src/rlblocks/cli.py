@@ -55,6 +55,17 @@ def _env_steps(value: str) -> int:
     return int(number)
 
 
+def _gradient_steps(value: str) -> int:
+    """A positive number of gradient steps, written as an integer or as 1e6."""
+    try:
+        return _env_steps(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a number of gradient steps; write a positive integer (100000 or "
+            "1e5)"
+        ) from None
+
+
 def _positive_int(value: str) -> int:
     """A count that must be at least 1 (episodes, trials, workers)."""
     try:
@@ -76,27 +87,43 @@ def _run_dir(value: str) -> Path:
     return Path(value)
 
 
+#: flags that say the same as a ``--set`` of a config field: (flag, its args attribute, field)
+_FIELD_FLAGS = (
+    ("--max-env-steps", "max_env_steps", "trainer.max_env_steps"),
+    ("--max-gradient-steps", "max_gradient_steps", "trainer.max_gradient_steps"),
+    ("--dataset", "dataset", "buffer.dataset"),
+)
+
+
 def _check_budget(args: argparse.Namespace) -> None:
-    """``--max-env-steps`` and ``--set trainer.max_env_steps=...`` say the same thing: one only."""
-    if args.max_env_steps is not None and any(
-        o.replace(" ", "").startswith("trainer.max_env_steps=") for o in args.set or ()
-    ):
-        raise RlblocksError("pass --max-env-steps or --set trainer.max_env_steps=..., not both")
+    """``--max-env-steps`` and ``--set trainer.max_env_steps=...`` say the same thing: one only
+    (the same for ``--max-gradient-steps`` and ``--dataset``)."""
+    for flag, attr, path in _FIELD_FLAGS:
+        if getattr(args, attr, None) is not None and any(
+            o.replace(" ", "").startswith(f"{path}=") for o in args.set or ()
+        ):
+            raise RlblocksError(f"pass {flag} or --set {path}=..., not both")
 
 
-def _with_budget(overrides: list[str], max_env_steps: int | None) -> list[str]:
-    """``overrides`` with ``--max-env-steps`` as ``trainer.max_env_steps``: how a continued run
-    gets a new budget."""
-    if max_env_steps is None:
-        return overrides
-    return [*overrides, f"trainer.max_env_steps={max_env_steps}"]
+def _with_budget(
+    overrides: list[str], max_env_steps: int | None, max_gradient_steps: int | None = None
+) -> list[str]:
+    """``overrides`` with ``--max-env-steps`` as ``trainer.max_env_steps`` (and
+    ``--max-gradient-steps`` as ``trainer.max_gradient_steps``): how a continued run gets a new
+    budget."""
+    out = list(overrides)
+    if max_env_steps is not None:
+        out.append(f"trainer.max_env_steps={max_env_steps}")
+    if max_gradient_steps is not None:
+        out.append(f"trainer.max_gradient_steps={max_gradient_steps}")
+    return out
 
 
 def _resume_overrides(args: argparse.Namespace, overrides: list[str]) -> list[str]:
-    """The saved config's changes a resume's flags ask for: ``--max-env-steps`` (the budget),
-    ``--device`` (``run.device``: a run trained on a GPU continues on a machine without one)
-    and ``--no-progress`` (``run.progress``)."""
-    out = _with_budget(overrides, args.max_env_steps)
+    """The saved config's changes a resume's flags ask for: ``--max-env-steps`` or
+    ``--max-gradient-steps`` (the budget), ``--device`` (``run.device``: a run trained on a GPU
+    continues on a machine without one) and ``--no-progress`` (``run.progress``)."""
+    out = _with_budget(overrides, args.max_env_steps, getattr(args, "max_gradient_steps", None))
     if getattr(args, "device", None) is not None:
         out.append(f"run.device={args.device}")
     if getattr(args, "no_progress", False):
@@ -200,6 +227,8 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
         "overrides": list(args.set or ()),
         "device": args.device,
         "max_env_steps": args.max_env_steps,
+        "max_gradient_steps": args.max_gradient_steps,
+        "dataset": args.dataset,
     }
 
 
@@ -293,13 +322,13 @@ def _check_resume_flags(args: argparse.Namespace) -> None:
     ignored = [flag for flag, value in (
         ("--env", args.env), ("--seed", args.seed), ("--config", args.config),
         ("--backend", args.backend), ("--buffer", args.buffer), ("--num-envs", args.num_envs),
-        ("--stop-reward", args.stop_reward),
+        ("--stop-reward", args.stop_reward), ("--dataset", args.dataset),
     ) if value is not None]  # fmt: skip
     if ignored:
         raise RlblocksError(
             f"--resume continues the run with its saved settings, so {', '.join(ignored)} would "
-            "be ignored; leave them out (--set SECTION.FIELD=VALUE, --max-env-steps, --device "
-            "and --no-progress change a resumed run)"
+            "be ignored; leave them out (--set SECTION.FIELD=VALUE, --max-env-steps, "
+            "--max-gradient-steps, --device and --no-progress change a resumed run)"
         )
 
 
@@ -481,6 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
                    help="env-step budget (200000 or 2e5; default: the algorithm's for the env); "
                    "with --resume, the continued run's new budget")
+    p.add_argument("--max-gradient-steps", type=_gradient_steps, metavar="N",
+                   help="offline algorithms: gradient-step budget (1e5; default: the "
+                   "algorithm's); with --resume, the continued run's new budget")
+    p.add_argument("--dataset", metavar="FILE",
+                   help="offline algorithms: the hdf5 dataset to learn from (buffer.dataset), "
+                   "written by ReplayBuffer.save_hdf5 or an online run's "
+                   "checkpoints/gen-N/buffer.h5")
     p.add_argument("--stop-reward", type=float, metavar="R",
                    help="stop when the mean test return reaches R (default: the env's threshold)")
     p.add_argument("--backend", metavar="NAME", help="vector-env backend (see `rlblocks list env`)")
@@ -516,6 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path, metavar="DIR", help="the run directory")
     p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
                    help="a new env-step budget for the continued run (200000 or 2e5)")
+    p.add_argument("--max-gradient-steps", type=_gradient_steps, metavar="N",
+                   help="an offline run: a new gradient-step budget for the continued run")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="change one field of the saved config, e.g. trainer.max_env_steps=2e5")
     p.add_argument("--device", metavar="DEV",

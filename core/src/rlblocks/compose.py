@@ -15,6 +15,7 @@ import inspect
 import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -463,11 +464,12 @@ def _check_spaces(
 def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
     """Refuse a trainer this version lacks, and frame stacks an on-policy buffer would break."""
     training = spec.training
-    if training not in {"off-policy", "on-policy"}:
+    if training not in {"off-policy", "on-policy", "offline"}:
         raise ConfigError(
             f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
             "does not ship yet"
         )
+    check_offline(c, spec)
     frames = c.buffer.stack_num
     if frames > 1 and training == "on-policy":
         raise ConfigError(
@@ -476,6 +478,43 @@ def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             "collect; stack frames in the env instead (env.wrappers = "
             '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
             f"{frames}}}) and leave buffer.stack_num at 1"
+        )
+
+
+def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """An offline algorithm needs a dataset and a gradient-step budget and takes no env step;
+    an online one refuses both (each would be ignored silently otherwise)."""
+    t = c.trainer
+    if spec.training != "offline":
+        if c.buffer.dataset is not None:
+            raise ConfigError(
+                f"$.buffer.dataset: algo {c.algo_name!r} trains {spec.training} from its own "
+                "env steps and learns from no dataset; remove buffer.dataset (--dataset), or "
+                "train an offline algorithm (`rlblocks list algo --details` shows training: "
+                "offline)"
+            )
+        if t.max_gradient_steps is not None:
+            raise ConfigError(
+                f"$.trainer.max_gradient_steps: algo {c.algo_name!r} trains {spec.training} and "
+                "its budget is trainer.max_env_steps (--max-env-steps); remove "
+                "max_gradient_steps (--max-gradient-steps), which only offline algorithms use"
+            )
+        return
+    if c.buffer.dataset is None:
+        raise ConfigError(
+            f"$.buffer.dataset: algo {c.algo_name!r} trains offline from a dataset and none is "
+            "given; pass --dataset FILE (buffer.dataset=FILE): an hdf5 file written by "
+            "ReplayBuffer.save_hdf5, or an online run's RUN_DIR/checkpoints/gen-N/buffer.h5"
+        )
+    if t.max_gradient_steps is None:
+        raise ConfigError(
+            f"$.trainer.max_gradient_steps: algo {c.algo_name!r} trains offline and its budget "
+            "is in gradient steps; pass --max-gradient-steps N (trainer.max_gradient_steps=N)"
+        )
+    if is_multiagent_id(c.env.id):
+        raise ConfigError(
+            f"$.env.id: offline training from a dataset is for single-agent envs; "
+            f"{c.env.id!r} is a multi-agent env"
         )
 
 
@@ -490,6 +529,11 @@ def preflight(config: cfg.ExperimentConfig) -> None:
     resolve_device(config.run.device)
     logger_configs(config.run)
     check_training(config, spec)
+    if spec.training == "offline" and not Path(str(config.buffer.dataset)).is_file():
+        raise ConfigError(
+            f"$.buffer.dataset: {config.buffer.dataset} is not a file; pass --dataset FILE with "
+            "an hdf5 file written by ReplayBuffer.save_hdf5"
+        )
     if is_multiagent_id(config.env.id):
         return
     wrappers = [*config.env.wrappers, *config.env.train_wrappers]

@@ -14,8 +14,31 @@ from typing import Any
 from rlblocks.plugins.hookspecs import hookimpl
 
 
+def time_split(result: Mapping[str, Any]) -> str | None:
+    """Where a run's wall time went, in one line (``result.json``'s ``collect_seconds``,
+    ``update_seconds``, ``test_seconds`` and speeds; phases that never ran are left out), or
+    None for a result that has no split (written before it existed)."""
+    phases = (
+        ("collect", "collect_seconds", "collect_speed", "env steps/s"),
+        ("update", "update_seconds", "update_speed", "gradient steps/s"),
+        ("test", "test_seconds", "test_speed", "env steps/s"),
+    )
+    if not any(isinstance(result.get(key), int | float) for _, key, _, _ in phases):
+        return None
+    parts, timed = [], 0.0
+    for name, key, speed_key, unit in phases:
+        seconds = float(result.get(key) or 0.0)
+        timed += seconds
+        if seconds > 0:
+            speed = float(result.get(speed_key) or 0.0)
+            parts.append(f"{name} {seconds:.1f} s ({speed:,.0f} {unit})")
+    other = max(0.0, float(result.get("wall_seconds") or 0.0) - timed)
+    return "time: " + ", ".join([*parts, f"other {other:.1f} s"])
+
+
 class ConsoleReporter:
-    """Shows env steps, the last test return and speed; prints where the logs are at the end.
+    """Shows the progress (env steps; gradient steps offline), the last test return and speed;
+    prints where the logs are at the end.
 
     On a terminal: a progress bar with the latest and best test return. When the stream is not a
     terminal (CI logs, ``nohup``, ``| tee``): one plain line per test instead of bar redraws.
@@ -27,8 +50,12 @@ class ConsoleReporter:
         progress: bool = True,
         stream: Any = None,
         env_factory: str | None = None,
+        unit: str = "env step",
     ) -> None:
         self.total = total_env_steps
+        #: what the budget counts: "env step", or "gradient step" for offline runs (the bar then
+        #: moves with the updates, as no env step is taken)
+        self.unit = unit
         self.progress = progress
         #: ``module:qualname`` of the env factory the run trains with (train(env=callable))
         self.env_factory = env_factory
@@ -47,7 +74,7 @@ class ConsoleReporter:
             algo = config.get("algo_name", "?")
             env = config.get("env", {}).get("id", "?")
             what = "resuming" if resumed else "training"
-            print(f"{what} {algo} on {env} for {self.total:,} env steps", file=self.stream)
+            print(f"{what} {algo} on {env} for {self.total:,} {self.unit}s", file=self.stream)
             return
         from tqdm.auto import tqdm
 
@@ -63,16 +90,26 @@ class ConsoleReporter:
 
     @hookimpl
     def rlblocks_rollout_end(self, stats: Mapping[str, Any], env_step: int) -> None:
-        if self._bar is not None:
+        if self._bar is not None and self.unit == "env step":
             self._bar.update(env_step - self._last)
             self._last = env_step
 
     @hookimpl
-    def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+    def rlblocks_update_end(self, gradient_step: int) -> None:
+        if self._bar is not None and self.unit == "gradient step":
+            self._bar.update(gradient_step - self._last)
+            self._last = gradient_step
+
+    @hookimpl
+    def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int, trainer: Any) -> None:
+        if self._bar is not None and self.unit == "gradient step":
+            self._bar.update(int(trainer.progress) - self._last)
+            self._last = int(trainer.progress)
         if self.lines:
             mean, std = stats.get("return_mean", math.nan), stats.get("return_std", math.nan)
+            step = int(trainer.progress) if self.unit == "gradient step" else env_step
             print(
-                f"env step {env_step:,}/{self.total:,}: test return {mean:.1f} +- {std:.1f} "
+                f"{self.unit} {step:,}/{self.total:,}: test return {mean:.1f} +- {std:.1f} "
                 f"(best {stats.get('best_return', math.nan):.1f})",
                 file=self.stream,
                 flush=True,
@@ -94,6 +131,9 @@ class ConsoleReporter:
             f"{result.get('env_steps')} env steps, {result.get('gradient_steps')} gradient steps, "
             f"{result.get('wall_seconds', 0.0):.1f} s",
         ]
+        split = time_split(result)
+        if split is not None:
+            lines.append(f"  {split}")
         if run_dir is not None:
             lines.append(f"  run directory: {run_dir} (config.json, result.json, checkpoints/)")
             if any((Path(run_dir) / "logs").glob("events.out.tfevents.*")):

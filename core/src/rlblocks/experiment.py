@@ -11,6 +11,12 @@ the trainer and leaves a run directory that can be inspected and resumed::
     RUN_DIR/checkpoints/     gen-NNNNNNNN/ (resume points: latest.pt, buffer.h5 of off-policy
                              runs, MANIFEST.json with checksums), CURRENT (the committed one),
                              best.pt (best test return) and best.pt.sha256
+
+An offline algorithm (spec ``training="offline"``) learns from the dataset ``buffer.dataset``
+(an hdf5 file of :meth:`~rlblocks.buffer.ReplayBuffer.save_hdf5`) with the
+:class:`~rlblocks.trainer.OfflineTrainer`: only test envs are made, the budget is
+``trainer.max_gradient_steps``, checkpoints record the dataset's size and sha256 (never a copy)
+and a resume reloads it from the path in ``config.json``.
     RUN_DIR/result.json      best_test_return, solved, env_steps, gradient_steps, wall_seconds
     RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
 """
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
+import json
 import math
 import os
 import platform
@@ -85,12 +93,70 @@ from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
 from rlblocks.runs import RESULT_FILE, RunDirLock, TestRecorder, read_result
-from rlblocks.trainer import BaseTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainResult
+from rlblocks.trainer import (
+    BaseTrainer,
+    OfflineTrainer,
+    OffPolicyTrainer,
+    OnPolicyTrainer,
+    TrainResult,
+)
 
 
 def envs_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
     """An agent's observation and action spaces."""
     return envs.observation_space(agent), envs.action_space(agent)
+
+
+# -- datasets of offline runs -------------------------------------------------------------------
+def dataset_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The absolute path, size and sha256 of a dataset file: what an offline run's checkpoints
+    record so a resume can refuse a file that changed (a dataset is never copied into a run)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return {
+        "path": os.path.abspath(path),
+        "size": os.path.getsize(path),
+        "sha256": digest.hexdigest(),
+    }
+
+
+def _space_shapes(space: gym.Space) -> Any:
+    """The per-transition array shape(s) a buffer stores for ``space`` (a dict for Dict)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {key: _space_shapes(sub) for key, sub in space.spaces.items()}
+    return tuple(space.shape) if space.shape is not None else None
+
+
+def _stored_shapes(value: Any) -> Any:
+    """The per-transition shapes of one stored row (``value`` has a leading batch axis)."""
+    if isinstance(value, Mapping) or hasattr(value, "keys"):
+        return {key: _stored_shapes(value[key]) for key in value.keys()}  # noqa: SIM118 (a Batch)
+    return tuple(np.asarray(value).shape[1:])
+
+
+def check_dataset_spaces(
+    buffer: Any, observation_space: gym.Space, action_space: gym.Space, path: str, env_id: str
+) -> None:
+    """Refuse a dataset whose observations or actions do not have the shapes of the env's
+    spaces (a dataset recorded on another env), naming both."""
+    layout = getattr(buffer, "layout", None)
+    first = np.arange(len(buffer)) if layout is None else np.arange(buffer.maxsize)
+    if layout is not None:
+        first = first[layout.valid_slots()]
+    row = buffer[first[:1]]
+    for what, key, space in (("observations", "obs", observation_space),
+                             ("actions", "act", action_space)):  # fmt: skip
+        want, have = _space_shapes(space), _stored_shapes(row[key])
+        if isinstance(space, gym.spaces.Discrete) and have in ((), (1,)):
+            continue
+        if want != have:
+            raise ConfigError(
+                f"$.buffer.dataset: the {what} in {path} have shape {have}, but env {env_id!r} "
+                f"has {space} (shape {want}); train on the env the dataset was recorded on "
+                "(--env), or pass a dataset recorded on this env"
+            )
 
 
 # -- runs ---------------------------------------------------------------------------------------
@@ -203,8 +269,8 @@ def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
             # its budget is finished, not interrupted
             finishing = True
             print(
-                f"\n{name}: the run has reached its env-step budget and is finishing (its final "
-                "test and checkpoint); send it again to stop at once",
+                f"\n{name}: the run has reached its budget ({trainer.budget_name}) and is "
+                "finishing (its final test and checkpoint); send it again to stop at once",
                 file=sys.stderr,
                 flush=True,
             )
@@ -228,17 +294,18 @@ def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
 
 
 def _budget_met(trainer: BaseTrainer) -> bool:
-    """Whether ``trainer`` has taken the env steps of its budget (``trainer.max_env_steps``)."""
-    budget = getattr(trainer, "max_env_steps", None)
+    """Whether ``trainer`` has spent its budget (``trainer.budget`` of its
+    ``progress_counter``: env steps online, gradient steps offline)."""
+    budget = getattr(trainer, "budget", None)
     state = getattr(trainer, "state", None)
-    return budget is not None and state is not None and int(state.env_step) >= int(budget)
+    return budget is not None and state is not None and trainer.progress >= int(budget)
 
 
 def _finished_not_interrupted(result: TrainResult, trainer: BaseTrainer) -> None:
-    """A stop signal that landed while the last iteration was taking the final env steps: the
-    budget was met, so the run finished (the stop reason says so, as for a run left alone)."""
+    """A stop signal that landed while the last iteration was spending the end of the budget:
+    the budget was met, so the run finished (the stop reason says so, as for a run left alone)."""
     if str(result.stop_reason).startswith("interrupted") and _budget_met(trainer):
-        result.stop_reason = f"reached max_env_steps={trainer.max_env_steps}"
+        result.stop_reason = f"reached {trainer.budget_name}={trainer.budget}"
         trainer.state.stop_reason = result.stop_reason
 
 
@@ -310,6 +377,8 @@ class Experiment:
         source: EnvSource = self.env_factory if self.env_factory is not None else c.env.id
         training = self.algo_spec.training
         check_training(c, self.algo_spec)
+        if training == "offline":
+            return self._build_offline(source, env_opts, resumed)
         frames = c.buffer.stack_num
         multi = self.env_factory is None and is_multiagent_id(c.env.id)
         if multi:
@@ -466,6 +535,110 @@ class Experiment:
         self.trainer.run_dir = self.run_dir
         return self.trainer
 
+    def _build_offline(
+        self, source: EnvSource, env_opts: dict[str, Any], resumed: bool
+    ) -> BaseTrainer:
+        """The run of an offline algorithm: its dataset as the buffer, test envs only (no
+        training env, no training collector) and an :class:`OfflineTrainer` whose budget and
+        schedules count gradient steps."""
+        c, t, seed = self.config, self.config.trainer, self.config.run.seed
+        self.train_envs: Any = None
+        self.train_collector: Any = None
+        self.test_envs = make_vector_env(
+            c.env.backend,
+            source,
+            c.env.num_test_envs,
+            make_kwargs=c.env.make_kwargs,
+            wrappers=c.env.wrappers,
+            **env_opts,
+        )
+        self.buffer = self._load_dataset(resumed)
+        frames = int(getattr(self.buffer, "stack_num", 1))
+        if c.buffer.stack_num not in (1, frames):
+            raise ConfigError(
+                f"$.buffer.stack_num: the dataset {c.buffer.dataset} stacks {frames} frame(s) "
+                f"and the config asks for {c.buffer.stack_num}; leave buffer.stack_num out (the "
+                "dataset's own stacking is used)"
+            )
+        if frames != c.buffer.stack_num:  # config.json records it: rlblocks.load stacks so too
+            self.config = c = attrs.evolve(c, buffer=attrs.evolve(c.buffer, stack_num=frames))
+        space_o = stacked_space(self.test_envs.observation_space, frames)
+        space_a = self.test_envs.action_space
+        check_dataset_spaces(self.buffer, space_o, space_a, str(c.buffer.dataset), c.env.id)
+        self.policy = make_policy(
+            c.algo_name, space_o, space_a, device=resolve_device(c.run.device), config=c.algo
+        )
+        self.policy.seed(seed)
+        abilities = BufferAbilities.of(self.buffer)
+        if abilities.seedable:
+            self.buffer.seed(seed)
+        if abilities.env_attached:
+            self._probe_env = make_env_fns(
+                self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
+            )[0]()
+            self.buffer.attach_env(self._probe_env)
+        self.test_collector = Collector(
+            self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000,
+            frame_stack=frames,
+        )  # fmt: skip
+        assert t.max_gradient_steps is not None  # check_training refuses a run without one
+        self.trainer = OfflineTrainer(
+            self.policy,
+            self.test_collector,
+            self.buffer,
+            max_gradient_steps=t.max_gradient_steps,
+            step_per_round=t.step_per_round,
+            batch_size=t.batch_size,
+            test_interval=t.test_interval,
+            test_episodes=t.test_episodes,
+            test_screen_episodes=t.test_screen_episodes,
+            stop_reward=self.stop_reward(),
+            checkpoint_interval=t.checkpoint_interval if self.run_dir is not None else 0,
+            plugin_manager=self.pm,
+            checkpoint_fn=self.save if self.run_dir is not None else None,
+            best_fn=self.save_best if self.run_dir is not None else None,
+            on_nonfinite=t.on_nonfinite,
+        )
+        self.trainer.run_dir = self.run_dir
+        return self.trainer
+
+    def _load_dataset(self, resumed: bool) -> Any:
+        """Read ``buffer.dataset`` into a buffer (never executing code the file names: HER's
+        ``compute_reward`` and the like are refused) and fingerprint it (size, sha256) so a
+        resume can tell whether it is still the file the run trained on."""
+        from rlblocks.buffer import ReplayBuffer
+
+        c = self.config
+        path = Path(str(c.buffer.dataset))
+        if not path.is_file():
+            if resumed:
+                raise CheckpointError(
+                    f"the dataset {path} this run trained on is gone (config.json names it in "
+                    "buffer.dataset); put the file back, or point the run at a copy of it with "
+                    f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
+                )
+            raise ConfigError(
+                f"$.buffer.dataset: {path} is not a file; pass --dataset FILE with an hdf5 file "
+                "written by ReplayBuffer.save_hdf5 (or an online run's "
+                "checkpoints/gen-N/buffer.h5)"
+            )
+        self.dataset_fingerprint = dataset_fingerprint(path)
+        storage_path = None
+        if c.buffer.storage == "memmap":
+            if c.buffer.path is None and self.run_dir is None:
+                raise ConfigError(
+                    "$.buffer.path: storage='memmap' needs a directory for the array files; set "
+                    "buffer.path or give the run a directory"
+                )
+            storage_path = c.buffer.path or str(Path(str(self.run_dir)) / "buffer")
+        buffer = ReplayBuffer.load_hdf5(path, storage=c.buffer.storage, storage_path=storage_path)
+        if len(buffer) == 0:
+            raise ConfigError(
+                f"$.buffer.dataset: {path} holds no transitions; save a filled buffer "
+                "(ReplayBuffer.save_hdf5) and pass that file with --dataset"
+            )
+        return buffer
+
     def _multiagent_envs(self) -> tuple[gym.Space, gym.Space]:
         """Train and test envs of a PettingZoo ``env.id``; the spaces of the policy all agents
         share (parameter sharing: one policy acts for every agent)."""
@@ -537,8 +710,11 @@ class Experiment:
         c = self.config
         objs: list[object] = []
         if not self.quiet:
-            objs.append(ConsoleReporter(c.trainer.max_env_steps, progress=c.run.progress,
-                                        env_factory=c.env.factory))  # fmt: skip
+            offline = self.algo_spec.training == "offline"
+            total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
+            unit = "gradient step" if offline else "env step"
+            objs.append(ConsoleReporter(int(total or 0), progress=c.run.progress,
+                                        env_factory=c.env.factory, unit=unit))  # fmt: skip
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:
@@ -571,11 +747,20 @@ class Experiment:
             "numpy_rng": _numpy_rng_state(),
             # random streams, counters, and the envs with their running episodes
             "collectors": {
-                "train": to_plain(self.train_collector.state_dict()),
+                # an offline run has no training collector
+                "train": None if self.train_collector is None
+                else to_plain(self.train_collector.state_dict()),
                 "test": to_plain(self.test_collector.state_dict()),
             },
             "plugins": {},
         }
+        if self.algo_spec.training == "offline":
+            # the dataset is never copied: its fingerprint, to check it on resume, and where the
+            # sampling stream stands, so a resumed run draws the batches it would have drawn
+            payload["dataset"] = dict(self.dataset_fingerprint)
+            rng = getattr(self.buffer, "rng", None)
+            if rng is not None:
+                payload["dataset_rng"] = json.dumps(rng.bit_generator.state)
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
         payload["plugins"] = to_plain(payload["plugins"])  # numpy arrays as loadable values
         # an on-policy buffer is empty between updates: nothing worth saving
@@ -588,7 +773,10 @@ class Experiment:
             save_checkpoint(gen / "latest.pt", payload)
             if with_buffer:
                 self.buffer.save_hdf5(gen / "buffer.h5")
-            return {"env_step": int(trainer.state.env_step)}
+            return {
+                "env_step": int(trainer.state.env_step),
+                "gradient_step": int(trainer.state.gradient_step),
+            }
 
         # the weights, trainer state and buffer of one moment, committed together
         GenerationStore(ckpt_dir).commit(write)
@@ -639,8 +827,11 @@ class Experiment:
         # a resumed run earns "solved" again at its next test (the stop reward may have changed)
         trainer.state.solved = False
         trainer.state.stop_reason = ""
+        if self.algo_spec.training == "offline":
+            self._check_dataset_unchanged(payload, ckpt_file)
         if self.test_recorder is not None:
-            self.test_recorder.truncate_after(trainer.state.env_step)
+            column = "gradient_steps" if self.algo_spec.training == "offline" else "env_step"
+            self.test_recorder.truncate_after(trainer.progress, column=column)
         if "torch_rng" in payload:
             torch.set_rng_state(payload["torch_rng"])
         _set_cuda_rng_state(payload.get("cuda_rng"))
@@ -651,6 +842,12 @@ class Experiment:
             _set_numpy_rng_state(payload["numpy_rng"])
         self.pm.hook.rlblocks_checkpoint_load(checkpoint=from_plain(payload.get("plugins", {})))
         collectors = payload.get("collectors")
+        if self.train_collector is None:  # offline: only the test envs continue
+            if isinstance(collectors, Mapping) and self._restore_collector(
+                self.test_collector, collectors["test"]
+            ):
+                _warn_stderr("the test envs start new episodes from a fresh seed")
+            return
         if isinstance(collectors, Mapping):
             restart = self._restore_collector(self.train_collector, collectors["train"])
             if self._restore_collector(self.test_collector, collectors["test"]) and not restart:
@@ -666,6 +863,29 @@ class Experiment:
             # envs that restart their episodes: episodes left open in the file end here
             if restart and isinstance(self.buffer, EpisodeCutBuffer):
                 self.buffer.truncate_unfinished()
+
+    def _check_dataset_unchanged(self, payload: Mapping[str, Any], ckpt_file: Path) -> None:
+        """A resumed offline run must learn from the very file it trained on: its size and
+        sha256 must match what the checkpoint recorded; then the sampling stream continues."""
+        saved = payload.get("dataset")
+        now = self.dataset_fingerprint
+        if not isinstance(saved, Mapping):
+            raise CheckpointError(
+                f"{ckpt_file} records no dataset, so this offline run cannot check that "
+                f"{now['path']} is the file it trained on; start it again with --overwrite"
+            )
+        if (saved.get("size"), saved.get("sha256")) != (now["size"], now["sha256"]):
+            raise CheckpointError(
+                f"the dataset {now['path']} changed since the run's checkpoint (then "
+                f"{saved.get('size')} bytes, sha256 {str(saved.get('sha256'))[:12]}..., now "
+                f"{now['size']} bytes, sha256 {now['sha256'][:12]}...); resume with the file the "
+                "run trained on (put it back, or point the run at a copy with `rlblocks resume "
+                f"{self.run_dir} --set buffer.dataset=FILE`), or train a new run on the new file"
+            )
+        rng_state = payload.get("dataset_rng")
+        rng = getattr(self.buffer, "rng", None)
+        if rng_state is not None and rng is not None:
+            rng.bit_generator.state = json.loads(rng_state)
 
     def _reopen_finished_run(self) -> None:
         """A finished run continued with a larger budget is live again until it writes a new
@@ -761,7 +981,8 @@ class Experiment:
             with _graceful_signals(trainer), denormals_flushed(c.run.flush_denormals):
                 result = trainer.run()
         finally:
-            self.train_envs.close()
+            if self.train_envs is not None:  # an offline run has none
+                self.train_envs.close()
             self.test_envs.close()
         _finished_not_interrupted(result, trainer)
         result.run_dir = str(self.run_dir) if self.run_dir is not None else None
@@ -849,6 +1070,8 @@ def resolve_train_config(
     device: str | None = None,
     progress: bool | None = None,
     max_env_steps: int | None = None,
+    dataset: str | os.PathLike[str] | None = None,
+    max_gradient_steps: int | None = None,
 ) -> cfg.ExperimentConfig:
     """The config :func:`train` would run with these arguments, without running anything.
 
@@ -856,8 +1079,15 @@ def resolve_train_config(
     presets for the env < ``config`` < the keyword arguments < ``overrides``). Nothing is built
     or written, so a config can be checked, printed (``rlblocks train ... --dry-run``) or saved
     for ``--config``. ``run.run_dir`` stays None when none is given: :func:`train` then picks a
-    fresh timestamped directory, so a saved config can start any number of runs.
+    fresh timestamped directory, so a saved config can start any number of runs. ``dataset``
+    (``buffer.dataset``) is recorded as an absolute path, so a resume finds it from anywhere.
     """
+    if max_env_steps is not None and spec_lookup("algo", algo).training == "offline":
+        raise ConfigError(
+            f"max_env_steps: algo {algo!r} trains offline from a dataset and takes no env step; "
+            "give its budget in gradient steps instead (max_gradient_steps=N, "
+            "--max-gradient-steps N)"
+        )
     flags: dict[str, dict[str, Any]] = {}
 
     def put(section: str, key: str, value: Any) -> None:
@@ -870,6 +1100,8 @@ def resolve_train_config(
     put("buffer", "name", buffer)
     put("trainer", "stop_reward", stop_reward)
     put("trainer", "max_env_steps", max_env_steps)
+    put("trainer", "max_gradient_steps", max_gradient_steps)
+    put("buffer", "dataset", os.fspath(dataset) if dataset is not None else None)
     put("run", "seed", seed)
     put("run", "device", device)
     put("run", "progress", progress)
@@ -879,9 +1111,19 @@ def resolve_train_config(
         file_data = dict(config) if config is not None else None
     else:
         file_data = cfg.load_config_file(config)
-    return cfg.build_config(
+    return absolute_dataset(cfg.build_config(
         algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
-    )
+    ))  # fmt: skip
+
+
+def absolute_dataset(config: cfg.ExperimentConfig) -> cfg.ExperimentConfig:
+    """``config`` with ``buffer.dataset`` as an absolute path (what ``config.json`` records, so
+    a resume from another working directory reads the same file)."""
+    path = config.buffer.dataset
+    if path is None or os.path.isabs(path):
+        return config
+    buffer = attrs.evolve(config.buffer, dataset=os.path.abspath(path))
+    return attrs.evolve(config, buffer=buffer)
 
 
 def train(
@@ -900,6 +1142,8 @@ def train(
     device: str | None = None,
     progress: bool | None = None,
     max_env_steps: int | None = None,
+    dataset: str | os.PathLike[str] | None = None,
+    max_gradient_steps: int | None = None,
     hooks: Iterable[object] = (),
     quiet: bool = False,
     overwrite: bool = False,
@@ -917,6 +1161,11 @@ def train(
     one (for presets, the stop reward and ``rlblocks.load``), else the factory's import path, and
     ``resume`` needs the factory again. The returned result's ``agent`` holds the final policy
     (``rlblocks.load(result.run_dir)`` loads the best one).
+
+    An offline algorithm (``td3bc``) learns from ``dataset``, an hdf5 file of
+    :meth:`~rlblocks.buffer.ReplayBuffer.save_hdf5` (``buffer.dataset``), for
+    ``max_gradient_steps`` gradient steps (``trainer.max_gradient_steps``); it takes no env step
+    outside its tests, so ``max_env_steps`` is refused for it.
     """
     env_factory: Callable[[], gym.Env] | None = None
     if env is not None and not isinstance(env, str):
@@ -938,6 +1187,8 @@ def train(
         device=device,
         progress=progress,
         max_env_steps=max_env_steps,
+        dataset=dataset,
+        max_gradient_steps=max_gradient_steps,
     )
     if env_factory is not None:
         resolved = attrs.evolve(
@@ -1018,10 +1269,12 @@ def resume(
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
 
-    ``overrides`` (``"trainer.max_env_steps=200000"``) change the saved config, e.g. to train a
-    finished run for longer. An env id of the form ``module:EnvId`` is imported only when the
-    module is imported already or with ``trust_imports`` (importing runs the module's code). A
-    run trained on an env factory needs it again as ``env``."""
+    ``overrides`` (``"trainer.max_env_steps=200000"``; ``"trainer.max_gradient_steps=..."`` for
+    an offline run) change the saved config, e.g. to train a finished run for longer. An
+    offline run reloads its dataset from ``buffer.dataset`` and refuses a file that changed. An
+    env id of the form ``module:EnvId`` is imported only when the module is imported already or
+    with ``trust_imports`` (importing runs the module's code). A run trained on an env factory
+    needs it again as ``env``."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     if not config_file.is_file():
@@ -1035,32 +1288,42 @@ def resume(
         check_env_id(resolved.env.id, trusted=trust_imports)
     finished = _finished(run_dir)
     if overrides:
-        resolved = cfg.build_config(
+        resolved = absolute_dataset(cfg.build_config(
             resolved.algo_name,
             file_data=cfg.to_dict(resolved),
             overrides=list(overrides),
             spec_lookup=spec_lookup,
-        )
+        ))  # fmt: skip
     if finished is not None:
-        steps, reason = finished
-        if resolved.trainer.max_env_steps <= steps:
+        offline = spec_lookup("algo", resolved.algo_name).training == "offline"
+        env_steps, gradient_steps, reason = finished
+        steps = gradient_steps if offline else env_steps
+        field, flag, unit = (
+            ("max_gradient_steps", "--max-gradient-steps", "gradient steps")
+            if offline else ("max_env_steps", "--max-env-steps", "env steps")
+        )  # fmt: skip
+        if int(getattr(resolved.trainer, field) or 0) <= steps:
             budget = max(2 * steps, steps + 1)
             how = option(
-                f"rlblocks.resume({str(run_dir)!r}, overrides=['trainer.max_env_steps={budget}'])",
-                f"rlblocks resume {run_dir} --max-env-steps {budget}",
+                f"rlblocks.resume({str(run_dir)!r}, overrides=['trainer.{field}={budget}'])",
+                f"rlblocks resume {run_dir} {flag} {budget}",
             )
             raise ConfigError(
-                f"{run_dir} finished ({reason}) at {steps} env steps; to train it further give "
+                f"{run_dir} finished ({reason}) at {steps} {unit}; to train it further give "
                 f"it a larger budget: {how}"
             )
     # a finished run's result.json goes once the run is rebuilt (Experiment._reopen_finished_run)
     return Experiment(resolved, run_dir, hooks=hooks, env_factory=env).run(resumed=True)
 
 
-def _finished(run_dir: Path) -> tuple[int, str] | None:
-    """(env steps, stop reason) of a run that wrote its result, else None; a damaged
-    ``result.json`` is a CheckpointError (``rlblocks describe`` says the same)."""
+def _finished(run_dir: Path) -> tuple[int, int, str] | None:
+    """(env steps, gradient steps, stop reason) of a run that wrote its result, else None; a
+    damaged ``result.json`` is a CheckpointError (``rlblocks describe`` says the same)."""
     data = read_result(run_dir)
     if data is None:
         return None
-    return int(data["env_steps"]), str(data.get("stop_reason") or "finished")
+    return (
+        int(data["env_steps"]),
+        int(data.get("gradient_steps") or 0),
+        str(data.get("stop_reason") or "finished"),
+    )

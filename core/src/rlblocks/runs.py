@@ -34,6 +34,7 @@ from rlblocks.checkpoint import (
     verify_file,
     write_verified,
 )
+from rlblocks.console import time_split
 from rlblocks.errors import CheckpointError, ConfigError
 from rlblocks.plugins import hookimpl
 
@@ -61,11 +62,12 @@ class TestRecorder:
         self.path = Path(run_dir) / TESTS_FILE
         self._state = trainer_state  # a callable returning the trainer's live TrainerState
 
-    def truncate_after(self, env_step: int) -> None:
-        """Drop rows past ``env_step`` (a resumed run repeats the steps after its checkpoint)."""
+    def truncate_after(self, step: int, column: str = "env_step") -> None:
+        """Drop rows whose ``column`` is past ``step`` (a resumed run repeats the steps after its
+        checkpoint); offline runs count ``gradient_steps``, as they take no env step."""
         if not self.path.is_file():
             return
-        rows = [r for r in read_tests(self.path.parent) if r["env_step"] <= env_step]
+        rows = [r for r in read_tests(self.path.parent) if r[column] <= step]
         self._write(rows)
 
     def _write(self, rows: Sequence[Mapping[str, float]]) -> None:
@@ -416,6 +418,8 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     f = _RunFacts(run)
     made_by = f" (envs from the factory {f.factory})" if f.factory else ""
     lines = [f"{run}: {f.algo} on {f.env_id}{made_by}, seed {f.seed}, device {f.device}"]
+    if f.dataset:
+        lines.append(f"offline, from the dataset {f.dataset}")
     if f.versions:
         v = f.versions
         parts = [f"rlblocks {v.get('rlblocks', '?')}"]
@@ -429,6 +433,9 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
             f"{f.status()}: {r.get('stop_reason') or 'done'}; {r.get('env_steps')} env steps, "
             f"{r.get('gradient_steps')} gradient steps, {_seconds(r.get('wall_seconds'))}"
         )
+        split = time_split(r)
+        if split is not None:
+            lines.append(split)
     elif f.holder is None and f.gens and not f.result_problem:
         how = (f"rlblocks.resume({str(run)!r}, env=<the factory>)" if f.factory
                else f"rlblocks resume {run}")  # fmt: skip
@@ -440,10 +447,10 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     elif f.tests:
         best, last = f.best_test(), f.tests[-1]
         lines.append(
-            f"tests: {len(f.tests)}; last at env step {last['env_step']}: "
+            f"tests: {len(f.tests)}; last at {f.step_name} {last[f.step_column]}: "
             f"{_num(last['return_mean'])} +- {_num(last.get('return_std', math.nan))} over "
-            f"{last.get('episodes', '?')} episodes; best {_num(best['return_mean'])} at env "
-            f"step {best['env_step']}"
+            f"{last.get('episodes', '?')} episodes; best {_num(best['return_mean'])} at "
+            f"{f.step_name} {best[f.step_column]}"
         )
     else:
         lines.append("tests: none finished yet")
@@ -498,6 +505,13 @@ class _RunFacts:
         self.env_id, self.seed, self.device = env.get("id", "?"), rs.get("seed"), rs.get("device")
         #: the env factory a run trained with (train(env=callable)), or None
         self.factory = env.get("factory")
+        buffer = data.get("buffer") if isinstance(data.get("buffer"), dict) else {}
+        #: the dataset of an offline run (its progress is in gradient steps), or None
+        self.dataset = buffer.get("dataset")
+        #: the tests.csv column and the wording of the run's progress
+        self.step_column, self.step_name = (
+            ("gradient_steps", "gradient step") if self.dataset else ("env_step", "env step")
+        )
         self.versions = self._optional("plugins.json")
         #: what is wrong with result.json (resume refuses the run until it is restored or gone)
         self.result_problem = ""
@@ -511,7 +525,8 @@ class _RunFacts:
         self.gen_step = None
         if self.gens:
             try:
-                self.gen_step = store.manifest(self.gens[0]).get("env_step")
+                key = "gradient_step" if self.dataset else "env_step"
+                self.gen_step = store.manifest(self.gens[0]).get(key)
             except (OSError, ValueError):
                 self.notes.append(f"checkpoints/{self.gens[0].name}/MANIFEST.json is unreadable")
         self.holder = RunDirLock.holder(run) if self.result is None else None
@@ -529,7 +544,7 @@ class _RunFacts:
         return _read_json(self.run / name, self.notes) if (self.run / name).is_file() else None
 
     def at_step(self) -> str:
-        return f" at env step {self.gen_step}" if self.gen_step is not None else ""
+        return f" at {self.step_name} {self.gen_step}" if self.gen_step is not None else ""
 
     def best_test(self) -> dict[str, float] | None:
         return max(self.tests, key=lambda t: t["return_mean"]) if self.tests else None
