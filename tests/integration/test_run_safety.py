@@ -258,7 +258,7 @@ def _final_weights(run: Path) -> dict:
 def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
     tmp_path: Path, algo: str
 ) -> None:
-    """20 kill -9 of a training process at random moments, each followed by checks and a
+    """14 kill -9 of a training process at random moments, each followed by checks and a
     resume: every committed generation verifies, its trainer state, manifest and buffer agree,
     no temporary file is left once the next run has started, and the run finally ends with
     the weights of the same run left alone."""
@@ -280,7 +280,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
     startup = time.monotonic() - began
     kills = 0
     last_step = -1
-    while kills < 20:
+    while kills < 14:
         if (run / "config.json").is_file():
             argv = [*base, "resume", str(run)]
         else:
