@@ -392,14 +392,7 @@ class Experiment:
                 wrappers=[*c.env.wrappers, *c.env.train_wrappers],
                 **env_opts,
             )
-            self.test_envs = make_vector_env(
-                c.env.backend,
-                source,
-                c.env.num_test_envs,
-                make_kwargs=c.env.make_kwargs,
-                wrappers=c.env.wrappers,
-                **env_opts,
-            )
+            self.test_envs = self._make_test_envs(source, env_opts)
             space_o = stacked_space(self.train_envs.observation_space, frames)
             space_a = self.train_envs.action_space
         device = resolve_device(c.run.device)
@@ -457,12 +450,7 @@ class Experiment:
             ):
                 member.seed(seed + 7919 * i)
         if abilities.env_attached:
-            # buffers that need the env's own functions (hindsight relabelling takes
-            # compute_reward from a goal env) get a local instance of the run's env
-            self._probe_env = make_env_fns(
-                self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
-            )[0]()
-            self.buffer.attach_env(self._probe_env)
+            self._attach_probe_env()
         t = c.trainer
         # train and test envs get disjoint seed ranges (a resumed run continues both streams)
         if multi:
@@ -494,18 +482,9 @@ class Experiment:
                 frame_stack=frames,
             )
         common: dict[str, Any] = {
+            **self._trainer_options(),
             "max_env_steps": t.max_env_steps,
-            "batch_size": t.batch_size,
-            "test_interval": t.test_interval,
-            "test_episodes": t.test_episodes,
             "test_in_training": t.test_in_training,
-            "test_screen_episodes": t.test_screen_episodes,
-            "stop_reward": self.stop_reward(),
-            "checkpoint_interval": t.checkpoint_interval if self.run_dir is not None else 0,
-            "plugin_manager": self.pm,
-            "checkpoint_fn": self.save if self.run_dir is not None else None,
-            "best_fn": self.save_best if self.run_dir is not None else None,
-            "on_nonfinite": t.on_nonfinite,
             "batch_mode": t.batch_mode,
             "rollout_fragment_length": t.rollout_fragment_length,
         }
@@ -544,14 +523,7 @@ class Experiment:
         c, t, seed = self.config, self.config.trainer, self.config.run.seed
         self.train_envs: Any = None
         self.train_collector: Any = None
-        self.test_envs = make_vector_env(
-            c.env.backend,
-            source,
-            c.env.num_test_envs,
-            make_kwargs=c.env.make_kwargs,
-            wrappers=c.env.wrappers,
-            **env_opts,
-        )
+        self.test_envs = self._make_test_envs(source, env_opts)
         self.buffer = self._load_dataset(resumed)
         frames = int(getattr(self.buffer, "stack_num", 1))
         if c.buffer.stack_num not in (1, frames):
@@ -573,10 +545,7 @@ class Experiment:
         if abilities.seedable:
             self.buffer.seed(seed)
         if abilities.env_attached:
-            self._probe_env = make_env_fns(
-                self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
-            )[0]()
-            self.buffer.attach_env(self._probe_env)
+            self._attach_probe_env()
         self.test_collector = Collector(
             self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000,
             frame_stack=frames,
@@ -588,19 +557,50 @@ class Experiment:
             self.buffer,
             max_gradient_steps=t.max_gradient_steps,
             step_per_round=t.step_per_round,
-            batch_size=t.batch_size,
-            test_interval=t.test_interval,
-            test_episodes=t.test_episodes,
-            test_screen_episodes=t.test_screen_episodes,
-            stop_reward=self.stop_reward(),
-            checkpoint_interval=t.checkpoint_interval if self.run_dir is not None else 0,
-            plugin_manager=self.pm,
-            checkpoint_fn=self.save if self.run_dir is not None else None,
-            best_fn=self.save_best if self.run_dir is not None else None,
-            on_nonfinite=t.on_nonfinite,
+            **self._trainer_options(),
         )
         self.trainer.run_dir = self.run_dir
         return self.trainer
+
+    def _make_test_envs(self, source: EnvSource, env_opts: dict[str, Any]) -> Any:
+        """The test envs: ``env.num_test_envs`` of the run's env with its shared wrappers (not
+        the training-only ones), online and offline alike."""
+        c = self.config
+        return make_vector_env(
+            c.env.backend,
+            source,
+            c.env.num_test_envs,
+            make_kwargs=c.env.make_kwargs,
+            wrappers=c.env.wrappers,
+            **env_opts,
+        )
+
+    def _attach_probe_env(self) -> None:
+        """Buffers that need the env's own functions (hindsight relabelling takes
+        ``compute_reward`` from a goal env) get a local instance of the run's env."""
+        c = self.config
+        self._probe_env = make_env_fns(
+            self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
+        )[0]()
+        self.buffer.attach_env(self._probe_env)
+
+    def _trainer_options(self) -> dict[str, Any]:
+        """What every trainer takes alike from the config and the run: batch size, the test
+        schedule and stop rule, checkpoints (none without a run directory), hooks, the finite
+        check."""
+        t, saved = self.config.trainer, self.run_dir is not None
+        return {
+            "batch_size": t.batch_size,
+            "test_interval": t.test_interval,
+            "test_episodes": t.test_episodes,
+            "test_screen_episodes": t.test_screen_episodes,
+            "stop_reward": self.stop_reward(),
+            "checkpoint_interval": t.checkpoint_interval if saved else 0,
+            "plugin_manager": self.pm,
+            "checkpoint_fn": self.save if saved else None,
+            "best_fn": self.save_best if saved else None,
+            "on_nonfinite": t.on_nonfinite,
+        }
 
     def _load_dataset(self, resumed: bool) -> Any:
         """Read ``buffer.dataset`` into a buffer (never executing code the file names: HER's
