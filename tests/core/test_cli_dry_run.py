@@ -114,6 +114,39 @@ def test_dry_run_refuses_a_run_dir_that_holds_a_run_unless_overwrite(
     assert (run / "config.json").read_text() == "{}", "a dry run changes nothing"
 
 
+@pytest.mark.parametrize(
+    ("algo", "env"), [("ddpg", "CartPole-v1"), ("dqn", "Pendulum-v1"), ("mappo", "CartPole-v1")]
+)
+def test_describe_of_an_algorithm_refuses_an_env_it_cannot_take_as_train_does(
+    algo: str, env: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(["train", algo, "--env", env, "--dry-run"]) == 2
+    refused = capsys.readouterr().err
+    assert "spaces" in refused
+    assert cli(["describe", algo, "--env", env]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == refused  # the very message train gives
+    assert cli(["describe", "ddpg", "--env", "Pendulum-v1"]) == 0  # an env it takes
+    assert "values for env Pendulum-v1" in capsys.readouterr().out
+
+
+def test_describe_of_an_algorithm_on_an_env_that_cannot_be_made_here_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gymnasium as gym
+
+    import rlblocks.compose
+
+    def missing(env_id: str, **kwargs: object) -> gym.Env:
+        raise gym.error.DependencyNotInstalled("MuJoCo is not installed")
+
+    monkeypatch.setattr(rlblocks.compose, "make_gym_env", missing)
+    # the values are still shown (they need no env), with a line saying what was not checked
+    assert cli(["describe", "sac", "--env", "Pendulum-v1"]) == 0
+    out = capsys.readouterr().out
+    assert "spaces is not checked: MuJoCo is not installed" in out and "[algo]" in out
+
+
 def test_a_single_agent_env_is_not_offered_algorithms_that_need_a_global_state(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -5,6 +5,7 @@ that lands after the budget is met records a finished run."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import signal
@@ -277,6 +278,64 @@ def test_an_overwrite_whose_start_fails_keeps_the_run_it_would_replace(tmp_path:
     assert json.loads((run / "result.json").read_text())["env_steps"] == 400
     assert not any(p.name.startswith(".replaced") for p in run.iterdir())
     assert not (run / "logs").exists()  # the replaced run's csv logs went with it
+
+
+def test_a_run_an_interrupted_overwrite_set_aside_is_named_until_restored_or_discarded(
+    run: Path, finished: Path, tmp_path: Path, capsys
+):
+    from rlblocks.experiment import set_aside_run
+
+    set_aside_run(run)  # what a start with --overwrite that was killed before it began leaves
+    held = run / ".replaced-run"
+    assert (held / "config.json").is_file() and not (run / "config.json").exists()
+    kept, discard = f"an earlier run is kept in {held}", f"to discard it, delete {held}"
+    restore = f"to restore it, move everything in {held} back into {run}"
+
+    def names_it(text: str) -> bool:
+        text = " ".join(text.split())
+        return kept in text and restore in text and discard in text
+
+    for argv in (["describe", str(run)], ["resume", str(run)],
+                 ["train", "dqn", "--run-dir", str(run), "--resume"],
+                 ["train", "dqn", "--run-dir", str(run), "--no-progress"],
+                 ["train", "dqn", "--run-dir", str(run), "--dry-run"]):  # fmt: skip
+        assert cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert names_it(err) and "a start with --overwrite was interrupted" in err, argv
+    with pytest.raises(ConfigError) as refused:  # from Python, in the argument's words
+        _train(run)
+    assert names_it(str(refused.value)) and "pass overwrite=True" in str(refused.value)
+    with pytest.raises(CheckpointError) as refused:
+        rlblocks.resume(run)
+    assert names_it(str(refused.value))
+    # a folder of runs: the run set aside is named as such, not counted as a run of its own
+    shutil.copytree(finished, tmp_path / "a")
+    assert cli(["describe", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{tmp_path}: 1 run(s)" in out and "run/.replaced-run: not a run of its own" in out
+    assert names_it(out)
+    # after the restore it names, the run is whole again and says nothing more
+    for path in list(held.iterdir()):
+        path.rename(run / path.name)
+    held.rmdir()
+    assert verify_run(run) == []
+    assert cli(["describe", str(run)]) == 0
+    assert "finished" in capsys.readouterr().out
+    # beside a run, it is a note of that run until deleted
+    shutil.copytree(finished, held)
+    assert cli(["describe", str(run)]) == 0
+    assert names_it(capsys.readouterr().out)
+    assert cli(["resume", str(run)]) == 2  # refused as finished, and warned of the other one
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {kept}") and names_it(err) and "finished" in err
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert cli(["plot", str(tmp_path), "-o", str(tmp_path / "c.png")]) == 0
+        captured = capsys.readouterr()
+        assert "dqn on CartPole-v1 (2)" in captured.out  # a and run; not run/.replaced-run
+        assert f"not plotted: {held}, an earlier run set aside" in captured.err
+    shutil.rmtree(held)
+    assert cli(["describe", str(run)]) == 0
+    assert "kept in" not in capsys.readouterr().out
 
 
 # -- damaged files ---------------------------------------------------------------------------------

@@ -223,3 +223,98 @@ def test_dry_run_checks_the_offline_settings(dataset: Path, tmp_path: Path, caps
     assert "$.buffer.dataset: " in capsys.readouterr().err
     assert cli([*common]) == 2
     assert "--dataset FILE" in capsys.readouterr().err
+
+
+def test_an_env_step_budget_set_for_an_offline_run_any_way_is_refused_by_field(
+    dataset: Path, tmp_path: Path, capsys
+) -> None:
+    from rlblocks.cli import main as cli
+
+    common = ["train", "td3bc", "--env", "Pendulum-v1", "--dataset", str(dataset), "--dry-run"]
+    for value in ("5000", "1000000"):  # any value, the default's too: it would be ignored
+        assert cli([*common, "--set", f"trainer.max_env_steps={value}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: $.trainer.max_env_steps: algo 'td3bc' trains offline")
+        assert f"trainer.max_env_steps={value} (--set) would be ignored" in err
+        assert err.rstrip().endswith("trainer.max_gradient_steps: --max-gradient-steps N")
+    toml = tmp_path / "budget.toml"
+    toml.write_text("[trainer]\nmax_env_steps = 5000\n")
+    assert cli([*common, "--config", str(toml)]) == 2
+    err = capsys.readouterr().err
+    assert f"max_env_steps=5000 (the config file {toml}) would be ignored" in err
+    # from Python the fix names the argument
+    with pytest.raises(ConfigError, match=r"=5000 \(overrides\) would .*: max_gradient_steps=N$"):
+        rlblocks.train("td3bc", env="Pendulum-v1", dataset=dataset, run_dir=tmp_path / "a",
+                       overrides=[*SMALL, "trainer.max_env_steps=5000"], quiet=True)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"max_env_steps=5000 \(config\) would be ignored"):
+        _train(dataset, tmp_path / "b", config={"trainer": {"max_env_steps": 5000}})
+    # a config rlblocks wrote records the unused field at its default: it reads back as it was
+    assert cli(common) == 0
+    shown = capsys.readouterr().out
+    assert json.loads(shown)["trainer"]["max_env_steps"] == 1_000_000
+    (tmp_path / "shown.json").write_text(shown)
+    assert cli(["train", "td3bc", "--config", str(tmp_path / "shown.json"), "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(shown)
+    # a resume: the new budget of a stopped offline run is in gradient steps
+    run = tmp_path / "run"
+    _train(dataset, run, steps=200, hooks=[StopAt(100)])
+    assert cli(["resume", str(run), "--max-env-steps", "500"]) == 2
+    err = capsys.readouterr().err
+    assert "trainer.max_env_steps=500 (--max-env-steps or --set) would be ignored" in err
+    assert err.rstrip().endswith("--max-gradient-steps N")
+    with pytest.raises(ConfigError, match=r": overrides=\['trainer\.max_gradient_steps=N'\]$"):
+        rlblocks.resume(run, overrides=["trainer.max_env_steps=500"])
+    assert json.loads((run / "result.json").read_text())["gradient_steps"] == 100  # untouched
+    # the online counterpart: a gradient-step budget set for an online algorithm is refused too
+    online = ["train", "td3", "--env", "Pendulum-v1", "--dry-run"]
+    assert cli([*online, "--set", "trainer.max_gradient_steps=10"]) == 2
+    assert "$.trainer.max_gradient_steps: algo 'td3' trains off-policy" in capsys.readouterr().err
+    toml.write_text("[trainer]\nmax_gradient_steps = 10\n")
+    assert cli([*online, "--config", str(toml)]) == 2
+    assert "$.trainer.max_gradient_steps: algo 'td3' trains off-policy" in capsys.readouterr().err
+
+
+def test_tune_searches_an_offline_algorithm_on_a_dataset_in_gradient_steps(
+    dataset: Path, tmp_path: Path, capsys
+) -> None:
+    optuna = pytest.importorskip("optuna")
+    from rlblocks.cli import main as cli
+
+    root = tmp_path / "tune"
+    sets = [a for item in SMALL for a in ("--set", item)]
+    common = ["tune", "td3bc", "--env", "Pendulum-v1", "--trials", "1", "--run-dir", str(root)]
+    assert cli([*common, "--dataset", str(dataset), "--max-gradient-steps", "200",
+                "--param", "algo.actor_lr=loguniform:1e-4:1e-3", *sets]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "trial 0: done" in out and "200 gradient steps" in out
+    trial = json.loads((root / "trial-0" / "config.json").read_text())
+    assert trial["trainer"]["max_gradient_steps"] == 200
+    assert trial["buffer"]["dataset"] == str(dataset.resolve())
+    # Optuna hears each test at its gradient step (an offline run's env step stays 0)
+    study = optuna.load_study(study_name="td3bc-Pendulum-v1",
+                              storage=f"sqlite:///{(root / 'study.db').resolve()}")  # fmt: skip
+    assert sorted(study.trials[0].intermediate_values) == [100, 200]
+    best = (root / "best.toml").read_text()
+    assert "trainer.max_gradient_steps = 200; train longer with --max-gradient-steps N" in best
+    assert "max_env_steps" not in best
+    assert cli(["train", "td3bc", "--config", str(root / "best.toml"), "--dry-run"]) == 0
+    passed_back = json.loads(capsys.readouterr().out)
+    assert passed_back["trainer"]["max_gradient_steps"] == 200
+    assert passed_back["buffer"]["dataset"] == str(dataset.resolve())
+    # the mix-ups train refuses are refused before the study, by the flag or field typed
+    refused = tmp_path / "refused"
+    mixups = [
+        (["td3bc", "--dataset", str(dataset), "--max-env-steps", "200"], "--max-gradient-steps N"),
+        (["td3bc", "--dataset", str(dataset), "--set", "trainer.max_env_steps=200"],
+         "trainer.max_env_steps=200 (--set) would be ignored"),
+        (["td3bc", "--max-gradient-steps", "200", "--set", "trainer.max_gradient_steps=100"],
+         "pass --max-gradient-steps or --set trainer.max_gradient_steps=..., not both"),
+        (["td3bc"], "pass --dataset FILE"),
+        (["td3", "--max-gradient-steps", "200"], "$.trainer.max_gradient_steps: algo 'td3'"),
+        (["td3", "--dataset", str(dataset)], "$.buffer.dataset: algo 'td3' trains off-policy"),
+    ]  # fmt: skip
+    for argv, message in mixups:
+        assert cli(["tune", *argv, "--env", "Pendulum-v1", "--run-dir", str(refused)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, argv
+    assert not refused.exists()  # no study, no failed trial

@@ -293,7 +293,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.run_dir is None:
             raise RlblocksError("--resume needs --run-dir (the run to continue)")
         if not (Path(args.run_dir) / "config.json").is_file():
-            raise RlblocksError(f"--resume: {args.run_dir} holds no run yet (no config.json)")
+            replaced = importlib.import_module("rlblocks.runs").replaced_run_note(args.run_dir)
+            raise RlblocksError(
+                f"--resume: {args.run_dir} holds no run yet (no config.json)"
+                + (f"; {replaced}" if replaced else "")
+            )
         _check_resume_flags(args)
         overrides = _resume_overrides(args, common["overrides"])
         result = experiment.resume(args.run_dir, overrides=overrides)
@@ -412,11 +416,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     """Search hyperparameters with Optuna; write the best config as TOML."""
     tuning = importlib.import_module("rlblocks.tuning")
+    _check_budget(args)
     tuning.tune(
         args.algo,
         env=args.env,
         trials=args.trials,
         max_env_steps=args.max_env_steps,
+        max_gradient_steps=args.max_gradient_steps,
+        dataset=args.dataset,
         params=list(args.param or ()),
         study_path=args.study,
         out=args.out,
@@ -455,9 +462,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
         try:
             text = runs.describe_runs(target, width=width)
         except RlblocksError:
+            replaced = runs.replaced_run_note(target)
             raise RlblocksError(
                 f"{target} is neither a run directory (no config.json in or below it) nor an "
-                "installed algorithm"
+                "installed algorithm" + (f"; {replaced}" if replaced else "")
             ) from None
     print(text)
     return 0
@@ -608,6 +616,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trials to run (default 20)")
     p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
                    help="env-step budget per trial (200000 or 2e5)")
+    p.add_argument("--max-gradient-steps", type=_gradient_steps, metavar="N",
+                   help="offline algorithms: gradient-step budget per trial (1e5; default: the "
+                   "algorithm's)")
+    p.add_argument("--dataset", metavar="FILE",
+                   help="offline algorithms: the hdf5 dataset every trial learns from "
+                   "(buffer.dataset), as for `rlblocks train --dataset`")
     p.add_argument("--param", action="append", metavar="SECTION.FIELD=DIST",
                    help="a searched field: loguniform:LO:HI, uniform:LO:HI, int:LO:HI or "
                    "choice:A|B; repeatable (default: learning rates, gamma, n_step, batch size, "

@@ -92,7 +92,14 @@ from rlblocks.multiagent import (
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
-from rlblocks.runs import RESULT_FILE, RunDirLock, TestRecorder, read_result
+from rlblocks.runs import (
+    REPLACED_DIR,
+    RESULT_FILE,
+    RunDirLock,
+    TestRecorder,
+    read_result,
+    replaced_run_note,
+)
 from rlblocks.trainer import (
     BaseTrainer,
     OfflineTrainer,
@@ -198,11 +205,6 @@ def default_run_dir(algo: str, env_id: str) -> Path:
 #: what a run writes into its directory (``--overwrite`` removes exactly these)
 RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5")
 RUN_DIRS = ("checkpoints", "logs")
-
-
-#: the folder inside a run directory where ``overwrite`` keeps the run it replaces until the new
-#: run has been built (and from which a failed start puts it back)
-REPLACED_DIR = ".replaced-run"
 
 
 def set_aside_run(run_dir: Path) -> Path | None:
@@ -1081,13 +1083,20 @@ def resolve_train_config(
     for ``--config``. ``run.run_dir`` stays None when none is given: :func:`train` then picks a
     fresh timestamped directory, so a saved config can start any number of runs. ``dataset``
     (``buffer.dataset``) is recorded as an absolute path, so a resume finds it from anywhere.
+    An offline algorithm takes no env step, so ``trainer.max_env_steps`` is refused from every
+    layer (``max_env_steps``, ``overrides``, ``config``) as it would be ignored; only a config
+    that records the value the run has anyway (as every config rlblocks writes does) passes.
     """
-    if max_env_steps is not None and spec_lookup("algo", algo).training == "offline":
+    offline = spec_lookup("algo", algo).training == "offline"
+    if max_env_steps is not None and offline:
         raise ConfigError(
             f"max_env_steps: algo {algo!r} trains offline from a dataset and takes no env step; "
             "give its budget in gradient steps instead (max_gradient_steps=N, "
             "--max-gradient-steps N)"
         )
+    if offline:
+        fix = option("max_gradient_steps=N", "--max-gradient-steps N")
+        _refuse_env_budget_overrides(algo, overrides, option("overrides", "--set"), fix)
     flags: dict[str, dict[str, Any]] = {}
 
     def put(section: str, key: str, value: Any) -> None:
@@ -1111,9 +1120,68 @@ def resolve_train_config(
         file_data = dict(config) if config is not None else None
     else:
         file_data = cfg.load_config_file(config)
-    return absolute_dataset(cfg.build_config(
+    # an offline run's config file may record trainer.max_env_steps (every config rlblocks
+    # writes does): it is taken out, and refused below if it asks for anything but the value
+    # the run has anyway
+    file_budget = _pop_env_budget(file_data) if offline else _UNSET
+    resolved = absolute_dataset(cfg.build_config(
         algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
     ))  # fmt: skip
+    if file_budget is not _UNSET and file_budget != resolved.trainer.max_env_steps:
+        where = "config" if config is None or isinstance(config, Mapping) else (
+            f"the config file {os.fspath(config)}"
+        )  # fmt: skip
+        fix = option("max_gradient_steps=N", "--max-gradient-steps N")
+        raise _offline_env_budget_error(algo, f"{file_budget!r} ({where})", fix)
+    return resolved
+
+
+def _offline_env_budget_error(algo: str, setting: str, fix: str) -> ConfigError:
+    """The refusal of ``trainer.max_env_steps`` (``setting``: its value and where it was set)
+    for an offline algorithm, which takes no env step; ``fix`` is how to give its budget."""
+    return ConfigError(
+        f"$.trainer.max_env_steps: algo {algo!r} trains offline from a dataset and takes no env "
+        f"step, so trainer.max_env_steps={setting} would be ignored; remove it and give the "
+        f"budget in gradient steps, trainer.max_gradient_steps: {fix}"
+    )
+
+
+def _env_budget_override(override: Any) -> str | None:
+    """The value text of an override that sets ``trainer.max_env_steps``, else None."""
+    if isinstance(override, str):
+        key, _, value = override.partition("=")
+        path: tuple[Any, ...] = tuple(part.strip() for part in key.split("."))
+    else:  # an already parsed (path, value) pair
+        path, value = tuple(override[0]), repr(override[1])
+    return str(value).strip() if path == ("trainer", "max_env_steps") else None
+
+
+def _refuse_env_budget_overrides(
+    algo: str, overrides: Iterable[Any], origin: str, fix: str
+) -> None:
+    """An override of ``trainer.max_env_steps`` (any value) for the offline ``algo`` is refused:
+    the run takes no env step, so it would be ignored. ``origin`` names where overrides come
+    from (``--set``), ``fix`` how to give the budget in gradient steps."""
+    for override in overrides:
+        value = _env_budget_override(override)
+        if value is not None:
+            raise _offline_env_budget_error(algo, f"{value} ({origin})", fix)
+
+
+#: what :func:`_pop_env_budget` returns for a config file without ``trainer.max_env_steps``
+_UNSET = object()
+
+
+def _pop_env_budget(file_data: dict[str, Any] | None) -> Any:
+    """Take ``trainer.max_env_steps`` out of a config file's data (copying the table, not
+    changing the caller's) and return its value; ``_UNSET`` when the file does not set it."""
+    trainer = (file_data or {}).get("trainer")
+    if file_data is None or not isinstance(trainer, Mapping) or "max_env_steps" not in trainer:
+        return _UNSET
+    trainer = dict(trainer)
+    value = trainer.pop("max_env_steps")
+    file_data["trainer"] = trainer
+    return value
 
 
 def absolute_dataset(config: cfg.ExperimentConfig) -> cfg.ExperimentConfig:
@@ -1223,6 +1291,13 @@ def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False
                 f"run directory {run_dir}: {part} is a file, not a directory; pick another "
                 "--run-dir"
             )
+    replaced = replaced_run_note(run_dir)
+    if replaced and not overwrite:
+        replace = option("overwrite=True", "--overwrite")
+        raise ConfigError(
+            f"{replaced}; a new run there is refused until one or the other is done (or pass "
+            f"{replace}, which puts the earlier run back and replaces it)"
+        )
     if (Path(run_dir) / "config.json").is_file() and not overwrite:
         cont = option(f"rlblocks.resume({str(run_dir)!r})", f"`rlblocks resume {run_dir}`")
         replace = option("overwrite=True", "--overwrite")
@@ -1277,8 +1352,14 @@ def resume(
     needs it again as ``env``."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
+    replaced = replaced_run_note(run_dir)
     if not config_file.is_file():
-        raise CheckpointError(f"{run_dir} is not a run directory: no config.json in it")
+        raise CheckpointError(
+            f"{run_dir} is not a run directory: no config.json in it"
+            + (f"; {replaced}" if replaced else "")
+        )
+    if replaced:  # the run resumes; the earlier one stays where it is until restored or deleted
+        _warn_stderr(replaced)
     resolved = cfg.read_config(config_file, spec_lookup)
     if env is None:
         if resolved.env.factory is not None:
@@ -1287,6 +1368,13 @@ def resume(
             ))  # fmt: skip
         check_env_id(resolved.env.id, trusted=trust_imports)
     finished = _finished(run_dir)
+    if spec_lookup("algo", resolved.algo_name).training == "offline":
+        _refuse_env_budget_overrides(
+            resolved.algo_name,
+            overrides,
+            option("overrides", "--max-env-steps or --set"),
+            option("overrides=['trainer.max_gradient_steps=N']", "--max-gradient-steps N"),
+        )
     if overrides:
         resolved = absolute_dataset(cfg.build_config(
             resolved.algo_name,

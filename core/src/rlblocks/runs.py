@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from rlblocks._advice import option
 from rlblocks.checkpoint import (
     GenerationStore,
     check_file,
@@ -180,11 +181,36 @@ def run_label(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
         raise CheckpointError(f"{run_dir}: cannot read the run's config.json ({exc})") from exc
 
 
-def find_runs(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
+#: the folder inside a run directory where ``train --overwrite`` keeps the run it replaces until
+#: the new run has been built (from which a failed start puts it back); one that a killed start
+#: left behind holds the earlier run, which is no run of its own
+REPLACED_DIR = ".replaced-run"
+
+
+def replaced_run_note(run_dir: str | os.PathLike[str]) -> str | None:
+    """What ``run_dir/.replaced-run`` is, when a start with ``--overwrite`` that was killed
+    left one (and no run holds the directory now): the earlier run, kept there, and how to
+    restore or discard it; None when there is none."""
+    held = Path(run_dir) / REPLACED_DIR
+    if not held.is_dir() or RunDirLock.holder(run_dir) is not None:
+        return None  # nothing set aside, or a start running now that deals with it itself
+    return (
+        f"an earlier run is kept in {held}: a start with {option('overwrite=True', '--overwrite')}"
+        " was interrupted before its new run began, so the run it replaces was set aside, not "
+        f"deleted; to restore it, move everything in {held} back into {run_dir} (replacing what "
+        f"has the same name) and delete the empty {REPLACED_DIR}; to discard it, delete {held}"
+    )
+
+
+def find_runs(
+    paths: Sequence[str | os.PathLike[str]], set_aside: list[Path] | None = None
+) -> list[tuple[Path, bool]]:
     """The run directories that ``paths`` name, each once, in order, with whether it was named
     itself: a run directory (it holds a ``config.json``) stands for itself, any other folder for
     every run directory below it (sorted; a run's own folders are not searched), so
-    ``rlblocks plot runs`` plots every run under ``runs/``."""
+    ``rlblocks plot runs`` plots every run under ``runs/``. A ``.replaced-run`` folder (a run an
+    interrupted ``--overwrite`` set aside) is no run: it is not searched, and goes into
+    ``set_aside`` when that list is given."""
     found: dict[Path, tuple[Path, bool]] = {}  # keyed by the resolved path: a run counts once
     for p in map(Path, paths):
         if (p / "config.json").is_file():
@@ -193,13 +219,23 @@ def find_runs(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, bool]
         if not p.is_dir():
             what = "a file, not a run directory" if p.exists() else "no such run directory"
             raise CheckpointError(f"{p}: {what}")
-        below = []
+        below, aside = [], []
         for root, dirs, files in os.walk(p):
+            if REPLACED_DIR in dirs:
+                aside.append(Path(root) / REPLACED_DIR)
+                dirs.remove(REPLACED_DIR)
             if "config.json" in files:
                 below.append(Path(root))
                 dirs.clear()
             dirs.sort()
+        if set_aside is not None:
+            set_aside += [a for a in sorted(aside) if a not in set_aside]
         if not below:
+            notes = [n for n in (replaced_run_note(a.parent) for a in sorted(aside)) if n]
+            if notes:  # only a run set aside: what to do with it is the advice
+                raise CheckpointError(
+                    f"{p} holds no run (no config.json in or below it); " + "; ".join(notes)
+                )
             raise CheckpointError(
                 f"{p} is not a run directory (no config.json) and holds none; name the "
                 "directories that `rlblocks train` wrote (each has a config.json)"
@@ -256,7 +292,8 @@ def plot_runs(
         raise ConfigError("no run directories to plot")
     groups: dict[str, list[list[dict[str, float]]]] = {}
     skipped, unreadable = [], []
-    for rd, named in find_runs(run_dirs):
+    set_aside: list[Path] = []
+    for rd, named in find_runs(run_dirs, set_aside):
         if not named and not (rd / TESTS_FILE).is_file():
             skipped.append(str(rd))  # found in a folder, e.g. a run that is still warming up
             continue
@@ -282,6 +319,14 @@ def plot_runs(
         )
     if unreadable:
         warnings.warn(f"not plotted: {'; '.join(unreadable)}", stacklevel=2)
+    if set_aside:
+        overwrite = option("overwrite=True", "--overwrite")
+        warnings.warn(
+            f"not plotted: {', '.join(map(str, set_aside))}, an earlier run set aside by an "
+            f"interrupted start with {overwrite}, not a run of its own (`rlblocks describe` of "
+            "the run directory above it says how to restore or discard it)",
+            stacklevel=2,
+        )
     if not groups:
         damaged = f" ({len(unreadable)} unreadable: see the warning)" if unreadable else ""
         raise CheckpointError(f"none of the runs has a finished test to plot{damaged}")
@@ -357,12 +402,16 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
         check_env_id(env)  # a typo is named, not described as if it were an env
     flags = {"env": {"id": env}} if env else {}
     resolved = cfg.build_config(algo, flags=flags, spec_lookup=spec_lookup)
+    # an env the algorithm cannot take is refused as `rlblocks train` refuses it
+    unchecked = _check_fits_env(spec, resolved) if env else None
     env_id = resolved.env.id
     lines = [
         f"{algo}: {spec.summary}",
         f"values for env {env_id} (class default shown where the algorithm or its preset for "
         "this env sets another); set any with --set SECTION.FIELD=VALUE",
     ]
+    if unchecked:
+        lines.append(unchecked)
     presets = [p for p in (getattr(spec, "env_defaults", None) or {})]
     if presets:
         lines.append(f"env presets: {', '.join(presets)}")
@@ -403,6 +452,34 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     return "\n".join(lines)
 
 
+def _check_fits_env(spec: Any, config: Any) -> str | None:
+    """Refuse an algorithm (``spec``) that cannot take the spaces of ``config``'s env, with the
+    check and the message of a run (one env is made with the run's wrappers, then closed). An
+    env that cannot be made here (a missing dependency) leaves the spaces unchecked: the line
+    returned says so (the config's values are still worth showing)."""
+    import gymnasium as gym
+
+    from rlblocks.compose import _check_spaces, make_env_fns, stacked_space
+    from rlblocks.errors import RlblocksError
+    from rlblocks.multiagent import is_multiagent_id
+
+    if is_multiagent_id(config.env.id):
+        return None  # a multi-agent env's spaces are per agent: a run checks them as it builds
+    wrappers = [*config.env.wrappers, *config.env.train_wrappers]
+    try:
+        (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)
+        env = make()
+    except (RlblocksError, gym.error.Error, ImportError) as exc:  # a missing dependency
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"the algorithm's fit to the env's spaces is not checked: {first}"
+    try:
+        observation_space = stacked_space(env.observation_space, config.buffer.stack_num)
+        _check_spaces(spec, observation_space, env.action_space)
+    finally:
+        env.close()
+    return None
+
+
 def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     """A run directory in a few lines: what ran (algorithm, env, seed, device, the versions it
     ran with), where it stands (finished and why, running, or stopped with the command that
@@ -411,9 +488,10 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     no checkpoint is loaded and nothing in the directory is executed."""
     run = Path(run_dir)
     if not (run / "config.json").is_file():
+        replaced = replaced_run_note(run)
         raise CheckpointError(
             f"{run} is not a run directory: no config.json in it (pass a run directory, or an "
-            "algorithm name to see its config fields)"
+            "algorithm name to see its config fields)" + (f"; {replaced}" if replaced else "")
         )
     f = _RunFacts(run)
     made_by = f" (envs from the factory {f.factory})" if f.factory else ""
@@ -470,8 +548,15 @@ def describe_runs(folder: str | os.PathLike[str], width: int = 100) -> str:
     """One line per run directory below ``folder`` (the seed runs of ``train --seeds``, a
     folder of runs): algorithm, env, seed, where it stands and its best test."""
     folder = Path(folder)
-    found = find_runs([folder])
+    set_aside: list[Path] = []
+    found = find_runs([folder], set_aside)
     lines = [f"{folder}: {len(found)} run(s); `rlblocks describe RUN_DIR` tells more of one"]
+    runs = {run.resolve() for run, _ in found}
+    for held in set_aside:  # a run's own is a note of that run's line
+        if held.parent.resolve() not in runs:
+            name = held.relative_to(folder) if held.is_relative_to(folder) else held
+            note = replaced_run_note(held.parent) or "set aside by a start running now"
+            lines += [f"  {name}: not a run of its own", f"    note: {note}"]
     for run, _ in found:
         name = run.relative_to(folder) if run.is_relative_to(folder) else run
         try:
@@ -539,6 +624,9 @@ class _RunFacts:
             self.tests_problem = str(exc)
             self.notes.append(str(exc))
         self.tests = [t for t in tests if not t.get("screen")]
+        replaced = replaced_run_note(run)
+        if replaced:
+            self.notes.append(replaced)
 
     def _optional(self, name: str) -> Any:
         return _read_json(self.run / name, self.notes) if (self.run / name).is_file() else None

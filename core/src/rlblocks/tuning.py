@@ -1,6 +1,7 @@
 """Hyperparameter search with Optuna: ``rlblocks tune dqn --env CartPole-v1 --trials 20``.
 
-Each trial trains from scratch with sampled settings on a fixed env-step budget and reports
+Each trial trains from scratch with sampled settings on a fixed budget (env steps; gradient
+steps for an offline algorithm, whose trials all learn from one ``--dataset``) and reports
 every test return to Optuna, whose pruner (median rule) stops trials that fall behind; a
 pruned run stops after its current iteration. A trial's value is the mean of its test returns
 (the area under its learning curve), so among settings that reach the same return the faster
@@ -169,7 +170,9 @@ class _Reporter:
         if not math.isfinite(value):
             return
         self.returns.append(value)
-        self.trial.report(float(sum(self.returns) / len(self.returns)), int(env_step))
+        # the trial's progress: env steps online, gradient steps offline (no env step is taken)
+        step = int(getattr(trainer, "progress", env_step))
+        self.trial.report(float(sum(self.returns) / len(self.returns)), step)
         if self.trial.should_prune():
             self.pruned = True
             trainer.request_stop("pruned by the Optuna study")
@@ -181,6 +184,8 @@ def tune(
     env: str | None = None,
     trials: int = 20,
     max_env_steps: int | None = None,
+    max_gradient_steps: int | None = None,
+    dataset: str | os.PathLike[str] | None = None,
     params: Sequence[str] = (),
     study_path: str | os.PathLike[str] | None = None,
     study_name: str | None = None,
@@ -192,23 +197,29 @@ def tune(
 ) -> dict[str, Any]:
     """Run ``trials`` more trials of a (resumable) study; write the best config as TOML.
 
+    An offline algorithm's trials all learn from ``dataset`` (``buffer.dataset``) for
+    ``max_gradient_steps`` gradient steps each; ``max_env_steps`` is refused for it, and
+    ``max_gradient_steps`` and ``dataset`` for an online one, as :func:`rlblocks.train` does.
+
     Returns ``{"best_value", "best_params", "config_file", "trials"}``."""
     try:
         import optuna
     except ImportError as exc:
         raise ConfigError("rlblocks tune needs Optuna: pip install 'rlblocks[tune]'") from exc
-    from rlblocks import config as cfg
     from rlblocks.compose import spec_lookup
-    from rlblocks.experiment import default_run_dir, train
+    from rlblocks.experiment import default_run_dir, resolve_train_config, train
 
+    budget = {"max_env_steps": max_env_steps, "max_gradient_steps": max_gradient_steps}
+    # the base config as a trial resolves it: what train refuses (an env-step budget for an
+    # offline algorithm, by flag, --set or config) is refused here, before the study
+    base_config = resolve_train_config(
+        algo, env=env or None, overrides=list(overrides), dataset=dataset, **budget
+    )
     flags: dict[str, dict[str, Any]] = {}
     if env:
         flags["env"] = {"id": env}
-    if max_env_steps:
-        flags["trainer"] = {"max_env_steps": int(max_env_steps)}
-    base_config = cfg.build_config(
-        algo, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
-    )
+    flags["trainer"] = {k: int(v) for k, v in budget.items() if v}
+    offline = spec_lookup("algo", algo).training == "offline"
     env_id = base_config.env.id
     space = dict(parse_param(p) for p in params) if params else default_space(base_config)
     for key in space:  # a typo in a searched field fails now, not in trial 7
@@ -244,14 +255,16 @@ def tune(
         reporter = _Reporter(trial)
         trial_dir = root / f"trial-{trial.number}"
         result = train(
-            algo, env=env, seed=seed, max_env_steps=max_env_steps, overrides=sets,
-            run_dir=trial_dir, progress=False, loggers=[], hooks=[reporter], quiet=True,
+            algo, env=env, seed=seed, overrides=sets, dataset=dataset, run_dir=trial_dir,
+            progress=False, loggers=[], hooks=[reporter], quiet=True, **budget,
         )  # fmt: skip
         trial.set_user_attr("run_dir", str(trial_dir))
         value = sum(reporter.returns) / len(reporter.returns) if reporter.returns else -math.inf
+        steps = (f"{result.gradient_steps} gradient steps" if offline
+                 else f"{result.env_steps} env steps")  # fmt: skip
         report(
             f"trial {trial.number}: {'pruned' if reporter.pruned else 'done'}, mean test return "
-            f"{value:.1f}, best {result.best_test_return:.1f}, {result.env_steps} env steps"
+            f"{value:.1f}, best {result.best_test_return:.1f}, {steps}"
         )
         if reporter.pruned:
             raise optuna.TrialPruned()
@@ -291,7 +304,16 @@ def write_toml_config(config_json: Path, out: Path, algo: str, trial: Any) -> No
     run = data.get("run", {})
     for key in ("run_dir", "loggers", "progress"):
         run.pop(key, None)
-    budget = data.get("trainer", {}).get("max_env_steps")
+    trainer = data.get("trainer", {})
+    # an offline run (it names a dataset) counts its budget in gradient steps and takes no env
+    # step: its unused trainer.max_env_steps is left out of the file
+    offline = data.get("buffer", {}).get("dataset") is not None
+    if offline:
+        trainer.pop("max_env_steps", None)
+    field, flag = ("max_gradient_steps", "--max-gradient-steps") if offline else (
+        "max_env_steps", "--max-env-steps"
+    )  # fmt: skip
+    budget = trainer.get(field)
 
     def drop_none(x: Any) -> Any:
         if isinstance(x, dict):
@@ -304,8 +326,7 @@ def write_toml_config(config_json: Path, out: Path, algo: str, trial: Any) -> No
         f"# rlblocks tune: best trial {trial.number} of {algo} (mean test return "
         f"{trial.value:.2f})\n# train it: rlblocks train {algo} --config {out.name}\n"
         f"# tuned: {', '.join(f'{k}={v}' for k, v in trial.params.items())}\n"
-        f"# budget: the trials' trainer.max_env_steps = {budget}; train longer with "
-        "--max-env-steps N\n"
+        f"# budget: the trials' trainer.{field} = {budget}; train longer with {flag} N\n"
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(out, "w") as f:
