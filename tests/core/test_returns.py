@@ -296,6 +296,38 @@ def test_episodic_returns_subset_bootstraps_where_indices_stop():
     np.testing.assert_allclose(adv, [1 + 0.5 * (1 + 5), 1 + 5])
 
 
+def _one_episode(n: int) -> ReplayBuffer:
+    buf = ReplayBuffer(10)
+    for i in range(n):
+        buf.add({"obs": i, "act": 0, "rew": 1.0, "terminated": False, "truncated": False,
+                 "obs_next": i + 1})
+    return buf
+
+
+def test_episodic_returns_out_of_time_order_bootstrap_where_the_order_breaks():
+    """A random sample (``update(n > 0)`` of an on-policy policy draws one) is not in time
+    order: each step whose next step does not follow it in the list ends its piece and
+    bootstraps from ``value_next`` - shorter lambda-returns, never a step of another place."""
+    buf = _one_episode(4)
+    v, vn = np.zeros(4), np.full(4, 10.0)
+    _ret, adv = episodic_returns(buf, np.array([1, 0, 2, 3]), v, vn, gamma=0.5, lam=1.0)
+    # slot 1 (first) is followed by 0, not 2: cut, delta = 1 + 0.5 * 10 = 6; slot 0 is followed
+    # by 2, not 1: cut too; slots 2, 3 form a piece (3 is the newest: bootstrapped)
+    np.testing.assert_allclose(adv, [6, 6, 6 + 0.5 * 6, 6])
+
+
+def test_episodic_returns_take_pieces_in_any_order_when_each_is_in_time_order():
+    """Slots 0-1 and 3 of one episode (slot 2 left out): the two pieces may come in either
+    order, as nothing links them."""
+    buf = _one_episode(5)
+    v, vn = np.zeros(3), np.array([0.0, 10.0, 10.0])
+    _ret, adv = episodic_returns(buf, np.array([0, 1, 3]), v, vn, gamma=0.5, lam=1.0)
+    _ret, adv2 = episodic_returns(buf, np.array([3, 0, 1]), v[[2, 0, 1]], vn[[2, 0, 1]],
+                                  gamma=0.5, lam=1.0)
+    np.testing.assert_allclose(adv, [1 + 0.5 * (1 + 5), 1 + 5, 1 + 5])
+    np.testing.assert_allclose(adv2, adv[[2, 0, 1]])
+
+
 def test_nstep_empty_and_validation():
     buf = ReplayBuffer(4)
     buf.add({"obs": 0, "act": 0, "rew": 1.0, "terminated": False, "truncated": False,

@@ -41,7 +41,9 @@ Options of the multi-process backends (:data:`FORWARDED`: ``worker_timeout``,
 against its own config, and giving one limits the choice to the backends that take it (a
 worker timeout means nothing to envs stepped in this process). ``restart_failed``,
 ``worker_timeout`` or ``num_workers`` also keep every env in a worker (no shared plan), since
-they ask for the isolation a worker gives.
+they ask for the isolation a worker gives. None means not given (every route here, run
+configs and ``make_vector_env`` alike, passes each unset option as None), so ``auto`` cannot
+forward ``worker_timeout=None`` ("no time limit"): name the backend for that.
 """
 
 from __future__ import annotations

@@ -213,7 +213,10 @@ def episodic_returns(
     on that order and the results are scattered back to the caller's order.
 
     A piece ends at a done step, at the newest step of an unfinished episode, or where the next step
-    of the episode is not among ``indices``; only terminated steps skip bootstrapping.
+    of the episode is not among ``indices``; only terminated steps skip bootstrapping. Any other
+    order is taken too (a random sample, as an on-policy policy's ``update(n > 0)`` draws): a
+    step whose next step does not follow it among its env's entries ends its piece and
+    bootstraps from ``value_next`` - a shorter lambda-return, never one spanning other steps.
 
     Returns ``(returns, advantages)``, both shaped like ``value``, with
     ``returns = advantages + value`` (the critic's target).

@@ -603,3 +603,124 @@ def test_worker_pids_say_none_for_a_worker_whose_restarts_ran_out(backend: str) 
             envs.reset()
         assert "pass restart_failed=True" not in str(err.value), "it is already on"
     assert envs.worker_pids == [None, None], "no worker runs once closed"
+
+
+# -- observations that do not fit their space ----------------------------------------------------
+class _LeafOff(gym.Env):
+    """A Dict observation (``{"id", "parts": (Discrete, Box(2,))}``, or a plain Box(2,) with
+    ``nested`` off) whose Box leaf has shape (3,) on env 3 in phase ``bad`` (reset or step)."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int, bad: str, nested: bool = True) -> None:
+        self.index, self.bad, self.nested = index, bad, nested
+        box = gym.spaces.Box(-1, 1, (2,))
+        self.observation_space = gym.spaces.Dict({
+            "id": gym.spaces.Discrete(4),
+            "parts": gym.spaces.Tuple((gym.spaces.Discrete(2), box)),
+        }) if nested else box
+
+    def _obs(self, phase: str) -> Any:
+        leaf = np.zeros(3 if self.index == 3 and phase == self.bad else 2, dtype=np.float32)
+        return {"id": self.index, "parts": (0, leaf)} if self.nested else leaf
+
+    def reset(self, *, seed=None, options=None):
+        return self._obs("reset"), {}
+
+    def step(self, action):
+        return self._obs("step"), 0.0, False, False, {}
+
+
+_LEAF_OFF = (r"env 3 returned an observation\['parts'\]\[1\] of shape \(3,\), but its "
+             r"observation space says \(2,\); fix the env or a wrapper")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nested_observation_leaf_of_the_wrong_shape_is_named_like_in_process(
+    backend: str, layout: str
+) -> None:
+    fns = [functools.partial(_LeafOff, i, "reset") for i in range(4)]
+    with BACKENDS[backend](fns, **LAYOUTS[layout]) as envs:
+        with pytest.raises(EnvWorkerError, match=r"\(reset\): " + _LEAF_OFF):
+            envs.reset()
+        envs.reset([0, 1, 2])  # the well-shaped envs still reset and step
+        obs, *_ = envs.step(np.zeros(2, dtype=np.int64), [2, 0])
+        assert obs["id"].tolist() == [2, 0] and obs["parts"][1].shape == (2, 2)
+        with pytest.raises(EnvWorkerError, match="never reset"):
+            envs.step(np.zeros(1, dtype=np.int64), [3])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_nested_leaf_of_the_wrong_shape_in_step_asks_to_reset_that_steps_envs(
+    backend: str, layout: str
+) -> None:
+    fns = [functools.partial(_LeafOff, i, "step") for i in range(4)]
+    with BACKENDS[backend](fns, **LAYOUTS[layout]) as envs:
+        envs.reset()
+        with pytest.raises(EnvWorkerError, match=r"\(step\): " + _LEAF_OFF):
+            envs.step(np.zeros(4, dtype=np.int64))
+        with pytest.raises(EnvWorkerError, match="reset"):  # they stepped, unseen
+            envs.step(np.zeros(1, dtype=np.int64), [0])
+        envs.reset()
+        envs.step_async(np.zeros(4, dtype=np.int64))
+        with pytest.raises(EnvWorkerError, match=r"\(step\): " + _LEAF_OFF):
+            envs.step_wait()
+        # as after an env error: the envs of env 3's worker (2 and 3 in both layouts) must be
+        # reset, the others' results are still owed to the caller
+        assert np.flatnonzero(envs._in_flight).tolist() == [0, 1]
+        ids, obs, *_ = envs.step_wait(timeout=10)
+        assert ids.tolist() == [0, 1] and obs["id"].tolist() == [0, 1]
+        with pytest.raises(EnvWorkerError, match=r"envs \[2\] finished"):
+            envs.step(np.zeros(1, dtype=np.int64), [2])
+        envs.reset([2, 3])
+        obs, *_ = envs.step(np.zeros(3, dtype=np.int64), [0, 1, 2])
+        assert obs["id"].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_box_observation_of_the_wrong_shape_names_the_env_by_its_own_id(
+    backend: str, layout: str
+) -> None:
+    fns = [functools.partial(_LeafOff, i, "reset", nested=False) for i in range(4)]
+    with BACKENDS[backend](fns, **LAYOUTS[layout]) as envs:  # env 3 is slot 1 of its worker
+        with pytest.raises(EnvWorkerError, match=(
+            r"env 3 returned an observation of shape \(3,\), but its observation space says "
+            r"\(2,\)")):
+            envs.reset()
+        obs, _ = envs.reset([2, 0])  # the well-shaped envs still reset
+        assert obs.shape == (2, 2)
+
+
+class _DictFaulty(FaultyEnv):
+    """FaultyEnv's misbehaviour, with Dict observations ``{"id", "obs"}``."""
+
+    def __init__(self, index: int, mode: str) -> None:
+        super().__init__(index, mode)
+        self.observation_space = gym.spaces.Dict({
+            "id": gym.spaces.Discrete(8), "obs": self.observation_space})
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return {"id": self.index, "obs": obs}, info
+
+    def step(self, action: Any) -> Any:
+        obs, *rest = super().step(action)
+        return ({"id": self.index, "obs": obs}, *rest)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restart_failed_truncates_the_envs_of_a_dict_observation_space(backend: str) -> None:
+    fns = [functools.partial(_DictFaulty, i, "segv") for i in range(4)]
+    with BACKENDS[backend](fns, num_workers=2, local_envs=0, restart_failed=True) as envs:
+        first, _ = envs.reset()
+        envs.step(np.zeros(4, dtype=int))
+        with pytest.warns(RuntimeWarning, match="SIGSEGV"):
+            obs, _, term, trunc, infos = envs.step(np.ones(4, dtype=int))
+        assert trunc.tolist() == [True, True, False, False] and not term.any()
+        assert "env_worker_restarted" in infos[1]
+        assert obs["id"].tolist() == [0, 1, 2, 3]
+        assert obs["obs"][2:, 1].tolist() == [2, 2], "the healthy worker's envs stepped normally"
+        assert obs["obs"].shape == first["obs"].shape

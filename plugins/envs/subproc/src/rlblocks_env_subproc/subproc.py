@@ -37,7 +37,12 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
-from rlblocks.vector_env import empty_observations, has_object_leaves, stack_observations
+from rlblocks.vector_env import (
+    empty_observations,
+    has_object_leaves,
+    observation_mismatch,
+    stack_observations,
+)
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
 from rlblocks_env_subproc.lifeline import Lifeline, register_parent_end
@@ -301,12 +306,20 @@ class SubprocVectorEnv(WorkerGroups):
         self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
         """Join per-worker step results; ``order`` permutes the joined rows (None: as joined)."""
-        return self._join_step(parts, order)[1:]
+        try:
+            return self._join_step(parts, order)[1:]
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self._misshapen(parts, "step", exc)
+            raise
 
     def _assemble_reset(
         self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
     ) -> tuple[Any, list[dict]]:
-        obs = self._stack([p[1][0] for p in parts])
+        try:
+            obs = self._stack([p[1][0] for p in parts])
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self._misshapen(parts, "reset", exc)
+            raise
         infos: list[dict] = [i for p in parts for i in p[1][1]]
         ids = np.concatenate([p[0] for p in parts])
         if order is not None:
@@ -320,7 +333,31 @@ class SubprocVectorEnv(WorkerGroups):
         """A truncated step for envs whose worker failed and was restarted."""
         n = len(ids)
         info = [{"env_worker_restarted": reason} for _ in range(n)]
-        return take_rows(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
+        if self._box_obs:
+            obs = take_rows(self._last_obs, ids)
+        else:  # one observation per env, as a pipe worker sends Dict/Tuple/Text observations
+            obs = [take_rows(self._last_obs, i) for i in ids.tolist()]
+        return obs, [0.0] * n, [False] * n, [True] * n, info
+
+    def _obs_problem(self, parts: list[tuple[np.ndarray, Any]]) -> str | None:
+        """The first observation of ``parts`` (per-worker ``(ids, payload)``, the observations
+        first in each payload) whose leaf shape is not the one its space says, in the words of
+        the other backends (env id, leaf path, both shapes, the fix); None when all fit."""
+        ids = [i for p in parts for i in p[0].tolist()]
+        items = [o for p in parts for o in p[1][0]]
+        return observation_mismatch(self.observation_space, items, ids)
+
+    def _misshapen(
+        self, parts: list[tuple[np.ndarray, Any]], command: str, cause: BaseException
+    ) -> None:
+        """Raise EnvWorkerError naming the env and the observation leaf (its path) whose shape
+        is not the one its space says; returns when every leaf has its shape. Called only once
+        stacking the workers' observations failed (Box observations are checked in the worker),
+        so the usual step pays nothing for it."""
+        problem = self._obs_problem(parts)
+        if problem is not None:
+            name = getattr(self.spec, "id", None) or "the env"
+            raise EnvWorkerError(f"{name} ({command}): {problem}") from cause
 
     def _stack(self, parts: list[Any]) -> Any:
         if self._box_obs:
@@ -576,8 +613,9 @@ class SubprocVectorEnv(WorkerGroups):
             (gids, self._decode_reset(req, payload))
             for (_, gids, req), payload in zip(sent, self._collect(sent))
         ]
+        out = self._assemble_reset(parts, order)  # a misshapen observation raises here
         self._needs_reset[all_ids] = False
-        return self._assemble_reset(parts, order)
+        return out
 
     def step_async(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Send actions to the given envs and return; ``step_wait`` collects results. Local envs
@@ -675,7 +713,17 @@ class SubprocVectorEnv(WorkerGroups):
                 break
         parts, self._stash = self._stash, []
         ids = np.concatenate([p[0] for p in parts])
-        obs, rew, term, trunc, infos = self._assemble_step(parts, None)
+        try:
+            obs, rew, term, trunc, infos = self._assemble_step(parts, None)
+        except EnvWorkerError:
+            # an observation that does not fit its space: as when a worker reports an env
+            # error, that worker's envs must be reset, the other envs are still owed
+            lost = [p for p in parts if self._obs_problem([p]) is not None]
+            self._stash = [p for p in parts if all(p is not q for q in lost)]
+            bad = np.concatenate([p[0] for p in lost])
+            self._in_flight[bad] = False
+            self._needs_reset[bad] = True
+            raise
         self._in_flight[ids] = False
         done = term | trunc
         if np.count_nonzero(done):
@@ -721,7 +769,11 @@ class SubprocVectorEnv(WorkerGroups):
             # the other envs of this step moved on without the caller seeing their results
             self._needs_reset[all_ids] = True
             raise error
-        obs, rew, term, trunc, infos = self._assemble_step(parts, order)
+        try:
+            obs, rew, term, trunc, infos = self._assemble_step(parts, order)
+        except EnvWorkerError:  # an observation that does not fit its space: the same
+            self._needs_reset[all_ids] = True
+            raise
         done = term | trunc
         if np.count_nonzero(done):
             self._needs_reset[all_ids[done]] = True

@@ -84,8 +84,10 @@ class PipeTransport:
     def read_actions(self, gids: Any) -> Any:
         raise RuntimeError("PipeTransport sends actions inside the command")
 
-    def _obs(self, obs_list: list[Any]) -> Any:
-        # np.array builds [n, *shape] like np.stack (same-shaped arrays), at a third of the cost
+    def _obs(self, gids: Any, obs_list: list[Any]) -> Any:
+        # np.array builds [n, *shape] like np.stack (same-shaped arrays), at a third of the cost.
+        # Dict/Tuple/Text observations travel as they are: the parent stacks them and, when
+        # that fails, names the misshapen leaf (SubprocVectorEnv._misshapen)
         if not self.box_obs:
             return obs_list
         try:
@@ -93,17 +95,17 @@ class PipeTransport:
         except ValueError:  # ragged: some env's shape is off
             out = None
         if out is None or out.shape[1:] != self.shape:
-            check_observations(range(len(obs_list)), obs_list, [((), self.shape)])
+            check_observations(gids, obs_list, [((), self.shape)])  # names the env by its id
         return out
 
     def pack_step(
         self, gids: Any, obs: list[Any], rew: list[float], term: list[bool], trunc: list[bool],
         infos: list[dict],
     ) -> Any:
-        return self._obs(obs), rew, term, trunc, infos
+        return self._obs(gids, obs), rew, term, trunc, infos
 
     def pack_reset(self, gids: Any, obs: list[Any], infos: list[dict]) -> Any:
-        return self._obs(obs), infos
+        return self._obs(gids, obs), infos
 
 
 class NoTracker:
