@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
@@ -93,3 +95,41 @@ def quantile_huber_reference() -> Callable[..., float]:
         return total
 
     return loss
+
+
+@pytest.fixture(scope="session")
+def _pendulum_td3_replay_once() -> ReplayBuffer:
+    """The dataset of :func:`pendulum_td3_replay`, built once per session."""
+    pytest.importorskip("rlblocks_algo_td3")
+    import rlblocks
+    from rlblocks.collector import Collector
+    from rlblocks.trainer import OffPolicyTrainer
+
+    torch.manual_seed(0)
+    envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=4, seed=0)
+    try:
+        # TD3's settings of its Pendulum preset, exploring within the bounds
+        td3 = rlblocks.make_policy(
+            "td3", envs.observation_space, envs.action_space, n_step=3, clip_exploration=True,
+            hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3,
+        )  # fmt: skip
+        td3.seed(0)
+        data = rlblocks.make_buffer("replay", size=10_000, num_envs=4, seed=0)
+        OffPolicyTrainer(
+            td3, Collector(td3, envs, data, seed=0), None, data,
+            max_env_steps=10_000, step_per_collect=4, batch_size=128, warmup_steps=1_000,
+        ).run()  # fmt: skip
+    finally:
+        envs.close()
+    assert len(data) == 10_000
+    return data
+
+
+@pytest.fixture
+def pendulum_td3_replay(_pendulum_td3_replay_once: ReplayBuffer) -> ReplayBuffer:
+    """A "replay" dataset (D4RL's kind) for the offline algorithms: the whole buffer of an
+    online TD3 run on Pendulum-v1 (10,000 env steps over 4 envs: 1,000 random, then a learner
+    going from about -1,300 to about -150), seeded. Each test gets its own copy, the sampler's
+    random state included, so what one test samples does not change another's batches; the
+    TD3 run itself happens once per session (about 40 s of CPU)."""
+    return copy.deepcopy(_pendulum_td3_replay_once)

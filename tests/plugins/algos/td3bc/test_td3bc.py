@@ -16,7 +16,7 @@ from rlblocks.batch import Batch
 from rlblocks.buffer import ReplayBuffer
 from rlblocks.collector import Collector
 from rlblocks.plugins.registry import FIRST_PARTY, get_registry
-from rlblocks.trainer import OfflineTrainer, OffPolicyTrainer
+from rlblocks.trainer import OfflineTrainer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
@@ -225,39 +225,26 @@ def _snapshot(buf: ReplayBuffer) -> dict[str, np.ndarray]:
     return {k: np.array(rows[k], copy=True) for k in keys}
 
 
-def test_td3bc_learns_pendulum_offline_from_a_td3_replay_buffer() -> None:
+def test_td3bc_learns_pendulum_offline_from_a_td3_replay_buffer(pendulum_td3_replay) -> None:
     """A "replay" dataset (D4RL's kind): the whole buffer of an online TD3 run on Pendulum-v1
-    (10,000 env steps: 1,000 random, then a learner going from about -1,300 to about -150),
-    kept fixed. TD3+BC learns from it alone, without an env step, until a test's mean return
-    over 20 episodes reaches -250 (after about 7,000 gradient steps), and the
-    stopped policy holds it on 50 episodes from other starts (about -255; -300 required).
+    (10,000 env steps: 1,000 random, then a learner going from about -1,300 to about -150;
+    the ``pendulum_td3_replay`` fixture), kept fixed. TD3+BC learns from it alone, without an
+    env step, until a test's mean return over 20 episodes reaches -250 (after about 7,000
+    gradient steps), and the stopped policy holds it on 50 episodes from other starts (about
+    -255; -300 required).
 
     alpha=10: with the paper's 2.5 (chosen on D4RL's MuJoCo datasets) the actor clones too
     much of this small dataset's early, poor behaviour: it stays between about -300 and -450
     through 20,000 gradient steps."""
-    pytest.importorskip("rlblocks_algo_td3")
-    torch.manual_seed(0)
-    envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=4, seed=0)
+    data = pendulum_td3_replay
     test_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=100)
     small = {"hidden_sizes": [64, 64], "actor_lr": 1e-3, "critic_lr": 1e-3}
     try:
-        # the dataset: TD3's settings of its Pendulum preset, exploring within the bounds
-        td3 = rlblocks.make_policy(
-            "td3", envs.observation_space, envs.action_space,
-            n_step=3, clip_exploration=True, **small,
-        )  # fmt: skip
-        td3.seed(0)
-        data = rlblocks.make_buffer("replay", size=10_000, num_envs=4, seed=0)
-        OffPolicyTrainer(
-            td3, Collector(td3, envs, data, seed=0), None, data,
-            max_env_steps=10_000, step_per_collect=4, batch_size=128, warmup_steps=1_000,
-        ).run()  # fmt: skip
-        assert len(data) == 10_000
         before = _snapshot(data)
 
         torch.manual_seed(1)
         policy = rlblocks.make_policy(
-            "td3bc", envs.observation_space, envs.action_space, alpha=10.0, **small
+            "td3bc", test_envs.observation_space, test_envs.action_space, alpha=10.0, **small
         )
         result = OfflineTrainer(
             policy,
@@ -285,5 +272,4 @@ def test_td3bc_learns_pendulum_offline_from_a_td3_replay_buffer() -> None:
         assert unseen.collect(n_episode=50).mean_return >= -300.0
         other_envs.close()
     finally:
-        envs.close()
         test_envs.close()

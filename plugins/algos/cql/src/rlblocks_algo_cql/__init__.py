@@ -1,0 +1,1 @@
+"""CQL for rlblocks: offline RL from a fixed dataset (``training="offline"``)."""
