@@ -295,3 +295,15 @@ def test_without_a_test_collector_it_runs_the_budget() -> None:
     result = trainer.run()
     assert result.gradient_steps == 120 and trainer.state.tests == 0
     assert rlblocks.OfflineTrainer is OfflineTrainer
+
+
+def test_test_at_start_tests_before_the_first_gradient_step() -> None:
+    rec = Recorder()
+    seen: list[tuple[str, int, int]] = []
+    build(
+        rec, test_at_start=True, step_per_round=100, log_interval=1_000,
+        train_fn=lambda e, g: seen.append(("train", e, g)),
+        test_fn=lambda e, g: seen.append(("test", e, g)),
+    ).run()  # fmt: skip
+    assert rec.of("test_end", "gradient_step") == [0, 100, 200, 250]
+    assert seen[:2] == [("test", 0, 0), ("train", 1, 0)]

@@ -447,3 +447,33 @@ def test_result_splits_wall_time_into_collect_update_and_test_phases() -> None:
     other.load_state_dict(trainer.state_dict())
     assert other.result().update_seconds == result.update_seconds
     assert other.result().test_speed == result.test_speed
+
+
+def test_test_at_start_tests_the_untrained_policy_before_the_first_env_step() -> None:
+    rec = Recorder()
+    epochs: list[tuple[int, int]] = []
+    trainer = build(rec, test_at_start=True, test_fn=lambda e, s: epochs.append((e, s)))
+    trainer.run()
+    tests = [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"]
+    assert tests == [0, 200, 400]  # the point at 0, then the schedule as without it
+    assert rec.names()[0] == "log" and rec.calls[0][1] == {"namespace": "test", "step": 0}
+    assert rec.names().index("test_end") < rec.names().index("rollout_end")  # before the warm-up
+    assert epochs[0] == (0, 0)  # Tianshou's epoch 0
+    assert trainer.state.tests == 3
+
+
+def test_test_at_start_does_not_test_the_same_policy_again_at_the_warm_ups_end() -> None:
+    rec = Recorder()
+    build(rec, warmup_steps=200, test_at_start=True).run()
+    # the warm-up reaches the test step at 200 with the policy tested at 0: no second test there
+    assert [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"] == [0, 400]
+
+
+def test_a_resumed_run_does_not_test_at_the_start_again() -> None:
+    trainer = build(Recorder(), max_env_steps=200, test_at_start=True)
+    trainer.run()
+    rec = Recorder()
+    other = build(rec, max_env_steps=400, test_at_start=True)
+    other.load_state_dict(trainer.state_dict())
+    other.run()
+    assert [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"] == [400]

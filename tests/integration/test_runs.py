@@ -170,6 +170,30 @@ def test_resume_with_override_trains_longer(tmp_path: Path) -> None:
     assert first.env_steps < 800 <= second.env_steps
 
 
+def test_train_and_resume_take_train_fn_and_test_fn(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    seen: list[tuple[str, int, int]] = []
+
+    def train_fn(epoch: int, env_step: int) -> None:
+        seen.append(("train", epoch, env_step))
+
+    def test_fn(epoch: int, env_step: int) -> None:
+        seen.append(("test", epoch, env_step))
+
+    over = [*SMALL, "trainer.test_at_start=true"]
+    rlblocks.train("dqn", seed=0, overrides=over, run_dir=run, progress=False, loggers=[],
+                   train_fn=train_fn, test_fn=test_fn)  # fmt: skip
+    tests = [(e, s) for k, e, s in seen if k == "test"]
+    assert tests[:2] == [(0, 0), (1, 200)] and tests[-1][1] >= 600  # start, schedule, final
+    trains = [s for k, _, s in seen if k == "train"]
+    assert trains[0] >= 96 and trains == sorted(trains)  # after the warm-up, every collect
+    seen.clear()
+    rlblocks.resume(run, overrides=["trainer.max_env_steps=800"], train_fn=train_fn,
+                    test_fn=test_fn)  # fmt: skip
+    assert seen and all(s >= 600 for _, _, s in seen)  # no second start test on resume
+    assert seen[-1][0] == "test" and seen[-1][2] >= 800
+
+
 def test_cli_budget_flag_trains_and_extends_a_run(tmp_path: Path, capsys) -> None:
     from rlblocks.cli import main as cli
 

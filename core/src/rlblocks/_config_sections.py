@@ -259,6 +259,10 @@ class TrainerConfig:
     """Env steps between test evaluations (gradient steps for offline algorithms)."""
     test_episodes: int = field(default=100, validator=_int_at_least(1))
     """Episodes per test evaluation."""
+    test_at_start: bool = False
+    """Also test the untrained policy before the first env step (gradient step offline), so the
+    learning curve starts at 0 (Tianshou's epoch-0 test). Off by default: it costs one test.
+    A warm-up that would reach a test step is then not tested again (the policy is the same)."""
     test_in_training: bool = True
     """Also test as soon as the mean return of the latest 10 training episodes reaches the stop
     reward (at most once per quarter of test_interval), so a run stops once solved instead of at

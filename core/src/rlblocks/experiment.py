@@ -341,8 +341,13 @@ class Experiment:
         env_factory: Callable[[], gym.Env] | None = None,
         quiet: bool = False,
         overwrite: bool = False,
+        train_fn: Callable[[int, int], None] | None = None,
+        test_fn: Callable[[int, int], None] | None = None,
     ) -> None:
         self.config = config
+        #: the trainer's ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)``
+        self.train_fn = train_fn
+        self.test_fn = test_fn
         #: clear the files of an earlier run in ``run_dir`` first (``train --overwrite``)
         self.overwrite = overwrite
         #: no console output at all (runs driven by tune or --seeds report their own lines)
@@ -596,12 +601,15 @@ class Experiment:
             "test_interval": t.test_interval,
             "test_episodes": t.test_episodes,
             "test_screen_episodes": t.test_screen_episodes,
+            "test_at_start": t.test_at_start,
             "stop_reward": self.stop_reward(),
             "checkpoint_interval": t.checkpoint_interval if saved else 0,
             "plugin_manager": self.pm,
             "checkpoint_fn": self.save if saved else None,
             "best_fn": self.save_best if saved else None,
             "on_nonfinite": t.on_nonfinite,
+            "train_fn": self.train_fn,
+            "test_fn": self.test_fn,
         }
 
     def _load_dataset(self, resumed: bool) -> Any:
@@ -1215,14 +1223,19 @@ def train(
     hooks: Iterable[object] = (),
     quiet: bool = False,
     overwrite: bool = False,
+    train_fn: Callable[[int, int], None] | None = None,
+    test_fn: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
     """Train ``algo`` (a registry name) and return the result.
 
     Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
     nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
     are extra pluggy hook implementations (callbacks, custom loggers) for this run only;
-    ``quiet`` prints nothing (no progress, no summary). A ``run_dir`` that already holds a run
-    is refused (continue it with :func:`resume`) unless ``overwrite`` replaces that run's files.
+    ``quiet`` prints nothing (no progress, no summary). ``train_fn(epoch, env_step)`` and
+    ``test_fn(epoch, env_step)`` are the trainer's (Tianshou's): called before each training
+    collect and each test (see :class:`~rlblocks.trainer.BaseTrainer`). A ``run_dir`` that
+    already holds a run is refused (continue it with :func:`resume`) unless ``overwrite``
+    replaces that run's files.
 
     ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
     returns a new env on each call; the config then records the env's registered id when it has
@@ -1278,8 +1291,9 @@ def train(
         )
     refuse_existing_run(rd, overwrite)
     return Experiment(
-        resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite
-    ).run()
+        resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,
+        train_fn=train_fn, test_fn=test_fn,
+    ).run()  # fmt: skip
 
 
 def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False) -> None:
@@ -1341,8 +1355,11 @@ def resume(
     hooks: Iterable[object] = (),
     trust_imports: bool = False,
     env: Callable[[], gym.Env] | None = None,
+    train_fn: Callable[[int, int], None] | None = None,
+    test_fn: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
+    (Callables are not saved with a run: pass ``train_fn``/``test_fn`` again to keep them.)
 
     ``overrides`` (``"trainer.max_env_steps=200000"``; ``"trainer.max_gradient_steps=..."`` for
     an offline run) change the saved config, e.g. to train a finished run for longer. An
@@ -1401,7 +1418,9 @@ def resume(
                 f"it a larger budget: {how}"
             )
     # a finished run's result.json goes once the run is rebuilt (Experiment._reopen_finished_run)
-    return Experiment(resolved, run_dir, hooks=hooks, env_factory=env).run(resumed=True)
+    return Experiment(
+        resolved, run_dir, hooks=hooks, env_factory=env, train_fn=train_fn, test_fn=test_fn
+    ).run(resumed=True)
 
 
 def _finished(run_dir: Path) -> tuple[int, int, str] | None:

@@ -12,6 +12,8 @@ actions); test every ``test_interval`` env steps, the first due test at the end 
 ``test_in_training`` a test also runs as soon as the training episodes' recent mean return reaches
 ``stop_reward``, so a solved run stops without waiting for the next scheduled test; with
 ``test_screen_episodes`` a test whose first few episodes fall short of ``stop_reward`` ends there.
+With ``test_at_start`` (any trainer) the untrained policy is tested before the first env step,
+the learning curve's point at step 0 (Tianshou's epoch-0 test; ``test_fn`` gets epoch 0).
 
 ``OfflineTrainer``: gradient steps on samples of a fixed, pre-filled buffer (a dataset), with no
 training collector and no env step; its schedules (``test_interval``, ``log_interval``,
@@ -169,6 +171,7 @@ class BaseTrainer:
         rollout_fragment_length: int | None = None,
         train_fn: Callable[[int, int], None] | None = None,
         test_fn: Callable[[int, int], None] | None = None,
+        test_at_start: bool = False,
     ) -> None:
         if batch_mode not in BATCH_MODES:
             raise ConfigError(
@@ -203,6 +206,8 @@ class BaseTrainer:
         self.test_episodes = test_episodes
         self.stop_reward = stop_reward
         self.test_in_training = test_in_training
+        #: test the untrained policy before the first env step (Tianshou's epoch-0 test)
+        self.test_at_start = test_at_start
         self.test_screen_episodes = test_screen_episodes
         self._last_attempt = -1  # progress at the latest test or screen
         # returns of the latest training episodes, for test_in_training
@@ -509,7 +514,7 @@ class BaseTrainer:
         in the first ``test_interval`` env steps get 1; a scheduled test gets the index of the
         block it closes (the test at ``k * test_interval`` env steps gets ``k``, as Tianshou's
         test at the end of epoch ``k``); other tests (``test_in_training``, the final one) get
-        the block in progress."""
+        the block in progress, and the ``test_at_start`` test gets 0."""
         return int(env_step) // max(1, int(self.test_interval)) + 1
 
     def _announce_env_step(self) -> None:
@@ -555,13 +560,29 @@ class BaseTrainer:
         if self._finite is not None:
             self._finite.attach()
         try:
+            tested_at_start = False
+            if has_tests and self.test_at_start and self.progress == 0 and st.tests == 0:
+                # the untrained policy, before any env or gradient step (a resumed run has
+                # tested already); a full test: it sets the curve's first point and the best
+                self._phase = "test"
+                self._closing_epoch = 0
+                try:
+                    self.test(screen=False)
+                finally:
+                    self._closing_epoch = None
+                tested_at_start = True
             self._phase = "collect"
             self._before_loop()
             if has_tests:
                 # a warm-up that reaches a test step is tested there, before the first gradient
-                # step: the curve's first point is the untrained policy, as in Tianshou's epoch 0
+                # step: the curve's first point is the untrained policy, as in Tianshou's epoch
+                # 0 (unless that policy was tested at the start: the warm-up does not change it)
                 self._phase = "test"
-                self._scheduled_test()
+                if tested_at_start and st.gradient_step == 0:
+                    while st.next_test_step <= self.progress:
+                        st.next_test_step += self.test_interval
+                else:
+                    self._scheduled_test()
                 self._phase = "collect"
             while True:
                 self._iterate()
