@@ -280,6 +280,36 @@ def test_an_overwrite_whose_start_fails_keeps_the_run_it_would_replace(tmp_path:
     assert not (run / "logs").exists()  # the replaced run's csv logs went with it
 
 
+def test_a_kill_while_the_replaced_run_is_deleted_leaves_nothing_to_put_back(
+    tmp_path: Path, monkeypatch
+):
+    """The old run goes once the new one has started; a kill halfway through deleting it must
+    not leave a half-deleted ``.replaced-run``, which the next ``--overwrite`` would put back
+    as if it were the old run whole."""
+    import shutil
+
+    import rlblocks.experiment as experiment
+
+    run = tmp_path / "run"
+    _train(run)
+    real_rmtree = shutil.rmtree
+
+    def killed_halfway(path, *args, **kwargs):
+        victim = next(p for p in Path(path).rglob("*") if p.is_file())
+        victim.unlink()  # part of the deletion happened, then the process dies
+        raise KeyboardInterrupt("killed while deleting")
+
+    monkeypatch.setattr(experiment.shutil, "rmtree", killed_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        _train(run, overwrite=True)
+    monkeypatch.setattr(experiment.shutil, "rmtree", real_rmtree)
+    assert not (run / ".replaced-run").exists()
+    assert [p.name for p in run.iterdir() if p.name.startswith(".discarded-run-")]
+    again = _train(run, overwrite=True, overrides=[*SMALL, "trainer.max_env_steps=400"])
+    assert again.env_steps == 400
+    assert not any(p.name.startswith((".replaced", ".discarded")) for p in run.iterdir())
+
+
 def test_a_run_an_interrupted_overwrite_set_aside_is_named_until_restored_or_discarded(
     run: Path, finished: Path, tmp_path: Path, capsys
 ):

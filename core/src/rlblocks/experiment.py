@@ -33,6 +33,7 @@ import platform
 import random
 import shutil
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -93,6 +94,7 @@ from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
 from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
 from rlblocks.runs import (
+    DISCARDED_PREFIX,
     REPLACED_DIR,
     RESULT_FILE,
     RunDirLock,
@@ -239,8 +241,25 @@ def put_back_run(run_dir: Path, held: Path) -> None:
     held.rmdir()
 
 
+def discard_replaced_run(held: Path) -> None:
+    """Delete the run ``--overwrite`` set aside, once the new run has started. It is renamed
+    to a ``.discarded-run-*`` folder first, so a kill in the middle of the deletion never leaves
+    a half-deleted ``.replaced-run`` that a later ``--overwrite`` would put back as the old run
+    (what is left of a discarded one is deleted at the next start in that directory)."""
+    doomed = held.with_name(f"{DISCARDED_PREFIX}{uuid.uuid4().hex[:8]}")
+    try:
+        os.replace(held, doomed)
+    except OSError:
+        return  # gone already, or not ours to move: nothing is deleted under the old name
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 def remove_stale_temporaries(run_dir: Path) -> None:
-    """Delete temporary files a killed run left behind (``.NAME.*.tmp`` of atomic writes)."""
+    """Delete temporary files a killed run left behind (``.NAME.*.tmp`` of atomic writes) and
+    what is left of a set-aside run whose deletion was cut short (``.discarded-run-*``)."""
+    for leftover in run_dir.glob(f"{DISCARDED_PREFIX}*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
     for folder in (run_dir, run_dir / "checkpoints", run_dir / "logs"):
         if folder.is_dir():
             for tmp in folder.glob(".*.tmp"):
@@ -972,7 +991,7 @@ class Experiment:
         c = self.config
         self._started = True  # from here on the run's files are its own
         if self._replaced is not None:  # the new run is built: the one it replaces goes now
-            shutil.rmtree(self._replaced, ignore_errors=True)
+            discard_replaced_run(self._replaced)
             self._replaced = None
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -185,6 +185,9 @@ def run_label(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
 #: the new run has been built (from which a failed start puts it back); one that a killed start
 #: left behind holds the earlier run, which is no run of its own
 REPLACED_DIR = ".replaced-run"
+#: a set-aside run being deleted once the new run has started (renamed first, so a kill during
+#: the deletion leaves no half-deleted ``.replaced-run``); never a run, deleted at the next start
+DISCARDED_PREFIX = ".discarded-run-"
 
 
 def replaced_run_note(run_dir: str | os.PathLike[str]) -> str | None:
@@ -224,6 +227,7 @@ def find_runs(
             if REPLACED_DIR in dirs:
                 aside.append(Path(root) / REPLACED_DIR)
                 dirs.remove(REPLACED_DIR)
+            dirs[:] = [d for d in dirs if not d.startswith(DISCARDED_PREFIX)]  # being deleted
             if "config.json" in files:
                 below.append(Path(root))
                 dirs.clear()
