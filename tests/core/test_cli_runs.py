@@ -242,6 +242,24 @@ def test_tune_checks_each_param_range_against_its_field_before_the_study(
     assert not (tmp_path / "t").exists()  # refused before the study file was made
 
 
+def test_tune_never_searches_a_field_fixed_with_set(tmp_path: Path):
+    pytest.importorskip("optuna")
+    from rlblocks.tuning import tune
+
+    fixed = ["algo.hidden_sizes=[32, 32]", "trainer.batch_size=48"]
+    lines: list[str] = []
+    out = tune("dqn", trials=1, run_dir=tmp_path / "t", max_env_steps=200, report=lines.append,
+               overrides=[*fixed, *SMALL[1:]])  # fmt: skip
+    assert "not searching algo.hidden_sizes: fixed by --set" in lines
+    assert "not searching trainer.batch_size: fixed by --set" in lines
+    assert "algo.hidden_sizes" not in out["best_params"] and "algo.lr" in out["best_params"]
+    trial = json.loads((tmp_path / "t" / "trial-0" / "config.json").read_text())
+    assert trial["algo"]["hidden_sizes"] == [32, 32] and trial["trainer"]["batch_size"] == 48
+    with pytest.raises(ConfigError, match=r"^algo\.lr: both searched \(--param\) and fixed"):
+        tune("dqn", trials=1, params=["algo.lr=loguniform:1e-4:1e-2"], overrides=["algo.lr=1e-3"],
+             run_dir=tmp_path / "u")  # fmt: skip
+
+
 # -- a failed start leaves nothing behind ----------------------------------------------------------
 
 

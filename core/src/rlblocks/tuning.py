@@ -222,6 +222,16 @@ def tune(
     offline = spec_lookup("algo", algo).training == "offline"
     env_id = base_config.env.id
     space = dict(parse_param(p) for p in params) if params else default_space(base_config)
+    # a field fixed with --set is not searched: a sampled value would silently replace it
+    fixed = {str(o).partition("=")[0].strip() for o in overrides if isinstance(o, str)}
+    both = sorted(fixed & space.keys())
+    if params and both:
+        raise ConfigError(
+            f"{', '.join(both)}: both searched (--param) and fixed (--set); drop one of the two"
+        )
+    for key in both:  # the default space: the user's value wins, and is said to
+        del space[key]
+        report(f"not searching {key}: fixed by --set")
     for key in space:  # a typo in a searched field fails now, not in trial 7
         section, _, field = key.partition(".")
         obj = base_config.algo if section == "algo" else getattr(base_config, section, None)
