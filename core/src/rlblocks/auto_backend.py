@@ -43,7 +43,8 @@ worker timeout means nothing to envs stepped in this process). ``restart_failed`
 ``worker_timeout`` or ``num_workers`` also keep every env in a worker (no shared plan), since
 they ask for the isolation a worker gives. None means not given (every route here, run
 configs and ``make_vector_env`` alike, passes each unset option as None), so ``auto`` cannot
-forward ``worker_timeout=None`` ("no time limit"): name the backend for that.
+forward ``worker_timeout=None`` ("no time limit"): pass ``worker_timeout=float("inf")``, which
+the process backends take as no limit.
 """
 
 from __future__ import annotations

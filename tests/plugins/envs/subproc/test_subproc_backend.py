@@ -724,3 +724,22 @@ def test_restart_failed_truncates_the_envs_of_a_dict_observation_space(backend: 
         assert obs["id"].tolist() == [0, 1, 2, 3]
         assert obs["obs"][2:, 1].tolist() == [2, 2], "the healthy worker's envs stepped normally"
         assert obs["obs"].shape == first["obs"].shape
+
+
+@pytest.mark.parametrize("backend", ["subproc", "shmem", "auto"])
+def test_an_infinite_worker_timeout_is_no_limit(backend: str) -> None:
+    """``inf`` means no time limit (the way to say so through ``auto``, whose None means "not
+    given"); it used to fail at the first wait converting infinity to an integer."""
+    inf = float("inf")
+    envs = rlblocks.make_vector_env(
+        backend, "CartPole-v1", num_envs=2, seed=0, worker_timeout=inf, start_timeout=inf
+    )
+    try:
+        chosen = getattr(envs, "auto_choice", None)
+        inner = getattr(envs, "env", envs) if chosen is not None else envs
+        assert inner.worker_timeout is None and inner.start_timeout is None
+        envs.reset(seed=0)
+        _obs, rew, *_ = envs.step(np.zeros(2, dtype=np.int64))
+        assert rew.shape == (2,)
+    finally:
+        envs.close()

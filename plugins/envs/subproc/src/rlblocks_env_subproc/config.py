@@ -56,7 +56,8 @@ class SubprocConfig:
     """Seconds a worker may take to answer one command (step, reset, render...) before it is
     declared hung, killed and reported as an EnvWorkerError naming the env that was running.
     A worker that dies is detected at once regardless. Envs stepped in the calling process
-    (``local_envs``) are not covered."""
+    (``local_envs``) are not covered. None or ``inf``: no limit (``inf`` also through
+    ``auto``, where None means "not given")."""
     start_timeout: float | None = field(default=300.0, validator=_positive_or_none)
     """Seconds a worker may take to start and build its envs (process start, imports, env
     constructors: often far slower than a step) before it is declared hung and killed; the

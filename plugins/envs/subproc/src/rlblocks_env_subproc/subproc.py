@@ -20,6 +20,7 @@ naming the env that was running. Workers die with the parent, however it ends
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -223,6 +224,12 @@ class SubprocVectorEnv(WorkerGroups):
                 f"start method {self.context!r} is not available here; use one of "
                 f"{mp.get_all_start_methods()}"
             )
+        # an infinite limit is no limit (the only way to say so through ``auto``, whose None
+        # means "not given")
+        timeout, worker_timeout, start_timeout = (
+            None if t is not None and math.isinf(t) else t
+            for t in (timeout, worker_timeout, start_timeout)
+        )
         self.wait_num = wait_num
         self.timeout = timeout
         self.worker_timeout = worker_timeout
