@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -391,3 +392,215 @@ def test_train_dqn_end_to_end_on_ray(local_ray: Any, tmp_path: Path) -> None:
     assert result.env_steps >= 300
     assert (tmp_path / "run" / "result.json").exists()
     assert ray.is_initialized(), "the run must not shut down a Ray it did not start"
+
+
+# -- observations that do not fit their space, and observations that are not arrays -------------
+class LeafOff(gym.Env):
+    """A Dict observation (``{"id", "parts": (Discrete, Box(2,))}``, or a plain Box(2,) with
+    ``nested`` off) whose Box leaf has shape (3,) on env 3 in phase ``bad`` (reset or step)."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int, bad: str, nested: bool = True) -> None:
+        self.index, self.bad, self.nested = index, bad, nested
+        box = gym.spaces.Box(-1, 1, (2,))
+        self.observation_space = gym.spaces.Dict({
+            "id": gym.spaces.Discrete(4),
+            "parts": gym.spaces.Tuple((gym.spaces.Discrete(2), box)),
+        }) if nested else box
+
+    def _obs(self, phase: str) -> Any:
+        leaf = np.zeros(3 if self.index == 3 and phase == self.bad else 2, dtype=np.float32)
+        return {"id": self.index, "parts": (0, leaf)} if self.nested else leaf
+
+    def reset(self, *, seed=None, options=None):
+        return self._obs("reset"), {}
+
+    def step(self, action):
+        return self._obs("step"), 0.0, False, False, {}
+
+
+_LEAF_OFF = (r"env 3 returned an observation\['parts'\]\[1\] of shape \(3,\), but its "
+             r"observation space says \(2,\); fix the env or a wrapper")
+_BOX_OFF = (r"env 3 returned an observation of shape \(3,\), but its observation space says "
+            r"\(2,\); fix the env or a wrapper")
+
+
+def _leaf_off(bad: str, nested: bool = True) -> RayVectorEnv:
+    # env 3 is slot 1 of actor 1, so its own id differs from its place in its actor
+    return RayVectorEnv([functools.partial(LeafOff, i, bad, nested) for i in range(4)],
+                        num_workers=2)
+
+
+def test_a_nested_observation_leaf_of_the_wrong_shape_is_named_like_in_process(
+    local_ray: Any,
+) -> None:
+    with _leaf_off("reset") as envs:
+        with pytest.raises(EnvWorkerError, match=r"\(reset\): " + _LEAF_OFF):
+            envs.reset()
+        envs.reset([0, 1, 2])  # the well-shaped envs still reset and step
+        obs, *_ = envs.step(np.zeros(2, dtype=np.int64), [2, 0])
+        assert obs["id"].tolist() == [2, 0] and obs["parts"][1].shape == (2, 2)
+        with pytest.raises(EnvWorkerError, match="never reset"):
+            envs.step(np.zeros(1, dtype=np.int64), [3])
+
+
+def test_a_nested_leaf_of_the_wrong_shape_in_step_asks_to_reset_that_steps_envs(
+    local_ray: Any,
+) -> None:
+    with _leaf_off("step") as envs:
+        envs.reset()
+        with pytest.raises(EnvWorkerError, match=r"\(step\): " + _LEAF_OFF):
+            envs.step(np.zeros(4, dtype=np.int64))
+        with pytest.raises(EnvWorkerError, match="reset"):  # they stepped, unseen
+            envs.step(np.zeros(1, dtype=np.int64), [0])
+        envs.reset()
+        envs.step_async(np.zeros(4, dtype=np.int64))
+        with pytest.raises(EnvWorkerError, match=r"\(step\): " + _LEAF_OFF):
+            envs.step_wait()
+        # as after an env error: the envs of env 3's actor (2 and 3) must be reset, the other
+        # actor's results are still owed to the caller
+        assert np.flatnonzero(envs._in_flight).tolist() == [0, 1]
+        ids, obs, *_ = envs.step_wait(timeout=10)
+        assert ids.tolist() == [0, 1] and obs["id"].tolist() == [0, 1]
+        assert not envs._in_flight.any()
+        with pytest.raises(EnvWorkerError, match=r"envs \[2\] finished"):
+            envs.step(np.zeros(1, dtype=np.int64), [2])
+        envs.reset([2, 3])
+        obs, *_ = envs.step(np.zeros(3, dtype=np.int64), [0, 1, 2])
+        assert obs["id"].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("phase", ["reset", "step"])
+def test_a_box_observation_of_the_wrong_shape_names_the_env_by_its_own_id(
+    local_ray: Any, phase: str
+) -> None:
+    with _leaf_off(phase, nested=False) as envs:
+        if phase == "step":
+            envs.reset()
+        with pytest.raises(EnvWorkerError, match=rf"\({phase}\): " + _BOX_OFF) as err:
+            envs.reset() if phase == "reset" else envs.step(np.zeros(4, dtype=np.int64))
+        assert "Traceback" not in str(err.value), "the env's fault, said in one line"
+        if phase == "step":  # every env of that step moved on unseen: all must be reset
+            with pytest.raises(EnvWorkerError, match=r"envs \[0\] finished"):
+                envs.step(np.zeros(1, dtype=np.int64), [0])
+            envs.reset([0, 1, 2])
+        obs, _ = envs.reset([2, 0])  # the well-shaped envs still reset
+        assert obs.shape == (2, 2)
+
+
+class TextEnv(gym.Env):
+    """Text observations (``"r<index>"`` at reset, ``"s<index>x<t>"`` after a step), alone or in
+    a Dict next to a Box."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, index: int, nested: bool) -> None:
+        self.index, self.t, self.nested = index, 0, nested
+        text = gym.spaces.Text(8)
+        self.observation_space = (
+            gym.spaces.Dict({"text": text, "pos": gym.spaces.Box(-9, 9, (2,))}) if nested else text
+        )
+
+    def _obs(self, text: str) -> Any:
+        if not self.nested:
+            return text
+        return {"text": text, "pos": np.full(2, self.t, dtype=np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(f"r{self.index}"), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(f"s{self.index}x{self.t}"), 1.0, self.t >= 3, False, {}
+
+
+def _leaves(obs: Any) -> list[np.ndarray]:
+    return [obs["text"], obs["pos"]] if isinstance(obs, dict) else [obs]
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["text", "dict"])
+def test_text_observations_come_back_like_the_in_process_backend(
+    local_ray: Any, nested: bool
+) -> None:
+    from rlblocks_env_dummy.dummy import DummyVectorEnv
+
+    fns = [functools.partial(TextEnv, i, nested) for i in range(4)]
+    results = []
+    for envs in (DummyVectorEnv(fns), RayVectorEnv(fns, num_workers=2)):
+        with envs:
+            got = [envs.reset()[0], envs.step(np.zeros(4, dtype=np.int64))[0]]
+            got.append(envs.step(np.zeros(2, dtype=np.int64), [3, 0])[0])
+            got.append(envs.reset([2])[0])
+            results.append(got)
+    for ours, theirs in zip(*results, strict=True):
+        for a, b in zip(_leaves(ours), _leaves(theirs), strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert a.tolist() == b.tolist()
+    text = _leaves(results[1][2])[0]
+    assert text.dtype == object and text.tolist() == ["s3x2", "s0x2"]
+
+
+class NestedFaulty(FaultyEnv):
+    """FaultyEnv's misbehaviour with a Dict (``{"id", "obs"}``), Tuple (``(id, obs)``) or Text
+    (``"<id>:<t>"``) observation space."""
+
+    def __init__(self, index: int, mode: str, kind: str) -> None:
+        super().__init__(index, mode)
+        self.kind = kind
+        box = self.observation_space
+        self.observation_space = {
+            "dict": gym.spaces.Dict({"id": gym.spaces.Discrete(8), "obs": box}),
+            "tuple": gym.spaces.Tuple((gym.spaces.Discrete(8), box)),
+            "text": gym.spaces.Text(16, charset="0123456789:."),
+        }[kind]
+
+    def _wrap(self, obs: np.ndarray) -> Any:
+        if self.kind == "dict":
+            return {"id": self.index, "obs": obs}
+        if self.kind == "tuple":
+            return (self.index, obs)
+        return f"{self.index}:{int(obs[1])}"
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return self._wrap(obs), info
+
+    def step(self, action: Any) -> Any:
+        obs, *rest = super().step(action)
+        return (self._wrap(obs), *rest)
+
+
+def _ids_and_steps(obs: Any, kind: str) -> tuple[list[int], list[int]]:
+    """Each env's id and step count in a batch of NestedFaulty observations."""
+    if kind == "text":
+        pairs = [tuple(map(int, s.split(":"))) for s in obs.tolist()]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    ids, box = (obs["id"], obs["obs"]) if kind == "dict" else obs
+    return ids.tolist(), box[:, 1].astype(int).tolist()
+
+
+@pytest.mark.parametrize("kind", ["dict", "tuple", "text"])
+def test_restart_failed_truncates_the_envs_of_a_nested_or_text_observation_space(
+    local_ray: Any, kind: str
+) -> None:
+    fns = [functools.partial(NestedFaulty, i, "exit", kind) for i in range(4)]
+    with RayVectorEnv(fns, num_workers=2, restart_failed=True) as envs:
+        envs.reset()
+        before, *_ = envs.step(np.zeros(4, dtype=int))
+        with pytest.warns(RuntimeWarning, match="died while running step"):
+            obs, _, term, trunc, infos = envs.step(np.ones(4, dtype=int))
+        assert trunc.tolist() == [True, True, False, False] and not term.any()
+        assert "env_worker_restarted" in infos[1]
+        # the replaced actor's envs repeat their last observation; the others stepped on
+        assert _ids_and_steps(obs, kind) == ([0, 1, 2, 3], [1, 1, 2, 2])
+        assert _ids_and_steps(before, kind) == ([0, 1, 2, 3], [1, 1, 1, 1])
+        # the same through step_async / step_wait (the new actor's env 1 dies again)
+        envs.reset([0, 1])
+        envs.step(np.zeros(2, dtype=int), [1, 0])
+        envs.step_async(np.ones(2, dtype=int), [0, 1])
+        with pytest.warns(RuntimeWarning, match="restart 2 of max_restarts=3"):
+            ids, obs, _, _, trunc, infos = envs.step_wait()
+        assert ids.tolist() == [0, 1] and trunc.tolist() == [True, True]
+        assert _ids_and_steps(obs, kind) == ([0, 1], [1, 1])

@@ -5,6 +5,11 @@ repr(exc), traceback)``: the error is a value, so the caller learns which env fa
 actor keeps serving. Only the death of the process itself surfaces as a Ray error. ``slots``
 index the actor's own envs (None: all of them, the hot path). Ray is not imported here: the
 vector env wraps this class with ``ray.remote``.
+
+Box observations are stacked here into one array per call; one whose shape is not the one its
+space says is reported like an env error, but in one line and without a traceback (an empty
+one): the env, not rlblocks, is at fault. Dict/Tuple/Text observations travel as they are, one
+per env: the vector env stacks them and names a misshapen leaf when that fails.
 """
 
 from __future__ import annotations
@@ -20,8 +25,13 @@ import gymnasium as gym
 import numpy as np
 
 from rlblocks import env_state
+from rlblocks.vector_env import observation_mismatch
 
 Reply = tuple[Any, ...]
+
+
+class ObservationMismatch(ValueError):
+    """An env returned a Box observation of another shape than its space says (one line)."""
 
 
 class EnvActor:
@@ -32,6 +42,7 @@ class EnvActor:
         self.env_ids = env_ids
         self.envs: list[gym.Env] = []
         self._box_obs = False
+        self._obs_shape: tuple[int, ...] = ()
         self._int_actions = False
 
     def make(self) -> Reply:
@@ -44,6 +55,8 @@ class EnvActor:
                 self.envs.append(fn())
             first = self.envs[0]
             self._box_obs = isinstance(first.observation_space, gym.spaces.Box)
+            if self._box_obs:
+                self._obs_shape = tuple(first.observation_space.shape)
             self._int_actions = isinstance(first.action_space, gym.spaces.Discrete)
             spaces = [(e.observation_space, e.action_space) for e in self.envs]
             return "ok", (spaces, getattr(first, "spec", None), first.metadata,
@@ -55,9 +68,22 @@ class EnvActor:
     def _slots(self, slots: list[int] | None) -> list[int]:
         return list(range(len(self.envs))) if slots is None else slots
 
-    def _obs(self, obs: list[Any]) -> Any:
+    def _obs(self, slots: list[int], obs: list[Any]) -> Any:
         # one stacked array per actor: one object to serialise instead of one per env
-        return np.array(obs) if self._box_obs else obs
+        if not self._box_obs:
+            return obs
+        try:
+            out = np.array(obs)
+        except ValueError:  # ragged: some env's shape is off
+            out = None
+        if out is None or out.shape[1:] != self._obs_shape:  # off the usual path from here
+            ids = [self.env_ids[s] for s in slots]  # the envs by their own ids
+            problem = observation_mismatch(self.envs[0].observation_space, obs, ids)
+            if problem is not None:
+                raise ObservationMismatch(problem)
+            if out is None:
+                out = np.array(obs)  # raises numpy's own error: not a shape problem
+        return out
 
     def step(self, slots: list[int] | None, actions: Any) -> Reply:
         """Step the envs ``slots`` with ``actions[k]`` for ``slots[k]``."""
@@ -75,7 +101,9 @@ class EnvActor:
                 term_l.append(bool(term))
                 trunc_l.append(bool(trunc))
                 info_l.append(info)
-            return "ok", (self._obs(obs_l), rew_l, term_l, trunc_l, info_l)
+            return "ok", (self._obs(slots, obs_l), rew_l, term_l, trunc_l, info_l)
+        except ObservationMismatch as exc:  # the env's fault, said in one line
+            return "err", current, "step", str(exc), ""
         except Exception as exc:
             return "err", current, "step", repr(exc), traceback.format_exc()
 
@@ -92,7 +120,9 @@ class EnvActor:
                 obs, info = self.envs[s].reset(seed=seeds[k], options=options)
                 obs_l.append(obs)
                 info_l.append(info)
-            return "ok", (self._obs(obs_l), info_l)
+            return "ok", (self._obs(slots, obs_l), info_l)
+        except ObservationMismatch as exc:  # the env's fault, said in one line
+            return "err", current, "reset", str(exc), ""
         except Exception as exc:
             return "err", current, "reset", repr(exc), traceback.format_exc()
 

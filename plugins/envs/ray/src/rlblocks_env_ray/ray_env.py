@@ -7,6 +7,11 @@ calls to an actor in order), and ``step_wait`` takes whichever steps are done.
 
 Every wait is bounded: an actor that dies is reported by Ray at once (``RayActorError``), one
 that does not answer within ``worker_timeout`` is killed and reported.
+
+Observations come back as the other backends return them: Box observations stacked by each
+actor, Dict/Tuple nests stacked here, and leaves that are not fixed-shape arrays (``Text``...)
+as 1-D object arrays with one entry per env. An observation whose shape is not the one its
+space says is named (env id, leaf path, both shapes) in the words of the other backends.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
+from rlblocks.vector_env import (
+    empty_observations,
+    has_object_leaves,
+    observation_mismatch,
+    stack_observations,
+)
 from rlblocks_env_ray import session
 from rlblocks_env_ray.actor import EnvActor
 from rlblocks_env_subproc.grouping import WorkerGroups
@@ -159,7 +170,8 @@ class RayVectorEnv(WorkerGroups):
             raise
         self._int_actions = isinstance(self.action_space, gym.spaces.Discrete)
         self._box_obs = isinstance(self.observation_space, gym.spaces.Box)
-        self._last_obs = create_empty_array(self.observation_space, n=self.num_envs, fn=np.zeros)
+        self._object_obs = has_object_leaves(self.observation_space)  # Text...: object arrays
+        self._last_obs = empty_observations(self.observation_space, self.num_envs)
 
     # -- actor lifecycle ------------------------------------------------------------------------
     def _start_worker(self, w: _Worker) -> _Call:
@@ -275,6 +287,8 @@ class RayVectorEnv(WorkerGroups):
             self._needs_reset[call.ids] = True  # some of them may have stepped
         if call.method == MAKE:
             call.worker.dead = f"env {env_id} failed to build"
+        if not tb:  # a problem of the env's own making (a misshapen observation), in one line
+            raise EnvWorkerError(f"{self._env_name} ({command}): {exc_repr}")
         raise EnvWorkerError(
             f"env {env_id} raised in {command}: {exc_repr}\n"
             f"--- traceback in env actor {call.worker.index} (pid {call.worker.pid}) ---\n{tb}"
@@ -332,7 +346,11 @@ class RayVectorEnv(WorkerGroups):
         """A truncated step for envs whose actor failed and was replaced."""
         n = len(ids)
         info = [{"env_worker_restarted": reason} for _ in range(n)]
-        return take_rows(self._last_obs, ids), [0.0] * n, [False] * n, [True] * n, info
+        if self._box_obs:
+            obs = take_rows(self._last_obs, ids)
+        else:  # one observation per env, as an actor sends Dict/Tuple/Text observations
+            obs = [take_rows(self._last_obs, i) for i in ids.tolist()]
+        return obs, [0.0] * n, [False] * n, [True] * n, info
 
     # -- grouping env ids by actor --------------------------------------------------------------
     def _actions_for(self, actions: Any, rows: Any) -> Any:
@@ -354,10 +372,44 @@ class RayVectorEnv(WorkerGroups):
                 obs = obs.copy()  # Ray hands out read-only views of its object store
             return obs
         items = [o for p in parts for o in p]
+        if self._object_obs:  # Text leaves...: object arrays, one entry per env
+            return stack_observations(self.observation_space, items)
         out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
         return concatenate(self.observation_space, items, out)
 
-    _assemble_step = WorkerGroups._join_step
+    def _assemble_step(
+        self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None
+    ) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Join per-actor step results (see ``WorkerGroups._join_step``); a Dict/Tuple
+        observation leaf of the wrong shape raises EnvWorkerError naming it."""
+        try:
+            return self._join_step(parts, order)
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self._misshapen(parts, "step", exc)
+            raise
+
+    @property
+    def _env_name(self) -> str:
+        return getattr(getattr(self, "spec", None), "id", None) or "the env"
+
+    def _obs_problem(self, parts: list[tuple[np.ndarray, Any]]) -> str | None:
+        """The first observation of ``parts`` (per-actor ``(ids, payload)``, the observations
+        first in each payload) whose leaf shape is not the one its space says, in the words of
+        the other backends (env id, leaf path, both shapes, the fix); None when all fit."""
+        ids = [i for p in parts for i in p[0].tolist()]
+        items = [o for p in parts for o in p[1][0]]
+        return observation_mismatch(self.observation_space, items, ids)
+
+    def _misshapen(
+        self, parts: list[tuple[np.ndarray, Any]], command: str, cause: BaseException
+    ) -> None:
+        """Raise EnvWorkerError naming the env and the observation leaf (its path) whose shape
+        is not the one its space says; returns when every leaf has its shape. Called only once
+        stacking the actors' observations failed (Box observations are checked in the actor),
+        so the usual step pays nothing for it."""
+        problem = self._obs_problem(parts)
+        if problem is not None:
+            raise EnvWorkerError(f"{self._env_name} ({command}): {problem}") from cause
 
     # -- protocol -------------------------------------------------------------------------------
     def reset(
@@ -375,7 +427,11 @@ class RayVectorEnv(WorkerGroups):
             s = seeds[rows] if isinstance(rows, slice) else [seeds[r] for r in rows]
             calls.append(self._submit(w, RESET, gids, (slots, s, options)))
         payloads = self._gather(calls)
-        obs = self._stack([p[0] for p in payloads])
+        try:
+            obs = self._stack([p[0] for p in payloads])
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            self._misshapen([(c.ids, p) for c, p in zip(calls, payloads)], "reset", exc)
+            raise
         infos: list[dict] = [i for p in payloads for i in p[1]]
         joined = np.concatenate([c.ids for c in calls])
         if order is not None:
@@ -415,7 +471,11 @@ class RayVectorEnv(WorkerGroups):
             self._needs_reset[all_ids] = True
             raise
         parts = [(c.ids, p) for c, p in zip(calls, payloads)]
-        _, obs, rew, term, trunc, infos = self._assemble_step(parts, order)
+        try:
+            _, obs, rew, term, trunc, infos = self._assemble_step(parts, order)
+        except EnvWorkerError:  # an observation that does not fit its space: the same
+            self._needs_reset[all_ids] = True
+            raise
         done = term | trunc
         if done.any():
             self._needs_reset[all_ids[done]] = True
@@ -486,7 +546,17 @@ class RayVectorEnv(WorkerGroups):
              else c.reply)
             for c in answered
         ]
-        ids, obs, rew, term, trunc, infos = self._assemble_step(parts, None)
+        try:
+            ids, obs, rew, term, trunc, infos = self._assemble_step(parts, None)
+        except EnvWorkerError:
+            # an observation that does not fit its space: as when an actor reports an env
+            # error, that actor's envs must be reset, the other envs are still owed
+            lost = [c for c, p in zip(answered, parts) if self._obs_problem([p]) is not None]
+            self._open += [c for c in answered if all(c is not d for d in lost)]
+            bad = np.concatenate([c.ids for c in lost])
+            self._in_flight[bad] = False
+            self._needs_reset[bad] = True
+            raise
         self._in_flight[ids] = False
         finished = term | trunc
         if finished.any():
