@@ -34,7 +34,6 @@ from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks.vector_env import (
     empty_observations,
     has_object_leaves,
-    observation_mismatch,
     stack_observations,
 )
 from rlblocks_env_ray import session
@@ -288,7 +287,8 @@ class RayVectorEnv(WorkerGroups):
         if call.method == MAKE:
             call.worker.dead = f"env {env_id} failed to build"
         if not tb:  # a problem of the env's own making (a misshapen observation), in one line
-            raise EnvWorkerError(f"{self._env_name} ({command}): {exc_repr}")
+            name = getattr(getattr(self, "spec", None), "id", None) or "the env"
+            raise EnvWorkerError(f"{name} ({command}): {exc_repr}")
         raise EnvWorkerError(
             f"env {env_id} raised in {command}: {exc_repr}\n"
             f"--- traceback in env actor {call.worker.index} (pid {call.worker.pid}) ---\n{tb}"
@@ -387,29 +387,6 @@ class RayVectorEnv(WorkerGroups):
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             self._misshapen(parts, "step", exc)
             raise
-
-    @property
-    def _env_name(self) -> str:
-        return getattr(getattr(self, "spec", None), "id", None) or "the env"
-
-    def _obs_problem(self, parts: list[tuple[np.ndarray, Any]]) -> str | None:
-        """The first observation of ``parts`` (per-actor ``(ids, payload)``, the observations
-        first in each payload) whose leaf shape is not the one its space says, in the words of
-        the other backends (env id, leaf path, both shapes, the fix); None when all fit."""
-        ids = [i for p in parts for i in p[0].tolist()]
-        items = [o for p in parts for o in p[1][0]]
-        return observation_mismatch(self.observation_space, items, ids)
-
-    def _misshapen(
-        self, parts: list[tuple[np.ndarray, Any]], command: str, cause: BaseException
-    ) -> None:
-        """Raise EnvWorkerError naming the env and the observation leaf (its path) whose shape
-        is not the one its space says; returns when every leaf has its shape. Called only once
-        stacking the actors' observations failed (Box observations are checked in the actor),
-        so the usual step pays nothing for it."""
-        problem = self._obs_problem(parts)
-        if problem is not None:
-            raise EnvWorkerError(f"{self._env_name} ({command}): {problem}") from cause
 
     # -- protocol -------------------------------------------------------------------------------
     def reset(

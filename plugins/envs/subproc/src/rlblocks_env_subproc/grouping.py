@@ -17,7 +17,7 @@ from gymnasium.vector.utils import batch_space
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase, as_env_ids
+from rlblocks.vector_env import VectorEnvBase, as_env_ids, observation_mismatch
 
 
 class WorkerGroups(VectorEnvBase):
@@ -101,6 +101,26 @@ class WorkerGroups(VectorEnvBase):
             ids = ids[order]
         put_rows(self._last_obs, ids, obs)
         return ids, obs, rew_a, term_a, trunc_a, infos
+
+    def _obs_problem(self, parts: list[tuple[np.ndarray, Any]]) -> str | None:
+        """The first observation of ``parts`` (per-worker ``(ids, payload)``, the observations
+        first in each payload) whose leaf shape is not the one its space says, in the words of
+        the in-process backend (env id, leaf path, both shapes, the fix); None when all fit."""
+        ids = [i for p in parts for i in p[0].tolist()]
+        items = [o for p in parts for o in p[1][0]]
+        return observation_mismatch(self.observation_space, items, ids)
+
+    def _misshapen(
+        self, parts: list[tuple[np.ndarray, Any]], command: str, cause: BaseException
+    ) -> None:
+        """Raise EnvWorkerError naming the env and the observation leaf (its path) whose shape
+        is not the one its space says; returns when every leaf has its shape. Called only once
+        stacking the workers' observations failed (Box observations are checked in the
+        worker), so the usual step pays nothing for it."""
+        problem = self._obs_problem(parts)
+        if problem is not None:
+            name = getattr(getattr(self, "spec", None), "id", None) or "the env"
+            raise EnvWorkerError(f"{name} ({command}): {problem}") from cause
 
     # -- calls routed the same way by every backend -------------------------------------------
 

@@ -38,12 +38,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.errors import ConfigError, EnvWorkerError
-from rlblocks.vector_env import (
-    empty_observations,
-    has_object_leaves,
-    observation_mismatch,
-    stack_observations,
-)
+from rlblocks.vector_env import empty_observations, has_object_leaves, stack_observations
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
 from rlblocks_env_subproc.lifeline import Lifeline, register_parent_end
@@ -345,26 +340,6 @@ class SubprocVectorEnv(WorkerGroups):
         else:  # one observation per env, as a pipe worker sends Dict/Tuple/Text observations
             obs = [take_rows(self._last_obs, i) for i in ids.tolist()]
         return obs, [0.0] * n, [False] * n, [True] * n, info
-
-    def _obs_problem(self, parts: list[tuple[np.ndarray, Any]]) -> str | None:
-        """The first observation of ``parts`` (per-worker ``(ids, payload)``, the observations
-        first in each payload) whose leaf shape is not the one its space says, in the words of
-        the other backends (env id, leaf path, both shapes, the fix); None when all fit."""
-        ids = [i for p in parts for i in p[0].tolist()]
-        items = [o for p in parts for o in p[1][0]]
-        return observation_mismatch(self.observation_space, items, ids)
-
-    def _misshapen(
-        self, parts: list[tuple[np.ndarray, Any]], command: str, cause: BaseException
-    ) -> None:
-        """Raise EnvWorkerError naming the env and the observation leaf (its path) whose shape
-        is not the one its space says; returns when every leaf has its shape. Called only once
-        stacking the workers' observations failed (Box observations are checked in the worker),
-        so the usual step pays nothing for it."""
-        problem = self._obs_problem(parts)
-        if problem is not None:
-            name = getattr(self.spec, "id", None) or "the env"
-            raise EnvWorkerError(f"{name} ({command}): {problem}") from cause
 
     def _stack(self, parts: list[Any]) -> Any:
         if self._box_obs:
