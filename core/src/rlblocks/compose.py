@@ -534,14 +534,28 @@ def preflight(config: cfg.ExperimentConfig) -> None:
             f"$.buffer.dataset: {config.buffer.dataset} is not a file; pass --dataset FILE with "
             "an hdf5 file written by ReplayBuffer.save_hdf5"
         )
+    check_env_spaces(spec, env_spaces(config))
+
+
+def check_env_spaces(spec: Any, spaces: tuple[gym.Space, gym.Space] | None) -> None:
+    """Refuse an algorithm (``spec``) that cannot take an env's ``(observation, action)``
+    spaces (from :func:`env_spaces`), as a run refuses it; None (a multi-agent env, checked per
+    agent as its run builds) passes."""
+    if spaces is not None:
+        _check_spaces(spec, *spaces)
+
+
+def env_spaces(config: cfg.ExperimentConfig) -> tuple[gym.Space, gym.Space] | None:
+    """The observation (frame stacking applied) and action spaces a run's algorithm gets from
+    ``config``'s env: one env is made with the run's wrappers to read them, then closed. None
+    for a multi-agent env, whose spaces are per agent."""
     if is_multiagent_id(config.env.id):
-        return
+        return None
     wrappers = [*config.env.wrappers, *config.env.train_wrappers]
     (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)
     env = make()
     try:
-        observation_space = stacked_space(env.observation_space, config.buffer.stack_num)
-        _check_spaces(spec, observation_space, env.action_space)
+        return stacked_space(env.observation_space, config.buffer.stack_num), env.action_space
     finally:
         env.close()
 

@@ -463,24 +463,15 @@ def _check_fits_env(spec: Any, config: Any) -> str | None:
     returned says so (the config's values are still worth showing)."""
     import gymnasium as gym
 
-    from rlblocks.compose import _check_spaces, make_env_fns, stacked_space
+    from rlblocks.compose import check_env_spaces, env_spaces
     from rlblocks.errors import RlblocksError
-    from rlblocks.multiagent import is_multiagent_id
 
-    if is_multiagent_id(config.env.id):
-        return None  # a multi-agent env's spaces are per agent: a run checks them as it builds
-    wrappers = [*config.env.wrappers, *config.env.train_wrappers]
     try:
-        (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)
-        env = make()
+        spaces = env_spaces(config)
     except (RlblocksError, gym.error.Error, ImportError) as exc:  # a missing dependency
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return f"the algorithm's fit to the env's spaces is not checked: {first}"
-    try:
-        observation_space = stacked_space(env.observation_space, config.buffer.stack_num)
-        _check_spaces(spec, observation_space, env.action_space)
-    finally:
-        env.close()
+    check_env_spaces(spec, spaces)
     return None
 
 

@@ -84,6 +84,19 @@ class SquashedGaussianActor(nn.Module):
             return act, None
         if noise is None:
             noise = torch.zeros_like(mean)
-        log_prob = (-0.5 * noise.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
-        log_prob = log_prob - (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
-        return act, log_prob
+        return act, _squashed_log_prob(noise, log_std, u)
+
+    def log_prob(self, obs: Any, act: torch.Tensor, inside: float = 1.0 - 1e-6) -> torch.Tensor:
+        """``log pi(a|s)`` ``[B]`` of given actions in [-1, 1] (a dataset's: behaviour cloning,
+        offline RL), computed as for the actor's own samples at ``u = atanh(a)``; actions on the
+        bounds are read ``inside`` of them, where the density is finite."""
+        mean, log_std = self.distribution(obs)
+        u = torch.atanh(act.clamp(-inside, inside))
+        return _squashed_log_prob((u - mean) * torch.exp(-log_std), log_std, u)
+
+
+def _squashed_log_prob(noise: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The Gaussian's log density at standardised ``noise`` minus the tanh change of variables
+    ``sum log(1 - tanh(u)^2)`` (in its stable softplus form), summed over action dims."""
+    log_prob = (-0.5 * noise.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
+    return log_prob - (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)

@@ -63,7 +63,6 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from rlblocks.batch import Batch
@@ -75,21 +74,13 @@ from rlblocks.temperature import EntropyTemperature
 from rlblocks_algo_cql.config import CQLConfig
 
 _LOG_2 = math.log(2.0)
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-#: dataset actions on the bounds (a clipped behaviour policy's) are read this far inside them,
-#: where the squashed Gaussian's density is finite
-_INSIDE_BOUNDS = 1.0 - 1e-6
 
 
 def squashed_log_prob(actor: SquashedGaussianActor, obs: Any, act: torch.Tensor) -> torch.Tensor:
-    """``log pi(a|s)`` ``[B]`` of given actions ``a`` in [-1, 1] under the tanh-squashed
-    Gaussian ``actor``: the Gaussian's log density at ``u = atanh(a)`` minus the change of
-    variables ``sum log(1 - tanh(u)^2)``, as the actor computes it for its own samples."""
-    mean, log_std = actor.distribution(obs)
-    u = torch.atanh(act.clamp(-_INSIDE_BOUNDS, _INSIDE_BOUNDS))
-    z = (u - mean) * torch.exp(-log_std)
-    gaussian = (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
-    return gaussian - (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)
+    """``log pi(a|s)`` ``[B]`` of the dataset's actions ``a`` in [-1, 1] under the squashed
+    Gaussian ``actor`` (the behaviour-cloning warm start's objective; core's
+    :meth:`~rlblocks.nets.SquashedGaussianActor.log_prob`)."""
+    return actor.log_prob(obs, act)
 
 
 class CQLPolicy(OffPolicyPolicy):
