@@ -1175,12 +1175,8 @@ def _offline_env_budget_error(algo: str, setting: str, fix: str) -> ConfigError:
 
 def _env_budget_override(override: Any) -> str | None:
     """The value text of an override that sets ``trainer.max_env_steps``, else None."""
-    if isinstance(override, str):
-        key, _, value = override.partition("=")
-        path: tuple[Any, ...] = tuple(part.strip() for part in key.split("."))
-    else:  # an already parsed (path, value) pair
-        path, value = tuple(override[0]), repr(override[1])
-    return str(value).strip() if path == ("trainer", "max_env_steps") else None
+    path, value = cfg.parse_override(override) if isinstance(override, str) else override
+    return repr(value) if tuple(path) == ("trainer", "max_env_steps") else None
 
 
 def _refuse_env_budget_overrides(

@@ -206,6 +206,7 @@ def tune(
         import optuna
     except ImportError as exc:
         raise ConfigError("rlblocks tune needs Optuna: pip install 'rlblocks[tune]'") from exc
+    from rlblocks import config as cfg
     from rlblocks.compose import spec_lookup
     from rlblocks.experiment import default_run_dir, resolve_train_config, train
 
@@ -223,7 +224,7 @@ def tune(
     env_id = base_config.env.id
     space = dict(parse_param(p) for p in params) if params else default_space(base_config)
     # a field fixed with --set is not searched: a sampled value would silently replace it
-    fixed = {str(o).partition("=")[0].strip() for o in overrides if isinstance(o, str)}
+    fixed = {".".join(cfg.parse_override(o)[0]) for o in overrides if isinstance(o, str)}
     both = sorted(fixed & space.keys())
     if params and both:
         raise ConfigError(
