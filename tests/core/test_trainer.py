@@ -469,6 +469,32 @@ def test_test_at_start_does_not_test_the_same_policy_again_at_the_warm_ups_end()
     assert [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"] == [0, 400]
 
 
+def test_test_at_start_stops_before_any_step_when_the_untrained_policy_meets_the_rule() -> None:
+    rec = Recorder()
+    saved: list[int] = []
+    trainer = build(rec, stop_reward=1.0, test_at_start=True)  # every CartPole episode scores >= 1
+    trainer.checkpoint_fn = lambda t: saved.append(t.state.env_step)
+    result = trainer.run()
+    assert result.solved and result.stop_reason.startswith("mean test return")
+    assert result.env_steps == 0 and result.gradient_steps == 0  # no warm-up, no collect
+    assert "rollout_end" not in rec.names() and rec.names().count("test_end") == 1
+    assert saved == [0]  # the finished run is checkpointed like any other
+
+
+class _KeepGoing:
+    @hookimpl
+    def rlblocks_should_stop(self, state):
+        return False
+
+
+def test_test_at_start_respects_a_plugin_that_keeps_the_run_going() -> None:
+    rec = Recorder()
+    trainer = build(rec, stop_reward=1.0, test_at_start=True)
+    trainer.hook = make_plugin_manager([rec, _KeepGoing()]).hook
+    result = trainer.run()
+    assert result.env_steps >= 400 and result.stop_reason.startswith("reached max_env_steps")
+
+
 def test_a_resumed_run_does_not_test_at_the_start_again() -> None:
     trainer = build(Recorder(), max_env_steps=200, test_at_start=True)
     trainer.run()

@@ -13,7 +13,8 @@ actions); test every ``test_interval`` env steps, the first due test at the end 
 ``stop_reward``, so a solved run stops without waiting for the next scheduled test; with
 ``test_screen_episodes`` a test whose first few episodes fall short of ``stop_reward`` ends there.
 With ``test_at_start`` (any trainer) the untrained policy is tested before the first env step,
-the learning curve's point at step 0 (Tianshou's epoch-0 test; ``test_fn`` gets epoch 0).
+the learning curve's point at step 0 (Tianshou's epoch-0 test; ``test_fn`` gets epoch 0); a
+policy that already meets the stop rule there ends the run before any step.
 
 ``OfflineTrainer``: gradient steps on samples of a fixed, pre-filled buffer (a dataset), with no
 training collector and no env step; its schedules (``test_interval``, ``log_interval``,
@@ -571,6 +572,15 @@ class BaseTrainer:
                 finally:
                     self._closing_epoch = None
                 tested_at_start = True
+                reason = self._should_stop(ask_plugins=True)
+                if reason:  # the untrained policy already meets the stop rule: nothing to train
+                    st.stop_reason = reason
+                    st.wall_seconds = time.perf_counter() - started
+                    if self.checkpoint_fn is not None:
+                        self._phase = "checkpoint"
+                        self.checkpoint_fn(self)
+                    self._flush_update_stats(force=True)
+                    return self.result()
             self._phase = "collect"
             self._before_loop()
             if has_tests:
