@@ -346,7 +346,8 @@ def test_a_run_an_interrupted_overwrite_set_aside_is_named_until_restored_or_dis
     for argv in (["describe", str(run)], ["resume", str(run)],
                  ["train", "dqn", "--run-dir", str(run), "--resume"],
                  ["train", "dqn", "--run-dir", str(run), "--no-progress"],
-                 ["train", "dqn", "--run-dir", str(run), "--dry-run"]):  # fmt: skip
+                 ["train", "dqn", "--run-dir", str(run), "--dry-run"],
+                 ["eval", str(run), "--episodes", "1"], ["verify", str(run)]):  # fmt: skip
         assert cli(argv) == 2, argv
         err = capsys.readouterr().err
         assert names_it(err) and "a start with --overwrite was interrupted" in err, argv
@@ -355,6 +356,9 @@ def test_a_run_an_interrupted_overwrite_set_aside_is_named_until_restored_or_dis
     assert names_it(str(refused.value)) and "pass overwrite=True" in str(refused.value)
     with pytest.raises(CheckpointError) as refused:
         rlblocks.resume(run)
+    assert names_it(str(refused.value))
+    with pytest.raises(CheckpointError) as refused:
+        rlblocks.load(run)
     assert names_it(str(refused.value))
     # a folder of runs: the run set aside is named as such, not counted as a run of its own
     shutil.copytree(finished, tmp_path / "a")

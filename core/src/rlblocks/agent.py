@@ -484,7 +484,12 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
                 else "; the run saved no checkpoint yet"
             )
             if not (p / "config.json").is_file():
-                hint = " and no config.json: is it a run directory?"
+                from rlblocks.runs import replaced_run_note
+
+                replaced = replaced_run_note(p)
+                hint = f" and no config.json; {replaced}" if replaced else (
+                    " and no config.json: is it a run directory?"
+                )
             raise CheckpointError(f"no checkpoints/{which}.pt in {p}{hint}")
     elif p.is_file():
         ckpt = p

@@ -476,7 +476,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from rlblocks.checkpoint import verify_run
 
     if not (Path(args.run_dir) / "config.json").is_file():
-        raise RlblocksError(f"{args.run_dir} is not a run directory: no config.json in it")
+        replaced = importlib.import_module("rlblocks.runs").replaced_run_note(args.run_dir)
+        raise RlblocksError(
+            f"{args.run_dir} is not a run directory: no config.json in it"
+            + (f"; {replaced}" if replaced else "")
+        )
     problems = verify_run(args.run_dir)
     for problem in problems:
         print(f"damaged: {problem}")
