@@ -394,7 +394,7 @@ def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
         "$.trainer.zzz: unknown field; fields of trainer: max_env_steps, max_gradient_steps, "
         "step_per_round, step_per_collect, "
         "batch_mode, rollout_fragment_length, count_steps_by, "
-        "update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
+        "async_collect, update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
         "test_at_start, test_in_training, test_screen_episodes, stop_reward, checkpoint_interval, "
         "repeat_per_collect, episode_per_collect, on_nonfinite"
     )

@@ -249,6 +249,14 @@ class TrainerConfig:
     """Multi-agent envs: what step counts (budget, collects, tests) count - ``env_steps`` (one
     per env step, however many agents act) or ``agent_steps`` (one per agent transition;
     RLlib's ``count_steps_by``). The same for single-agent envs."""
+    async_collect: bool = False
+    """Off-policy: collect with the AsyncCollector, which acts for whichever training envs are
+    back instead of waiting for the slowest (for envs whose step times vary); how many it waits
+    for is the backend's ``wait_num`` / ``timeout`` option (``env.wait_num``). Steps
+    still running at an update are stored after it, acted by the policy before it. Needs a
+    backend that steps envs asynchronously (``rlblocks list env --details``: async); not for
+    on-policy, offline or multi-agent runs, ``complete_episodes`` or
+    ``rollout_fragment_length`` (they step every env together)."""
     update_per_step: float = field(default=1.0, validator=_non_negative_number)
     """Gradient steps per collected env step (off-policy)."""
     batch_size: int = field(default=64, validator=_int_at_least(1))

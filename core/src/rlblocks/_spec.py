@@ -50,6 +50,9 @@ class AutoBackendConfig:
     """Seconds spent stepping one env in this process to measure its step cost."""
     verbose: bool = True
     """Print which backend was chosen and why (it is also kept in ``envs.auto_choice``)."""
+    asynchronous: bool = False
+    """Choose only among backends that step envs asynchronously (``step_async`` /
+    ``step_wait``); ``trainer.async_collect`` sets it for the training envs."""
     # -- passed on to the chosen backend (None: not given, the backend's own default) ----------
     # Giving one limits the choice to backends that take it (the multi-process ones); see
     # rlblocks.auto_backend.FORWARDED.

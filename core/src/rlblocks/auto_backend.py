@@ -300,13 +300,15 @@ def _native_backend(env_fn: Callable[[], gym.Env], installed: dict[str, Any]) ->
 
 def make_auto_vector_env(
     env_fns: Sequence[Callable[[], gym.Env]], probe_seconds: float = 0.2, verbose: bool = True,
-    **backend_options: Any,
+    asynchronous: bool = False, **backend_options: Any,
 ) -> Any:
     """Build the backend that ``choose_backend`` picks for these envs; says which and why (on
     stderr when ``verbose``, and always in the returned env's ``auto_choice`` attribute).
 
     ``backend_options`` (names in :data:`FORWARDED`; None: not given) go to the chosen backend,
-    checked against its config; only backends that take them all are considered."""
+    checked against its config; only backends that take them all are considered, and with
+    ``asynchronous`` only those that step envs asynchronously (their spec's
+    ``supports_async``)."""
     unknown = sorted(set(backend_options) - set(FORWARDED))
     if unknown:
         raise ConfigError(
@@ -324,6 +326,16 @@ def make_auto_vector_env(
         except Exception:
             continue
     installed = _forwarded_options(given, installed)
+    if asynchronous:
+        installed = {n: s for n, s in installed.items() if getattr(s, "supports_async", False)}
+        if not installed:
+            raise ConfigError(
+                "backend='auto' was asked for a backend that steps envs asynchronously "
+                "(trainer.async_collect) and none that it may choose is installed"
+                + (f" that also takes {', '.join(sorted(given))}" if given else "")
+                + "; install rlblocks-env-subproc or rlblocks-env-shmem, or name one with "
+                "env.backend"
+            )
     step_s, obs_bytes, space = _probe_env(env_fns[0], probe_seconds)
     refused = _space_problems(installed, space, reg.load)
     usable = {n: s for n, s in installed.items() if n not in refused}
@@ -336,6 +348,8 @@ def make_auto_vector_env(
     name, options, why = choose_backend(
         len(env_fns), step_s, obs_bytes, usable, isolate=isolate
     )
+    if asynchronous:
+        why += f"; only backends that step envs asynchronously considered: {sorted(usable)}"
     if given:
         why += (f"; only backends taking {', '.join(sorted(given))} considered: "
                 f"{sorted(usable)}")

@@ -470,6 +470,8 @@ def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             "does not ship yet"
         )
     check_offline(c, spec)
+    if c.trainer.async_collect:
+        check_async_collect(c, spec)
     frames = c.buffer.stack_num
     if frames > 1 and training == "on-policy":
         raise ConfigError(
@@ -479,6 +481,70 @@ def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
             f"{frames}}}) and leave buffer.stack_num at 1"
         )
+
+
+def async_backends() -> list[str]:
+    """The installed vector-env backends that step envs asynchronously (their spec says so)."""
+    registry = get_registry("env")
+    names = []
+    for name in registry.names():
+        try:
+            if getattr(registry.spec(name), "supports_async", False):
+                names.append(name)
+        except Exception:  # a broken plugin is reported where it is used, not here
+            continue
+    return names
+
+
+def check_async_collect(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """``trainer.async_collect`` needs an off-policy, single-agent run that collects
+    ``step_per_collect`` steps, and a backend that can step some envs while others run."""
+    where = "$.trainer.async_collect"
+    if spec.training != "off-policy":
+        why = (
+            "an on-policy update must learn from steps its own policy acted, and steps still "
+            "running at an update would be stored after it"
+            if spec.training == "on-policy"
+            else "an offline run collects no env steps"
+        )
+        raise ConfigError(
+            f"{where}: algo {c.algo_name!r} trains {spec.training}: {why}; set "
+            "trainer.async_collect=false"
+        )
+    if is_multiagent_id(c.env.id):
+        raise ConfigError(
+            f"{where}: multi-agent envs are collected synchronously (their agents act on one "
+            f"env step together); {c.env.id!r} is a multi-agent env: set "
+            "trainer.async_collect=false"
+        )
+    t = c.trainer
+    if t.batch_mode != "truncate_episodes" or t.rollout_fragment_length is not None:
+        what = (
+            f"rollout_fragment_length={t.rollout_fragment_length}"
+            if t.rollout_fragment_length is not None
+            else f"batch_mode={t.batch_mode!r}"
+        )
+        raise ConfigError(
+            f"{where}: trainer.{what} steps every env together, which asynchronous collection "
+            "does not; use one or the other"
+        )
+    backend = c.env.backend
+    if backend == "auto" or backend not in get_registry("env"):
+        return  # auto is checked on the vector env it builds; an unknown name is named there
+    if not getattr(spec_lookup("env", backend), "supports_async", False):
+        raise ConfigError(f"{where}: {async_backend_problem(f'the {backend!r} backend')}")
+
+
+def async_backend_problem(what: str) -> str:
+    """Why ``what`` (a backend, described) cannot collect asynchronously, and which installed
+    backends can."""
+    able = async_backends()
+    fix = (
+        f"pick one that does with env.backend ({', '.join(able)})"
+        if able
+        else "install a backend plugin that does (rlblocks-env-subproc, for one)"
+    )
+    return f"{what} steps all its envs together; {fix}"
 
 
 def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:

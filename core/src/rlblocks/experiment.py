@@ -46,6 +46,7 @@ import torch
 
 from rlblocks import config as cfg
 from rlblocks._advice import option
+from rlblocks.async_collector import AsyncCollector
 from rlblocks.checkpoint import (
     GenerationStore,
     from_plain,
@@ -59,6 +60,7 @@ from rlblocks.checkpoint import (
 from rlblocks.collector import Collector
 from rlblocks.compose import (
     EnvSource,
+    async_backend_problem,
     buffer_options,
     check_env_id,
     check_training,
@@ -92,7 +94,7 @@ from rlblocks.multiagent import (
 )
 from rlblocks.plugins.manager import make_plugin_manager
 from rlblocks.plugins.registry import get_registry
-from rlblocks.protocols import BufferAbilities, EpisodeCutBuffer
+from rlblocks.protocols import AsyncVectorEnv, BufferAbilities, EpisodeCutBuffer
 from rlblocks.runs import (
     DISCARDED_PREFIX,
     REPLACED_DIR,
@@ -410,13 +412,16 @@ class Experiment:
         if multi:
             space_o, space_a = self._multiagent_envs()
         else:
+            train_opts = dict(env_opts)
+            if c.trainer.async_collect and c.env.backend == "auto":
+                train_opts["asynchronous"] = True  # auto then picks among async backends
             self.train_envs = make_vector_env(
                 c.env.backend,
                 source,
                 c.env.num_envs,
                 make_kwargs=c.env.make_kwargs,
                 wrappers=[*c.env.wrappers, *c.env.train_wrappers],
-                **env_opts,
+                **train_opts,
             )
             self.test_envs = self._make_test_envs(source, env_opts)
             space_o = stacked_space(self.train_envs.observation_space, frames)
@@ -495,7 +500,15 @@ class Experiment:
             )  # fmt: skip
             self._check_multiagent_buffer()
         else:
-            self.train_collector = Collector(
+            collector_cls = Collector
+            if t.async_collect:
+                if not isinstance(self.train_envs, AsyncVectorEnv):  # auto chose such a backend
+                    what = getattr(self.train_envs, "auto_choice", None) or (
+                        f"the {c.env.backend!r} backend"
+                    )
+                    raise ConfigError(f"$.trainer.async_collect: {async_backend_problem(what)}")
+                collector_cls = AsyncCollector
+            self.train_collector = collector_cls(
                 self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames,
                 info_keys=c.env.info_keys,
             )  # fmt: skip
