@@ -395,6 +395,7 @@ def test_an_unknown_field_without_a_close_match_lists_the_fields_only() -> None:
         "step_per_round, step_per_collect, "
         "batch_mode, rollout_fragment_length, count_steps_by, "
         "async_collect, update_per_step, batch_size, warmup_steps, test_interval, test_episodes, "
+        "log_interval, "
         "test_at_start, test_in_training, test_screen_episodes, stop_reward, checkpoint_interval, "
         "repeat_per_collect, episode_per_collect, on_nonfinite"
     )

@@ -500,3 +500,138 @@ def test_async_collector_gives_each_env_the_views_of_the_sync_collector() -> Non
         for name, value in sync_policy.acting[key].items():
             got = async_policy.acting[key][name]
             assert got.dtype == value.dtype and np.array_equal(got, value), (name, key)
+
+
+# -- Dict observations: whole-observation views, key views, frame stacks ----------------------
+class DictCountEnv(gym.Env):
+    """``{"pos": [t], "img": [[t, -t]]}`` (float32) over episodes of ``length`` steps."""
+
+    observation_space = gym.spaces.Dict(
+        {
+            "pos": gym.spaces.Box(0, 1000, (1,), np.float32),
+            "img": gym.spaces.Box(-1000, 1000, (1, 2), np.float32),
+        }
+    )
+    action_space = gym.spaces.Discrete(5)
+
+    def __init__(self, length: int) -> None:
+        self.length, self.t = length, 0
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        t = np.float32(self.t)
+        return {"pos": np.array([t], np.float32), "img": np.array([[t, -t]], np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(self.t), self.t >= self.length, False, {}
+
+    def snapshot_state(self) -> dict[str, int]:
+        return {"t": self.t}
+
+    def restore_state(self, state: dict[str, int]) -> None:
+        self.t = int(state["t"])
+
+
+class DictViewPolicy(BasePolicy):
+    """Acts ``t % 5`` and keeps the acting views of each step by ``(env, episode, t)``."""
+
+    def __init__(self, requirements: dict[str, ViewRequirement]) -> None:
+        super().__init__(DictCountEnv.observation_space, DictCountEnv.action_space)
+        self.view_requirements = requirements
+        self.acting: dict[tuple[int, int, int], dict[str, Any]] = {}
+        self.episode = [0, 0]
+        self.seen: list[Batch] = []
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        self.seen.append(batch)
+        pos = np.asarray(batch.obs["pos"] if "pos" in batch.obs else batch.obs["pos"][:, -1])
+        return Batch(act=pos.reshape(len(pos), -1)[:, -1].astype(np.int64) % 5, state=state)
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        return {}
+
+
+DICT_VIEWS = {
+    "frames": ViewRequirement("obs", shift="-2:0", pad="edge"),  # the whole Dict observation
+    "prev_pos": ViewRequirement("obs.pos", shift=-1),  # one key of it
+    "prev_act": ViewRequirement("act", shift=-1),
+}
+
+
+def test_acting_views_of_a_dict_observation_stack_each_key_and_view_one_key() -> None:
+    policy = DictViewPolicy(dict(DICT_VIEWS))
+    envs = DummyVectorEnv([lambda: DictCountEnv(3), lambda: DictCountEnv(5)])
+    buf = ReplayBuffer(64, num_envs=2)
+    Collector(policy, envs, buf).collect(n_step=10)
+    stack_pos = np.stack([np.asarray(b.frames["pos"])[:, :, 0] for b in policy.seen])
+    stack_img = np.stack([np.asarray(b.frames["img"])[:, :, 0, 1] for b in policy.seen])
+    prev_pos = np.stack([np.asarray(b.prev_pos)[:, 0] for b in policy.seen])
+    # env 0 (3-step episodes): obs 0,1,2 | 0,1, the first observation repeated ("edge")
+    assert stack_pos[:, 0].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 2], [0, 0, 0], [0, 0, 1]]
+    assert stack_pos[:, 1].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, 4]]
+    assert np.array_equal(stack_img, -stack_pos)  # the other key, stacked alike
+    assert prev_pos[:, 0].tolist() == [0, 0, 1, 0, 0]  # zeros before the episode
+    assert prev_pos[:, 1].tolist() == [0, 0, 1, 2, 3]
+    assert policy.seen[0].frames["pos"].dtype == np.float32
+    # training reads back exactly what acting saw, the Dict view included
+    idx = buf.sample_index(0)
+    batch = buf[idx]
+    views = training_views(buf, idx, policy.view_requirements, DictCountEnv.observation_space,
+                           DictCountEnv.action_space, batch=batch)  # fmt: skip
+    pos = np.asarray(batch.obs["pos"])[:, 0]
+    for row, t in enumerate(pos.astype(int)):
+        want = [max(t - 2, 0), max(t - 1, 0), t]
+        assert np.asarray(views["frames"]["pos"])[row, :, 0].tolist() == want
+        assert np.asarray(views["prev_pos"])[row, 0] == max(t - 1, 0)
+
+
+def test_a_collector_stacks_the_frames_of_a_dict_observation_as_the_buffer_does() -> None:
+    from rlblocks.compose import stacked_space
+
+    space = stacked_space(DictCountEnv.observation_space, 3)
+    assert isinstance(space, gym.spaces.Dict) and space["img"].shape == (3, 1, 2)
+    policy = DictViewPolicy({})
+    envs = DummyVectorEnv([lambda: DictCountEnv(4), lambda: DictCountEnv(6)])
+    buf = ReplayBuffer(64, num_envs=2, stack_num=3)
+    Collector(policy, envs, buf, frame_stack=3).collect(n_step=12)
+    acted = {}
+    for batch in policy.seen:
+        for row in range(len(batch.obs["pos"])):
+            frames = np.asarray(batch.obs["pos"])[row, :, 0]
+            acted.setdefault(tuple(frames.tolist()), np.asarray(batch.obs["img"])[row])
+    sampled = buf[buf.sample_index(0)]
+    for row in range(len(sampled.obs["pos"])):
+        frames = tuple(np.asarray(sampled.obs["pos"])[row, :, 0].tolist())
+        assert frames in acted, f"the buffer stacked {frames}, which acting never saw"
+        assert np.array_equal(np.asarray(sampled.obs["img"])[row], acted[frames])
+
+
+def test_dict_view_histories_survive_a_collector_checkpoint() -> None:
+    from rlblocks.checkpoint import from_plain, to_plain
+
+    envs = DummyVectorEnv([lambda: DictCountEnv(7)])
+    collector = Collector(DictViewPolicy(dict(DICT_VIEWS)), envs, ReplayBuffer(64))
+    collector.collect(n_step=4)
+    saved = from_plain(to_plain(collector.state_dict()))
+    other = Collector(DictViewPolicy(dict(DICT_VIEWS)), DummyVectorEnv([lambda: DictCountEnv(7)]),
+                      ReplayBuffer(64))  # fmt: skip
+    assert other.load_state_dict(saved) == ""  # the episode continues, views and all
+    theirs, ours = other._views.history, collector._views.history
+    assert theirs.keys() == ours.keys()
+    assert np.array_equal(theirs["obs@edge"]["img"], ours["obs@edge"]["img"])
+    assert np.array_equal(theirs["obs.pos"], ours["obs.pos"])
+    b1, b2 = collector._views.build(np.arange(1)), other._views.build(np.arange(1))
+    assert np.array_equal(b1["frames"]["pos"], b2["frames"]["pos"])
+
+
+def test_views_that_cannot_be_kept_while_acting_say_what_to_do() -> None:
+    tuple_space = gym.spaces.Tuple([gym.spaces.Box(0, 1, (2,)), gym.spaces.Discrete(3)])
+    with pytest.raises(ConfigError, match=r"need a Box, discrete or Dict space.*'obs.KEY'"):
+        ActingViews({"s": ViewRequirement("obs", shift=-1)}, 2, tuple_space, gym.spaces.Discrete(2))
+    with pytest.raises(ConfigError, match=r"a Dict observation's keys as obs.KEY"):
+        ActingViews({"a": ViewRequirement("act.x", shift=-1)}, 2, DictCountEnv.observation_space,
+                    gym.spaces.Discrete(2))  # fmt: skip

@@ -4,6 +4,7 @@ resumes."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import gymnasium as gym
@@ -65,6 +66,27 @@ class PixelEnv(gym.Env):
         return self._draw(), rew, False, self._t >= 20, {}
 
 
+class DictPositions(gym.ObservationWrapper):
+    """CartPole's positions only, as ``{"x": [x], "angle": [theta]}``: its velocities are in
+    no single observation, only in a stack of them."""
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        super().__init__(gym.make("CartPole-v1", render_mode=render_mode))
+        inf = np.float32(np.inf)
+        self.observation_space = gym.spaces.Dict(
+            {
+                "x": gym.spaces.Box(-inf, inf, (1,), np.float32),
+                "angle": gym.spaces.Box(-inf, inf, (1,), np.float32),
+            }
+        )
+
+    def observation(self, obs: np.ndarray) -> dict:
+        return {"x": obs[0:1], "angle": obs[2:3]}
+
+
+DICT_POSITIONS_ID = "rlblocks-test/DictPositions-v0"
+if DICT_POSITIONS_ID not in gym.registry:
+    gym.register(DICT_POSITIONS_ID, entry_point=DictPositions)
 if NESTED_ID not in gym.registry:
     gym.register(NESTED_ID, entry_point=NestedCartPole, reward_threshold=475.0)
 if PIXELS_ID not in gym.registry:
@@ -143,3 +165,27 @@ def test_ppo_builds_a_cnn_for_images_and_learns_through_it() -> None:
     with pytest.raises(rlblocks.ConfigError, match="images='flatten'"):
         rlblocks.make_policy("ppo", envs.observation_space, envs.action_space, obs_norm=True)
     envs.close()
+
+
+def test_a_run_stacks_the_frames_of_a_dict_observation_and_its_agent_acts_on_stacks(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    small = ["buffer.stack_num=3", "env.num_envs=2", "env.num_test_envs=2",
+             "trainer.max_env_steps=600", "trainer.warmup_steps=100", "trainer.test_interval=300",
+             "trainer.test_episodes=2", "trainer.checkpoint_interval=300"]  # fmt: skip
+    result = rlblocks.train(
+        "dqn", env=DICT_POSITIONS_ID, seed=0, overrides=small, loggers=[], progress=False,
+        run_dir=run,
+    )  # fmt: skip
+    assert result.env_steps >= 600 and result.gradient_steps > 0
+    agent = rlblocks.load(run)
+    # the policy acts on three frames of each key
+    assert agent.policy.observation_space["x"].shape == (3, 1)
+    evaluated = agent.evaluate(episodes=2, seed=5)
+    assert len(evaluated.returns) == 2 and min(evaluated.lengths) >= 1
+    one = {"x": np.zeros((3, 1), np.float32), "angle": np.zeros((3, 1), np.float32)}
+    assert agent.act(one) in (0, 1)
+    if importlib.util.find_spec("imageio") is not None:  # the video path keeps its own stack
+        video = agent.record(tmp_path / "play.gif", episodes=1, max_frames=10)
+        assert (tmp_path / "play.gif").stat().st_size > 0 and len(video.returns) == 1

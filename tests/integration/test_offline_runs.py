@@ -318,3 +318,21 @@ def test_tune_searches_an_offline_algorithm_on_a_dataset_in_gradient_steps(
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, argv
     assert not refused.exists()  # no study, no failed trial
+
+
+def test_screened_tests_of_an_offline_run_are_recorded_at_env_step_0(
+    dataset: Path, tmp_path: Path
+) -> None:
+    # an unreachable stop reward: every test but the last is cut short by its screen, and each
+    # tests.csv row, screened or not, says env step 0 and the gradient step it ran at
+    over = [*SMALL, "trainer.test_screen_episodes=1", "trainer.test_episodes=4",
+            "env.num_test_envs=2"]  # fmt: skip
+    run = tmp_path / "run"
+    rlblocks.train("td3bc", dataset=str(dataset), max_gradient_steps=300, stop_reward=1e6,
+                   overrides=over, loggers=[], progress=False, run_dir=run)  # fmt: skip
+    from rlblocks.runs import read_tests
+
+    rows = read_tests(run)
+    assert [r["screen"] for r in rows] == [1, 1, 0]
+    assert [r["env_step"] for r in rows] == [0, 0, 0]
+    assert [r["gradient_steps"] for r in rows] == [100, 200, 300]

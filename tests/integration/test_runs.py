@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import subprocess
 import sys
@@ -450,3 +451,25 @@ def test_resume_flags_that_would_be_ignored_and_a_run_without_checkpoints(
     (run / "result.json").unlink()
     with pytest.raises(CheckpointError, match=r"stopped before its first one.*--overwrite"):
         rlblocks.resume(run)
+
+
+class UpdateLogs:
+    def __init__(self) -> None:
+        self.env_steps: list[int] = []
+
+    @hookimpl
+    def rlblocks_update_end(self, stats, env_step, gradient_step):
+        self.env_steps.append(env_step)
+
+
+def test_trainer_log_interval_sets_how_often_update_statistics_are_logged(tmp_path: Path) -> None:
+    every_100, default = UpdateLogs(), UpdateLogs()
+    rlblocks.train("dqn", seed=0, overrides=[*SMALL, "trainer.log_interval=100"], loggers=[],
+                   run_dir=tmp_path / "a", progress=False, hooks=[every_100])  # fmt: skip
+    rlblocks.train("dqn", seed=0, overrides=SMALL, loggers=[], run_dir=tmp_path / "b",
+                   progress=False, hooks=[default])  # fmt: skip
+    # 600 env steps, learning from 96 on: a log per 100 steps (and the last one at the end)
+    assert len(every_100.env_steps) >= 5
+    blocks = [step // 100 for step in every_100.env_steps]  # one log per block of 100 steps
+    assert all(a < b for a, b in itertools.pairwise(blocks))
+    assert default.env_steps == [every_100.env_steps[-1]]  # 1,000: only the final flush

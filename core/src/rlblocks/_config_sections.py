@@ -267,6 +267,10 @@ class TrainerConfig:
     """Env steps between test evaluations (gradient steps for offline algorithms)."""
     test_episodes: int = field(default=100, validator=_int_at_least(1))
     """Episodes per test evaluation."""
+    log_interval: int = field(default=1_000, validator=_int_at_least(1))
+    """Env steps between logs of the update statistics (losses, learning rates; their means
+    since the last log), gradient steps for offline algorithms. Collect and test statistics
+    are logged as they happen."""
     test_at_start: bool = False
     """Also test the untrained policy before the first env step (gradient step offline), so the
     learning curve starts at 0 (Tianshou's epoch-0 test). Off by default: it costs one test.

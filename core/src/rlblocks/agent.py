@@ -21,7 +21,7 @@ import contextlib
 import math
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -379,14 +379,25 @@ class _FrameStack:
 
     def __init__(self, k: int, first: Any) -> None:
         self.k = k
-        self.obs = np.repeat(np.asarray(first)[None], k, axis=0) if k > 1 else None
+        self.obs = self._repeat(first) if k > 1 else None
+
+    def _repeat(self, first: Any) -> Any:
+        if isinstance(first, Mapping):  # a Dict observation stacks each key
+            return {key: self._repeat(value) for key, value in first.items()}
+        return np.repeat(np.asarray(first)[None], self.k, axis=0)
 
     def __bool__(self) -> bool:
         return self.k > 1
 
+    @classmethod
+    def _pushed(cls, stack: Any, obs: Any) -> Any:
+        if isinstance(stack, dict):
+            return {key: cls._pushed(sub, obs[key]) for key, sub in stack.items()}
+        return np.concatenate([stack[1:], np.asarray(obs)[None]])
+
     def push(self, obs: Any) -> None:
         if self.obs is not None:
-            self.obs = np.concatenate([self.obs[1:], np.asarray(obs)[None]])
+            self.obs = self._pushed(self.obs, obs)
 
 
 def _numpy(x: Any) -> np.ndarray:

@@ -35,6 +35,7 @@ from rlblocks.protocols import Buffer, EpisodeCutBuffer, VectorEnv, ViewingPolic
 from rlblocks.views import (
     ActingViews,
     acting_requirements,
+    copy_history,
     describe_change,
     frame_stack_views,
 )
@@ -410,7 +411,7 @@ class Collector:
         if self._views is not None and views:
             for column, hist in self._views.history.items():
                 if column in views:
-                    hist[...] = views[column]
+                    copy_history(hist, views[column])
         return ""
 
     def _why_no_snapshot(self) -> str:

@@ -157,13 +157,19 @@ def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
 
 def stacked_space(space: gym.Space, frames: int) -> gym.Space:
     """What a policy sees when the buffer stacks ``frames`` observations (``stack_num``):
-    ``space`` itself for 1, else a Box of shape ``(frames, *space.shape)``."""
+    ``space`` itself for 1, else a Box of shape ``(frames, *space.shape)``; a Dict of Boxes
+    stacks each key so (a Dict of the stacked Boxes)."""
     if frames <= 1:
         return space
+    if isinstance(space, gym.spaces.Dict):
+        try:
+            return gym.spaces.Dict({k: stacked_space(sub, frames) for k, sub in space.items()})
+        except ConfigError:
+            pass  # named below for the whole space
     if not isinstance(space, gym.spaces.Box):
         raise ConfigError(
             f"$.buffer.stack_num={frames} stacks observations, which needs a Box observation "
-            f"space; this env's is {space}"
+            f"space or a Dict of Boxes; this env's is {space}"
         )
     low = np.broadcast_to(space.low, (frames, *space.shape))
     high = np.broadcast_to(space.high, (frames, *space.shape))

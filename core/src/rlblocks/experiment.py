@@ -632,6 +632,7 @@ class Experiment:
             "batch_size": t.batch_size,
             "test_interval": t.test_interval,
             "test_episodes": t.test_episodes,
+            "log_interval": t.log_interval,
             "test_screen_episodes": t.test_screen_episodes,
             "test_at_start": t.test_at_start,
             "stop_reward": self.stop_reward(),

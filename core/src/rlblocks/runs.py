@@ -88,7 +88,10 @@ class TestRecorder:
     @hookimpl
     def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
         if namespace == "test_screen":  # a screen that ended its test early: a short test
-            self._append(scalars, step, screen=True)
+            # ``step`` is the trainer's progress (gradient steps offline): the row's env_step is
+            # the env step, as for every other test
+            env_step = getattr(self._state(), "env_step", None)
+            self._append(scalars, step if env_step is None else int(env_step), screen=True)
 
     def _append(self, stats: Mapping[str, Any], env_step: int, screen: bool) -> None:
         st = self._state()

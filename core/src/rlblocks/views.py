@@ -19,7 +19,7 @@ Observations go one step further: ``obs`` at ``t + k`` (``k > 0``) is the ``obs_
 ``t + k - 1``, so ``ViewRequirement("obs", shift=1)`` is RLlib's next-observation view, the
 observation an episode ended with (terminal or truncated) included.
 While acting only the past is known: ``obs`` with shifts <= 0, ``act`` and ``rew`` with shifts
-<= -1.
+<= -1. A view of a Dict observation is a dict of per-key views, and ``"obs.KEY"`` views one key.
 
 Training sees what acting saw. A view used for both is written into the buffer with its step
 (key ``view_<name>``, see :func:`stored_key`) exactly as the policy received it, and training
@@ -60,8 +60,66 @@ STORED_PREFIX = "view_"
 def _default_space(
     column: str, observation_space: gym.Space | None, action_space: gym.Space | None
 ) -> gym.Space | None:
-    """The space a column's views have when their requirement declares none."""
-    return {"obs": observation_space, "act": action_space, "rew": _REWARD_SPACE}.get(column)
+    """The space a column's views have when their requirement declares none; a key path into a
+    Dict observation (``obs.image``) has that key's space."""
+    top, _, rest = column.partition(".")
+    space = {"obs": observation_space, "act": action_space, "rew": _REWARD_SPACE}.get(top)
+    for part in rest.split(".") if rest else ():
+        if not isinstance(space, gym.spaces.Dict) or part not in space.spaces:
+            return None  # not a key of a Dict space: values as stored
+        space = space.spaces[part]
+    return space
+
+
+def _history(space: gym.Space | None, num_envs: int, depth: int, column: str) -> Any:
+    """Zeroed ``[num_envs, depth, *shape]`` history for one column; a Dict space gets a dict of
+    them, one per key (nested Dicts nest)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _history(sub, num_envs, depth, f"{column}.{k}") for k, sub in space.items()}
+    if space is None or isinstance(space, gym.spaces.Tuple) or space.shape is None:
+        raise ConfigError(
+            f"acting views of {column!r} need a Box, discrete or Dict space (of those), got "
+            f"{space}; declare ViewRequirement.space, or view a key of it ('{column}.KEY')"
+        )
+    return np.zeros((num_envs, depth, *space.shape), dtype=space.dtype)
+
+
+def _pick(value: Any, path: str) -> Any:
+    """``value[a][b]`` for the key path ``"a.b"`` (``value`` itself for "")."""
+    for part in path.split(".") if path else ():
+        value = value[part]
+    return value
+
+
+def _pairs(history: Any, value: Any) -> Any:
+    """``(history array, value)`` for each leaf of a history tree and the matching part of an
+    observation (a dict or Batch with the same keys)."""
+    if isinstance(history, dict):
+        for key, sub in history.items():
+            yield from _pairs(sub, value[key])
+    else:
+        yield history, value
+
+
+def _leaf_map(history: Any, fn: Any) -> Any:
+    if isinstance(history, dict):
+        return {key: _leaf_map(sub, fn) for key, sub in history.items()}
+    return fn(history)
+
+
+def _depth(history: Any) -> int:
+    while isinstance(history, dict):
+        history = next(iter(history.values()))
+    return int(history.shape[1])
+
+
+def copy_history(target: Any, saved: Any) -> None:
+    """Write a saved history (an array, or a dict tree of them) into ``target`` in place."""
+    if isinstance(target, dict):
+        for key, sub in target.items():
+            copy_history(sub, saved[key])
+    else:
+        target[...] = saved
 
 
 def stored_key(name: str) -> str:
@@ -316,14 +374,16 @@ class ActingViews:
             column, offsets = req.column(name), req.offsets
             if not req.used_for_acting or (name == "obs" and req.plain(name)):
                 continue  # the current observation is in every batch already
-            newest = _ACTING_COLUMNS.get(column)
+            top = column.partition(".")[0]
+            newest = _ACTING_COLUMNS.get(top) if top == "obs" or "." not in column else None
             if newest is None or max(offsets) > newest:
                 raise ConfigError(
                     f"view {name!r} ({column} at {req.shift}) cannot be built while acting: "
-                    "only obs (shift <= 0), act and rew (shift <= -1) are known then; set "
-                    "used_for_acting=False to use it for training only"
+                    "only obs (shift <= 0; a Dict observation's keys as obs.KEY), act and rew "
+                    "(shift <= -1) are known then; set used_for_acting=False to use it for "
+                    "training only"
                 )
-            if req.pad == "edge" and column != "obs":
+            if req.pad == "edge" and top != "obs":
                 raise ConfigError(
                     f"view {name!r}: pad='edge' repeats an episode's first observation, so it "
                     f"is for obs views; {column!r} has nothing before the first step"
@@ -340,8 +400,10 @@ class ActingViews:
                         f"views of {column!r} declare different spaces ({seen} for {first!r} "
                         f"and {req.space} for {name!r}); one column has one space"
                     )
-        #: history arrays by column (``obs@edge``: the edge-padded observation history)
-        self.history: dict[str, np.ndarray] = {}
+        #: history by column (``obs@edge``: the edge-padded observation history; ``obs.KEY``:
+        #: one key of a Dict observation): ``[num_envs, K, *shape]`` arrays, a dict of them
+        #: for a Dict space
+        self.history: dict[str, Any] = {}
         for key, k in depth.items():
             column = key.partition("@")[0]
             space = (
@@ -349,13 +411,7 @@ class ActingViews:
                 if column in declared
                 else _default_space(column, observation_space, action_space)
             )
-            if (
-                space is None
-                or isinstance(space, gym.spaces.Dict | gym.spaces.Tuple)
-                or space.shape is None
-            ):
-                raise ConfigError(f"acting views of {column!r} need a Box or discrete space")
-            self.history[key] = np.zeros((num_envs, k, *space.shape), dtype=space.dtype)
+            self.history[key] = _history(space, num_envs, k, column)
 
     def __bool__(self) -> bool:
         return bool(self.views)
@@ -363,31 +419,44 @@ class ActingViews:
     def begin_episode(self, env_ids: np.ndarray, obs: Any) -> None:
         """Forget the history of ``env_ids`` and start it from their first observation."""
         for key, hist in self.history.items():
-            if key == "obs" + _EDGE:  # the first observation fills the whole history
-                hist[env_ids] = np.asarray(obs, dtype=hist.dtype)[:, None]
+            column, _, pad = key.partition("@")
+            top, _, path = column.partition(".")
+            if top != "obs":  # actions and rewards: nothing before the first step
+                _leaf_map(hist, lambda leaf: leaf.__setitem__(env_ids, 0))
                 continue
-            hist[env_ids] = 0
-            if key == "obs":
-                hist[env_ids, -1] = obs
+            for leaf, value in _pairs(hist, _pick(obs, path)):
+                if pad:  # edge: the first observation fills the whole history
+                    leaf[env_ids] = np.asarray(value, dtype=leaf.dtype)[:, None]
+                    continue
+                leaf[env_ids] = 0
+                leaf[env_ids, -1] = value
 
     def record(self, env_ids: np.ndarray, act: Any, rew: Any, obs_next: Any) -> None:
         """Append one step of ``env_ids``: the action taken, its reward and the new observation."""
         new = {"obs": obs_next, "act": act, "rew": rew}
         for key, hist in self.history.items():
-            rows = hist[env_ids]
-            rows[:, :-1] = rows[:, 1:]
-            rows[:, -1] = new[key.partition("@")[0]]
-            hist[env_ids] = rows
+            top, _, path = key.partition("@")[0].partition(".")
+            for leaf, value in _pairs(hist, _pick(new[top], path)):
+                rows = leaf[env_ids]
+                rows[:, :-1] = rows[:, 1:]
+                rows[:, -1] = value
+                leaf[env_ids] = rows
 
-    def build(self, env_ids: np.ndarray) -> dict[str, np.ndarray]:
-        """The acting views of ``env_ids`` (fresh arrays, in the history's dtype)."""
+    def build(self, env_ids: np.ndarray) -> dict[str, Any]:
+        """The acting views of ``env_ids`` (fresh arrays, in the history's dtype; a dict of them
+        for a view of a Dict observation)."""
         out = {}
         for name, (key, offsets, ranged) in self.views.items():
             hist = self.history[key]
-            newest = _ACTING_COLUMNS[key.partition("@")[0]]
-            cols = [hist.shape[1] - 1 - (newest - s) for s in offsets]
-            rows = hist[env_ids]
-            out[name] = rows[:, cols] if ranged else rows[:, cols[0]]
+            newest = _ACTING_COLUMNS[key.partition("@")[0].partition(".")[0]]
+            last = _depth(hist) - 1
+            cols = [last - (newest - s) for s in offsets]
+
+            def view(leaf: np.ndarray, cols: list[int] = cols, ranged: bool = ranged) -> Any:
+                rows = leaf[env_ids]
+                return rows[:, cols] if ranged else rows[:, cols[0]]
+
+            out[name] = _leaf_map(hist, view)
         return out
 
     def for_buffer(self, views: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

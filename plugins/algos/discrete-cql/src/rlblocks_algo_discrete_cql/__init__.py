@@ -1,0 +1,1 @@
+"""Discrete CQL for rlblocks (registry name ``discrete-cql``)."""
