@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -512,6 +513,35 @@ def test_a_restored_policy_continues_bit_identically(with_lagrange: bool) -> Non
 
 
 # -- learning offline -----------------------------------------------------------------------------
+def _cql_offline(
+    data: ReplayBuffer, alpha_cql: float, seed: int = 1, stop_reward: float = -300.0
+) -> tuple[rlblocks.TrainResult, Any]:
+    """CQL with Pendulum-sized settings (64-64 networks, Adam 1e-3, no warm start, 4 sampled
+    actions), ``alpha_cql`` as given, on ``data`` until a test of 20 episodes reaches
+    ``stop_reward`` (8,000 gradient steps at most); the result and the trained policy."""
+    test_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=100)
+    try:
+        torch.manual_seed(seed)
+        policy = rlblocks.make_policy(
+            "cql", test_envs.observation_space, test_envs.action_space,
+            hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3, bc_steps=0,
+            num_sampled_actions=4, alpha_cql=alpha_cql,
+        )  # fmt: skip
+        result = OfflineTrainer(
+            policy,
+            Collector(policy, test_envs, None, exploration=False, seed=100),
+            data,
+            max_gradient_steps=8_000,
+            batch_size=128,
+            test_interval=1_000,
+            test_episodes=20,
+            stop_reward=stop_reward,
+        ).run()
+        return result, policy
+    finally:
+        test_envs.close()
+
+
 def test_cql_learns_pendulum_offline_from_a_td3_replay_buffer(pendulum_td3_replay) -> None:
     """The dataset TD3+BC's test learns from (the ``pendulum_td3_replay`` fixture: the whole
     replay buffer of an online TD3 run on Pendulum-v1, 10,000 env steps). CQL learns from it
@@ -527,63 +557,19 @@ def test_cql_learns_pendulum_offline_from_a_td3_replay_buffer(pendulum_td3_repla
     sampled actions per proposal instead of 10, which halves the step's cost: with 10 the same
     seeds reach -216, -228 and -249 at 4,000 steps, in about 50 s of CPU."""
     data = pendulum_td3_replay
-    test_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=100)
-    try:
-        torch.manual_seed(1)
-        policy = rlblocks.make_policy(
-            "cql", test_envs.observation_space, test_envs.action_space,
-            hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3, bc_steps=0,
-            num_sampled_actions=4,
-        )  # fmt: skip
-        result = OfflineTrainer(
-            policy,
-            Collector(policy, test_envs, None, exploration=False, seed=100),
-            data,
-            max_gradient_steps=8_000,
-            batch_size=128,
-            test_interval=1_000,
-            test_episodes=20,
-            stop_reward=-250.0,
-        ).run()
-        assert result.solved, result
-        assert result.best_test_return >= -250.0
-        assert result.env_steps == 0 and result.train_episodes == 0
-        assert len(data) == 10_000
+    result, policy = _cql_offline(data, 5.0, stop_reward=-250.0)
+    assert result.solved, result
+    assert result.best_test_return >= -250.0
+    assert result.env_steps == 0 and result.train_episodes == 0
+    assert len(data) == 10_000
 
-        other_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=5)
-        policy.eval()
-        unseen = Collector(policy, other_envs, None, exploration=False, seed=1_000)
-        # -300 to -400 here: the run's numbers depend on the CPU's float kernels (the same
-        # seeds give -208 at the stop on one machine and a policy that holds -316 on another)
-        assert unseen.collect(n_episode=50).mean_return >= -400.0
-        other_envs.close()
-    finally:
-        test_envs.close()
-
-
-def _cql_offline(data: ReplayBuffer, alpha_cql: float, seed: int = 1) -> rlblocks.TrainResult:
-    """CQL with the settings of the replay test above, ``alpha_cql`` as given, on ``data``,
-    until a test reaches -300."""
-    test_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=100)
-    try:
-        torch.manual_seed(seed)
-        policy = rlblocks.make_policy(
-            "cql", test_envs.observation_space, test_envs.action_space,
-            hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3, bc_steps=0,
-            num_sampled_actions=4, alpha_cql=alpha_cql,
-        )  # fmt: skip
-        return OfflineTrainer(
-            policy,
-            Collector(policy, test_envs, None, exploration=False, seed=100),
-            data,
-            max_gradient_steps=8_000,
-            batch_size=128,
-            test_interval=1_000,
-            test_episodes=20,
-            stop_reward=-300.0,
-        ).run()
-    finally:
-        test_envs.close()
+    other_envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=10, seed=5)
+    policy.eval()
+    unseen = Collector(policy, other_envs, None, exploration=False, seed=1_000)
+    # -300 to -400 here: the run's numbers depend on the CPU's float kernels (the same
+    # seeds give -208 at the stop on one machine and a policy that holds -316 on another)
+    assert unseen.collect(n_episode=50).mean_return >= -400.0
+    other_envs.close()
 
 
 def test_on_an_experts_narrow_data_the_penalty_is_what_learns(pendulum_td3_expert_play) -> None:
@@ -594,7 +580,7 @@ def test_on_an_experts_narrow_data_the_penalty_is_what_learns(pendulum_td3_exper
     -1,182 and -1,015 at best). On such narrow data CQL's return does not stay at its peak with
     these settings (it falls back within a few thousand steps): the stop rule ends the run at
     its first test past -300. About 1 minute of CPU."""
-    cql = _cql_offline(copy.deepcopy(pendulum_td3_expert_play), 5.0)
+    cql, _ = _cql_offline(copy.deepcopy(pendulum_td3_expert_play), 5.0)
     assert cql.solved and cql.best_test_return >= -300.0, cql
-    sac = _cql_offline(pendulum_td3_expert_play, 0.0)
+    sac, _ = _cql_offline(pendulum_td3_expert_play, 0.0)
     assert not sac.solved and sac.best_test_return < -800.0, sac
