@@ -436,10 +436,12 @@ class ActingViews:
         new = {"obs": obs_next, "act": act, "rew": rew}
         for key, hist in self.history.items():
             top, _, path = key.partition("@")[0].partition(".")
-            for leaf, value in _pairs(hist, _pick(new[top], path)):
+            value = _pick(new[top], path)
+            # one array per column but for Dict observations (one per key)
+            for leaf, part in ((hist, value),) if type(hist) is np.ndarray else _pairs(hist, value):
                 rows = leaf[env_ids]
                 rows[:, :-1] = rows[:, 1:]
-                rows[:, -1] = value
+                rows[:, -1] = part
                 leaf[env_ids] = rows
 
     def build(self, env_ids: np.ndarray) -> dict[str, Any]:
@@ -456,7 +458,7 @@ class ActingViews:
                 rows = leaf[env_ids]
                 return rows[:, cols] if ranged else rows[:, cols[0]]
 
-            out[name] = _leaf_map(hist, view)
+            out[name] = view(hist) if type(hist) is np.ndarray else _leaf_map(hist, view)
         return out
 
     def for_buffer(self, views: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
