@@ -194,8 +194,8 @@ them changed the collector's trajectory-view code, which DDPG (acting without vi
 use, and seed 100's curves are the same at cb640ed and a734846. It replaced the cell on
 2026-12-03; the earlier trials (rlblocks at 5494d6d or earlier) are kept in
 ``hopper-ddpg-before-rerun.jsonl``. Seed 100's first pair overlapped a few minutes of niced unit
-tests and is kept in ``loaded-trials.jsonl``; its repeat on a quiet machine gave the same final returns (rlblocks 341, Tianshou 306). Over the
-ten pairs: pair ratio 0.39 (largest 0.40), medians rlblocks 120 s and Tianshou 304 s, against
+tests and is kept in ``loaded-trials.jsonl``; its repeat on a quiet machine gave the same final
+returns (rlblocks 341, Tianshou 306). Over the ten pairs: pair ratio 0.39 (largest 0.40), medians rlblocks 120 s and Tianshou 304 s, against
 the earlier cell's 0.42 (0.51), 204 s and 452 s. Final return: rlblocks 337 ± 61 against
 307 ± 43 (Welch t +1.28; seed by seed +30 ± 23, ahead on 6 of 10; the mean of the last three
 tests -34 ± 34, ahead on 4 of 10), where the earlier cell read 221 ± 64 against 286 ± 86. The
