@@ -186,20 +186,20 @@ back to back. Final return: rlblocks 708 ± 315 against 485 ± 154 (Welch t +2.0
 seed by seed +223 ± 111, ahead on 7 of 10; the mean of the last three tests +111 ± 136), where
 the earlier cell read 1015 ± 939 against 547 ± 182.
 
-Hopper-v5 DDPG was re-run the same way (pre-registered in 7478a1d's message: the ten pairs
-replace the cell whatever they show), seeds 100-109, ``--algos ddpg --envs Hopper-v5``, on
-2026-12-02/03 across two sessions; rlblocks' trials ran dddb652 to f8b69b4 (``rlblocks_code``;
-"a734846+modified" is a tree whose only changes were benchmark data files); the commits among
-them changed the collector's trajectory-view code, which DDPG (acting without views) does not
-use, and seed 100's curves are the same at cb640ed and a734846. It replaced the cell on
-2026-12-03; the earlier trials (rlblocks at 5494d6d or earlier) are kept in
-``hopper-ddpg-before-rerun.jsonl``. Seed 100's first pair overlapped a few minutes of niced unit
-tests and is kept in ``loaded-trials.jsonl``; its repeat on a quiet machine gave the same final
-returns (rlblocks 341, Tianshou 306). Over the ten pairs: pair ratio 0.39 (largest 0.40), medians rlblocks 120 s and Tianshou 304 s, against
-the earlier cell's 0.42 (0.51), 204 s and 452 s. Final return: rlblocks 337 ± 61 against
-307 ± 43 (Welch t +1.28; seed by seed +30 ± 23, ahead on 6 of 10; the mean of the last three
-tests -34 ± 34, ahead on 4 of 10), where the earlier cell read 221 ± 64 against 286 ± 86. The
-two libraries are not told apart by these seeds on either measure.
+Hopper-v5 DDPG was re-run the same way (pre-registered in 7478a1d's message: the ten pairs replace
+the cell whatever they show), seeds 100-109, ``--algos ddpg --envs Hopper-v5``, on 2026-12-02/03
+across two sessions; rlblocks' trials ran dddb652 to f8b69b4 (``rlblocks_code``; "a734846+modified"
+is a tree whose only changes were benchmark data files); the commits among them changed the
+collector's trajectory-view code, which DDPG (acting without views) does not use, and seed 100's
+curves are the same at cb640ed and a734846. It replaced the cell on 2026-12-03; the earlier trials
+(rlblocks at 5494d6d or earlier) are kept in ``hopper-ddpg-before-rerun.jsonl``. Seed 100's first
+pair overlapped a few minutes of niced unit tests and is kept in ``loaded-trials.jsonl``; its
+repeat on a quiet machine gave the same final returns (rlblocks 341, Tianshou 306). Over the ten
+pairs: pair ratio 0.39 (largest 0.40), medians rlblocks 120 s and Tianshou 304 s, against the
+earlier cell's 0.42 (0.51), 204 s and 452 s. Final return: rlblocks 337 ± 61 against 307 ± 43
+(Welch t +1.28; seed by seed +30 ± 23, ahead on 6 of 10; the mean of the last three tests -34 ± 34,
+ahead on 4 of 10), where the earlier cell read 221 ± 64 against 286 ± 86. The two libraries are not
+told apart by these seeds on either measure.
 
 Test protocol (found 2026-12-02): rlblocks' PPO tests the mean action (its
 ``deterministic_eval`` default) while Tianshou's PPO example samples test actions, so the table's
