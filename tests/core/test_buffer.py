@@ -437,6 +437,23 @@ def test_reset_keep_statistics_and_truncate_unfinished():
     assert ep_len.tolist() == [1] and ep_start.tolist() == [2] and buf.prev(2) == 2
 
 
+def test_truncate_unfinished_of_some_envs_ends_only_their_episodes():
+    """``env_ids``: a collector ends the episodes of a restarted worker's envs only; the other
+    envs' episodes go on linking their next steps."""
+    buf = ReplayBuffer(16, num_envs=3)
+    for t in range(2):
+        buf.add({"obs": [t] * 3, "act": [0] * 3, "rew": [1.0] * 3, "done": [False] * 3,
+                 "obs_next": [t + 1] * 3})  # fmt: skip
+    assert buf.truncate_unfinished(env_ids=[1]).tolist() == [4]
+    assert buf.truncated[4] and not buf.truncated[3] and not buf.truncated[5]
+    assert buf.unfinished_index().tolist() == [3, 5]
+    buf.add({"obs": [2] * 3, "act": [0] * 3, "rew": [1.0] * 3, "done": [False] * 3,
+             "obs_next": [3] * 3})  # fmt: skip
+    assert buf.next(3) == 6 and buf.next(5) == 8  # env 0 and 2 go on
+    assert buf.next(4) == 4 and buf.prev(7) == 7  # env 1's next step starts a new episode
+    assert buf.truncate_unfinished(env_ids=np.array([], dtype=np.int64)).tolist() == []
+
+
 def test_overwritten_newest_step_starts_fresh_chain():
     buf = ReplayBuffer(3, num_envs=2)
     add = lambda e, i: buf.add(  # noqa: E731

@@ -68,6 +68,44 @@ def test_an_async_collect_run_collects_with_the_async_collector_and_resumes(
     assert again.collectors == {"AsyncCollector"} and more.env_steps >= 900
 
 
+class Checkpoints:
+    """At each checkpoint: the envs with a step in flight, the trainer's env steps and the
+    collector's own step count."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int, int]] = []
+
+    @hookimpl
+    def rlblocks_checkpoint_save(self, checkpoint, trainer):
+        collector = trainer.train_collector
+        self.seen.append(
+            (len(collector.in_flight), trainer.state.env_step, collector.total_steps)
+        )
+
+
+def test_an_async_run_takes_back_steps_in_flight_before_each_checkpoint(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint is taken with no step in flight (drained into the buffer and counted), so
+    it snapshots the envs and the resumed run continues their episodes instead of restarting."""
+    run = tmp_path / "run"
+    rec, ckpt = Rollouts(), Checkpoints()
+    result = rlblocks.train(
+        "dqn", seed=0, overrides=[*SMALL, *ASYNC], run_dir=run, progress=False,
+        hooks=[rec, ckpt], loggers=[],
+    )  # fmt: skip
+    assert max(rec.in_flight) > 0  # steps were in flight between collects
+    assert len(ckpt.seen) >= 2
+    for in_flight, trainer_steps, collector_steps in ckpt.seen:
+        assert in_flight == 0
+        # every step the collector took is the run's (none drained and left uncounted)
+        assert trainer_steps == collector_steps
+    assert result.env_steps == ckpt.seen[-1][1]
+    capfd.readouterr()
+    rlblocks.resume(run, overrides=["trainer.max_env_steps=900"], hooks=[])
+    assert "restart on resume" not in capfd.readouterr().err
+
+
 def test_the_synchronous_collector_stays_the_default(tmp_path: Path) -> None:
     rec = Rollouts()
     rlblocks.train(

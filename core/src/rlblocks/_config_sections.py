@@ -253,7 +253,8 @@ class TrainerConfig:
     """Off-policy: collect with the AsyncCollector, which acts for whichever training envs are
     back instead of waiting for the slowest (for envs whose step times vary); how many it waits
     for is the backend's ``wait_num`` / ``timeout`` option (``env.wait_num``). Steps
-    still running at an update are stored after it, acted by the policy before it. Needs a
+    still running at an update are stored after it, acted by the policy before it; those
+    running at a checkpoint or at the end are taken back first (counted as the run's). Needs a
     backend that steps envs asynchronously (``rlblocks list env --details``: async); not for
     on-policy, offline or multi-agent runs, ``complete_episodes`` or
     ``rollout_fragment_length`` (they step every env together)."""

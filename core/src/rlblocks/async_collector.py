@@ -289,7 +289,10 @@ class AsyncCollector(Collector):
                 data.update({k: v[ids] for k, v in self._view_rows.items()})
             if self.info_keys:
                 data["info"] = self._info_columns(infos, ids)
-            buffer.add(data, env_ids=ids)
+            if self._may_restart:
+                self._store_steps(data, ids, infos)
+            else:
+                buffer.add(data, env_ids=ids)
         if render:
             self.envs.render(ids)  # type: ignore[attr-defined]
             time.sleep(render)

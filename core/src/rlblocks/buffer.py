@@ -850,13 +850,14 @@ class ReplayBuffer(BufferFiles):
         if self.writer is not None:
             self.writer.reset(keep_statistics)
 
-    def truncate_unfinished(self) -> np.ndarray:
+    def truncate_unfinished(self, env_ids: Any = None) -> np.ndarray:
         """Mark the newest step of every unfinished episode as truncated and end it there (e.g.
-        after loading a buffer whose envs restart); return those slots. A writer that holds
+        after loading a buffer whose envs restart); return those slots. ``env_ids``: only the
+        episodes of these envs (e.g. those a restarted env worker ran). A writer that holds
         episodes back admits them, truncated."""
         if self.writer is not None:
-            return self.writer.truncate_unfinished()
-        return self.layout.truncate_unfinished()
+            return self.writer.truncate_unfinished(env_ids)
+        return self.layout.truncate_unfinished(env_ids)
 
 
 def _nest(cols: dict[Path, Any], rows: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ finds it; only then are rows checked one by one).
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -274,6 +275,30 @@ class Collector:
         self.env_name = str(getattr(spec, "id", None) or type(envs).__name__)
         #: obs -> the sum of its float entries (NaN or infinite when one of them is)
         self._obs_total = _float_total_of(envs.observation_space)
+        #: the envs may come back with a made-up step of a restarted worker (_store_steps)
+        self._may_restart = bool(getattr(envs, "restart_failed", False))
+
+    def _store_steps(self, data: dict[str, Any], ids: np.ndarray | None, infos: Any) -> None:
+        """``buffer.add(data, env_ids=ids)`` (``ids`` None: every env, in order), leaving out
+        the made-up steps of envs whose worker died and was restarted (``restart_failed``).
+
+        Such a step (truncated, reward 0, the env's last observation again) never happened: it
+        is not stored, and the env's stored episode ends, truncated, at its last real step, so
+        the fresh episode after the restart does not link to it. A buffer that cannot end one
+        env's episode (no ``env_ids`` in its ``truncate_unfinished``) stores the made-up step,
+        which ends the episode as well."""
+        buffer = self.buffer
+        assert buffer is not None
+        cut = _restarted_rows(infos)
+        if not len(cut) or not _cuts_some_envs(buffer):
+            buffer.add(data, env_ids=ids)
+            return
+        every = self._all_ids if ids is None else ids
+        keep = np.ones(len(every), dtype=bool)
+        keep[cut] = False
+        if keep.any():
+            buffer.add(take_rows(data, np.flatnonzero(keep)), env_ids=every[keep])
+        buffer.truncate_unfinished(env_ids=every[cut])  # type: ignore[attr-defined]
 
     def _info_columns(self, infos: Sequence[Mapping[str, Any]], env_ids: np.ndarray) -> dict:
         """``{key: [N, ...] array}`` of the stored info keys from one step's infos."""
@@ -282,10 +307,21 @@ class Collector:
             try:
                 out[key] = np.asarray([info[key] for info in infos])
             except (KeyError, TypeError):
-                j = next((j for j, info in enumerate(infos)
-                          if not isinstance(info, Mapping) or key not in info), None)  # fmt: skip
-                if j is None:  # every step has the key: the values themselves failed
+                made_up = set(_restarted_rows(infos).tolist()) if self._may_restart else set()
+                missing = [j for j, info in enumerate(infos)
+                           if not isinstance(info, Mapping) or key not in info]  # fmt: skip
+                if not missing:  # every step has the key: the values themselves failed
                     raise
+                real = [j for j in range(len(infos)) if j not in made_up]
+                if made_up.issuperset(missing):
+                    # only restarted workers' made-up steps lack it (they are not stored)
+                    if not real:
+                        continue
+                    blank = np.zeros_like(np.asarray(infos[real[0]][key]))
+                    out[key] = np.asarray([blank if j in made_up else infos[j][key]
+                                           for j in range(len(infos))])  # fmt: skip
+                    continue
+                j = next(j for j in missing if j not in made_up)
                 have = sorted(infos[j]) if isinstance(infos[j], Mapping) else infos[j]
                 raise ConfigError(
                     f"info key {key!r} is missing from the step info of env {int(env_ids[j])} of "
@@ -663,7 +699,10 @@ class Collector:
                         data.update(self._views.for_buffer(views))  # type: ignore[union-attr]
                     if self.info_keys:
                         data["info"] = self._info_columns(_info, active)
-                    buffer.add(data, env_ids=None if all_active else active)
+                    if self._may_restart:
+                        self._store_steps(data, None if all_active else active, _info)
+                    else:
+                        buffer.add(data, env_ids=None if all_active else active)
                 if render:
                     envs.render(active)  # type: ignore[attr-defined]
                     time.sleep(render)
@@ -691,6 +730,31 @@ class Collector:
         self.total_steps += tally.steps
         self.total_episodes += tally.episodes
         return tally.stats(time.perf_counter() - start)
+
+
+def _restarted_rows(infos: Any) -> np.ndarray:
+    """Rows of one step's infos that a restarted env worker made up (``env_worker_restarted``),
+    from a list of per-env dicts or gymnasium's dict of arrays."""
+    if isinstance(infos, Mapping):
+        mask = infos.get("_env_worker_restarted")
+        return _NO_IDS if mask is None else np.flatnonzero(mask)
+    try:
+        return np.asarray(
+            [i for i, info in enumerate(infos) if "env_worker_restarted" in info], dtype=np.int64
+        )
+    except TypeError:  # infos of another form: nothing to recognise
+        return _NO_IDS
+
+
+def _cuts_some_envs(buffer: Any) -> bool:
+    """Whether ``buffer.truncate_unfinished`` takes ``env_ids`` (ends some envs' episodes)."""
+    cut = getattr(buffer, "truncate_unfinished", None)
+    if cut is None:
+        return False
+    try:
+        return "env_ids" in inspect.signature(cut).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 # -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------

@@ -258,10 +258,12 @@ class SharedRing:
         if not keep_statistics:
             self.stats.clear()
 
-    def truncate_unfinished(self) -> np.ndarray:
-        """End every unfinished episode at its newest step (its ``truncated`` flag is set);
-        return those slots."""
+    def truncate_unfinished(self, env_ids: Any = None) -> np.ndarray:
+        """End every unfinished episode (of the envs ``env_ids``; None: of every env) at its
+        newest step (its ``truncated`` flag is set); return those slots."""
         idx = self.unfinished_index()
+        if env_ids is not None and len(idx):
+            idx = idx[np.isin(self._env[idx], np.asarray(env_ids))]
         if len(idx) and self._trunc is not None:
             self._trunc[idx] = True
             envs = self._env[idx]

@@ -132,9 +132,11 @@ class EnvAttachedBuffer(Protocol):
 
 @runtime_checkable
 class EpisodeCutBuffer(Protocol):
-    """Can end its unfinished episodes as truncated (when the envs restart them)."""
+    """Can end its unfinished episodes as truncated (when the envs restart them): all of them,
+    or with ``env_ids`` those of some envs (a collector cuts the episodes of a restarted env
+    worker's envs so)."""
 
-    def truncate_unfinished(self) -> np.ndarray: ...
+    def truncate_unfinished(self, env_ids: Any = None) -> np.ndarray: ...
 
 
 @runtime_checkable

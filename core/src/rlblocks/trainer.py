@@ -421,6 +421,20 @@ class BaseTrainer:
             )
             self.hook.rlblocks_log(namespace="train", scalars=stats.as_scalars(), step=st.env_step)
 
+    def _take_back_in_flight(self) -> CollectStats | None:
+        """Before a checkpoint and at the end of the run, take back the training steps an
+        asynchronous collector still has in flight (``drain``): their transitions reach the
+        buffer and count as env steps of the run, and with nothing in flight the checkpoint
+        can snapshot the envs, so a resumed run continues their episodes. None when nothing
+        was in flight (always, for the synchronous collector)."""
+        collector = self.train_collector
+        if collector is None or not len(getattr(collector, "in_flight", ())):
+            return None
+        stats = collector.drain()  # type: ignore[attr-defined]
+        self.state.collect_seconds += stats.seconds
+        self._record_collect(stats)
+        return stats
+
     def _record_update(self, stats: Mapping[str, Any], gradient_steps: int = 1) -> None:
         """Keep one update's statistics (floats or 0-d tensors, read at the next log)."""
         self._update_stats.add(stats)
@@ -614,13 +628,16 @@ class BaseTrainer:
                         reason = self._should_stop(ask_plugins=True) or reason
                 st.wall_seconds = time.perf_counter() - started
                 self._phase = "checkpoint"
-                if self.checkpoint_fn is not None and (
+                due = self.checkpoint_fn is not None and (
                     reason
                     or (self.checkpoint_interval > 0 and self.progress >= st.next_checkpoint_step)
-                ):
+                )
+                if due or reason:
+                    self._take_back_in_flight()
+                if due:
                     while self.checkpoint_interval > 0 and st.next_checkpoint_step <= self.progress:
                         st.next_checkpoint_step += self.checkpoint_interval
-                    self.checkpoint_fn(self)
+                    self.checkpoint_fn(self)  # type: ignore[misc]  # due: not None
                 if reason:
                     st.stop_reason = reason
                     break
@@ -686,6 +703,12 @@ class OffPolicyTrainer(BaseTrainer):
             stats = self._collect(n_step=self.warmup_steps, random=True)
             self._record_collect(stats)
         st.warmed_up = True
+
+    def _take_back_in_flight(self) -> CollectStats | None:
+        stats = super()._take_back_in_flight()
+        if stats is not None:  # their gradient steps come with the next collect's
+            self.state.update_credit += self.update_per_step * stats.n_step
+        return stats
 
     def _iterate(self) -> None:
         st = self.state

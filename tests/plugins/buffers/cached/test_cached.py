@@ -106,6 +106,19 @@ def test_truncate_unfinished_moves_cached_episodes_in_as_truncated() -> None:
     assert len(buf.cache.unfinished_index()) == 0
 
 
+def test_truncate_unfinished_of_some_envs_admits_only_their_episodes() -> None:
+    buf = CachedReplayBuffer(64, num_envs=3, cache_size=8)
+    run_script(buf, SCRIPT)
+    held = buf.cache.unfinished_index()
+    envs = np.asarray(buf.cache.env_id)[held]
+    assert len(envs) == 2, "the script leaves two envs' episodes cached"
+    before = len(buf)
+    buf.truncate_unfinished(env_ids=envs[:1])
+    assert len(buf) > before and buf.truncated[buf.sample_index(0)[-1]]
+    left = buf.cache.unfinished_index()
+    assert np.asarray(buf.cache.env_id)[left].tolist() == envs[1:].tolist()
+
+
 def test_nstep_returns_stop_at_the_end_of_a_moved_episode() -> None:
     buf = CachedReplayBuffer(64, num_envs=2, cache_size=8)
     run_script(buf, [([0, 1], [t == 3, t == 2]) for t in range(4)])

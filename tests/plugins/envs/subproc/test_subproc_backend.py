@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 
 import rlblocks
+from rlblocks.async_collector import AsyncCollector
+from rlblocks.buffer import ReplayBuffer
+from rlblocks.collector import Collector
 from rlblocks.errors import ConfigError, EnvWorkerError
 from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns
 from rlblocks_env_shmem.shmem import ShmemVectorEnv
@@ -724,6 +727,51 @@ def test_restart_failed_truncates_the_envs_of_a_dict_observation_space(backend: 
         assert obs["id"].tolist() == [0, 1, 2, 3]
         assert obs["obs"][2:, 1].tolist() == [2, 2], "the healthy worker's envs stepped normally"
         assert obs["obs"].shape == first["obs"].shape
+
+
+class _UncutBuffer(ReplayBuffer):
+    """A buffer that can only end every env's episodes at once (no ``env_ids``)."""
+
+    def truncate_unfinished(self) -> np.ndarray:  # type: ignore[override]
+        return super().truncate_unfinished()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("collector", [Collector, AsyncCollector])
+def test_a_restarted_workers_made_up_steps_are_not_stored(backend: str, collector: type) -> None:
+    """Env 1's worker (envs 0 and 1) dies at their second step; the backend hands back a made-up
+    truncated step for both (reward 0). The collector stores only real steps and ends envs 0
+    and 1's stored episodes, truncated, at their first step; their fresh episodes after the
+    restart start new chains."""
+    with _faulty("segv", backend, restart_failed=True) as envs:
+        buf = ReplayBuffer(100, num_envs=4)
+        with pytest.warns(RuntimeWarning, match="SIGSEGV"):
+            stats = collector(None, envs, buf, seed=0).collect(n_step=12, random=True)
+        assert len(buf) == stats.n_step - 2, "the two made-up steps were left out"
+        rows = buf[np.arange(len(buf))]
+        assert (np.asarray(rows.rew) > 0).all(), "every real ProbeEnv reward is positive"
+        for env in (0, 1):
+            slots = np.flatnonzero(buf.env_id[: len(buf)] == env)
+            first, fresh = slots[0], slots[1]
+            assert buf.truncated[first] and buf.next(first) == first
+            assert buf.prev(fresh) == fresh and buf.obs_next[fresh][1] == 1  # t = 1 again
+        for env in (2, 3):  # the healthy worker's envs: one episode, linked step to step
+            slots = np.flatnonzero(buf.env_id[: len(buf)] == env)
+            assert [int(buf.next(s)) for s in slots[:-1]] == slots[1:].tolist()
+            assert not buf.truncated[slots].any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_buffer_that_cannot_cut_one_env_keeps_the_made_up_step(backend: str) -> None:
+    """Without ``env_ids`` in ``truncate_unfinished`` the made-up truncated step is stored: it
+    ends the episode, so the fresh one does not link to it."""
+    with _faulty("segv", backend, restart_failed=True) as envs:
+        buf = _UncutBuffer(100, num_envs=4)
+        with pytest.warns(RuntimeWarning, match="SIGSEGV"):
+            stats = Collector(None, envs, buf, seed=0).collect(n_step=12, random=True)
+        assert len(buf) == stats.n_step
+        made_up = np.flatnonzero(np.asarray(buf[np.arange(len(buf))].rew) == 0)
+        assert sorted(buf.env_id[made_up].tolist()) == [0, 1] and buf.truncated[made_up].all()
 
 
 @pytest.mark.parametrize("backend", ["subproc", "shmem", "auto"])

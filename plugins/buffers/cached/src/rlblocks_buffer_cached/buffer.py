@@ -137,18 +137,20 @@ class CachedWriter:
         if self.cache is not None:
             self.cache.reset(keep_statistics)
 
-    def truncate_unfinished(self) -> np.ndarray:
-        """End every cached episode as truncated at its newest step and admit it; return the
-        cache slots that were marked."""
+    def truncate_unfinished(self, env_ids: Any = None) -> np.ndarray:
+        """End every cached episode (of the envs ``env_ids``; None: all) as truncated at its
+        newest step and admit it; return the cache slots that were marked."""
         cache = self.cache
         assert cache is not None
         idx = cache.unfinished_index()
+        if env_ids is not None and len(idx):
+            idx = idx[np.isin(np.asarray(cache.env_id)[idx], np.asarray(env_ids))]
         if len(idx):
             envs = np.asarray(cache.env_id)[idx].astype(np.int64)
             stats = cache.layout.stats  # type: ignore[attr-defined]
             ep_len = stats.len[envs].copy()
             first = stats.start[envs].copy()
-            cache.truncate_unfinished()
+            cache.truncate_unfinished(envs)
             self._admit(first, idx, envs, ep_len)
         return idx
 

@@ -256,8 +256,12 @@ class PerEnvLayout:
         if not keep_statistics:
             self._stats.clear()
 
-    def truncate_unfinished(self) -> np.ndarray:
+    def truncate_unfinished(self, env_ids: Any = None) -> np.ndarray:
+        """End every unfinished episode (of the envs ``env_ids``; None: of every env) at its
+        newest step; return those slots."""
         idx = self.unfinished_index()
+        if env_ids is not None and len(idx):
+            idx = idx[np.isin(idx // self.sub_size, np.asarray(env_ids))]
         if len(idx):
             self._trunc[idx] = True  # type: ignore[index]
             self.stats.clear(idx // self.sub_size)
