@@ -287,11 +287,11 @@ class AsyncCollector(Collector):
                 data["policy"] = take_rows(self._policy_rows, ids)
             if self._view_rows is not None:
                 data.update({k: v[ids] for k, v in self._view_rows.items()})
-            if self.info_keys:
-                data["info"] = self._info_columns(infos, ids)
-            if self._may_restart:
+            if self._may_restart:  # info keys read there, made-up steps left out
                 self._store_steps(data, ids, infos)
             else:
+                if self.info_keys:
+                    data["info"] = self._info_columns(infos, ids)
                 buffer.add(data, env_ids=ids)
         if render:
             self.envs.render(ids)  # type: ignore[attr-defined]

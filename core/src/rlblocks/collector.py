@@ -279,8 +279,10 @@ class Collector:
         self._may_restart = bool(getattr(envs, "restart_failed", False))
 
     def _store_steps(self, data: dict[str, Any], ids: np.ndarray | None, infos: Any) -> None:
-        """``buffer.add(data, env_ids=ids)`` (``ids`` None: every env, in order), leaving out
-        the made-up steps of envs whose worker died and was restarted (``restart_failed``).
+        """``buffer.add(data, env_ids=ids)`` (``ids`` None: every env, in order) with the stored
+        info keys read from ``infos``, leaving out the made-up steps of envs whose worker died
+        and was restarted (``restart_failed``); their infos, which lack the env's keys, are not
+        read.
 
         Such a step (truncated, reward 0, the env's last observation again) never happened: it
         is not stored, and the env's stored episode ends, truncated, at its last real step, so
@@ -289,15 +291,21 @@ class Collector:
         which ends the episode as well."""
         buffer = self.buffer
         assert buffer is not None
+        every = self._all_ids if ids is None else ids
         cut = _restarted_rows(infos)
         if not len(cut) or not _cuts_some_envs(buffer):
+            if self.info_keys:
+                data["info"] = self._info_columns(infos, every)
             buffer.add(data, env_ids=ids)
             return
-        every = self._all_ids if ids is None else ids
         keep = np.ones(len(every), dtype=bool)
         keep[cut] = False
-        if keep.any():
-            buffer.add(take_rows(data, np.flatnonzero(keep)), env_ids=every[keep])
+        rows = np.flatnonzero(keep)
+        if len(rows):
+            kept = take_rows(data, rows)
+            if self.info_keys:
+                kept["info"] = self._info_columns([infos[j] for j in rows], every[rows])
+            buffer.add(kept, env_ids=every[rows])
         buffer.truncate_unfinished(env_ids=every[cut])  # type: ignore[attr-defined]
 
     def _info_columns(self, infos: Sequence[Mapping[str, Any]], env_ids: np.ndarray) -> dict:
@@ -307,21 +315,10 @@ class Collector:
             try:
                 out[key] = np.asarray([info[key] for info in infos])
             except (KeyError, TypeError):
-                made_up = set(_restarted_rows(infos).tolist()) if self._may_restart else set()
-                missing = [j for j, info in enumerate(infos)
-                           if not isinstance(info, Mapping) or key not in info]  # fmt: skip
-                if not missing:  # every step has the key: the values themselves failed
+                j = next((j for j, info in enumerate(infos)
+                          if not isinstance(info, Mapping) or key not in info), None)  # fmt: skip
+                if j is None:  # every step has the key: the values themselves failed
                     raise
-                real = [j for j in range(len(infos)) if j not in made_up]
-                if made_up.issuperset(missing):
-                    # only restarted workers' made-up steps lack it (they are not stored)
-                    if not real:
-                        continue
-                    blank = np.zeros_like(np.asarray(infos[real[0]][key]))
-                    out[key] = np.asarray([blank if j in made_up else infos[j][key]
-                                           for j in range(len(infos))])  # fmt: skip
-                    continue
-                j = next(j for j in missing if j not in made_up)
                 have = sorted(infos[j]) if isinstance(infos[j], Mapping) else infos[j]
                 raise ConfigError(
                     f"info key {key!r} is missing from the step info of env {int(env_ids[j])} of "
@@ -697,11 +694,11 @@ class Collector:
                         data["policy"] = _to_numpy_tree(policy_out)
                     if views is not None:  # training reads back what acting saw
                         data.update(self._views.for_buffer(views))  # type: ignore[union-attr]
-                    if self.info_keys:
-                        data["info"] = self._info_columns(_info, active)
-                    if self._may_restart:
+                    if self._may_restart:  # info keys read there, made-up steps left out
                         self._store_steps(data, None if all_active else active, _info)
                     else:
+                        if self.info_keys:
+                            data["info"] = self._info_columns(_info, active)
                         buffer.add(data, env_ids=None if all_active else active)
                 if render:
                     envs.render(active)  # type: ignore[attr-defined]

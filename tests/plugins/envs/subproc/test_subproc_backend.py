@@ -761,6 +761,30 @@ def test_a_restarted_workers_made_up_steps_are_not_stored(backend: str, collecto
             assert not buf.truncated[slots].any()
 
 
+class _InfoFaulty(FaultyEnv):
+    """FaultyEnv whose steps report ``info["t"]`` (a restarted worker's made-up step does not)."""
+
+    def step(self, action: Any) -> Any:
+        obs, rew, term, trunc, info = super().step(action)
+        return obs, rew, term, trunc, {**info, "t": int(obs[1])}
+
+
+@pytest.mark.parametrize("collector", [Collector, AsyncCollector])
+def test_stored_info_keys_are_read_from_real_steps_only(collector: type) -> None:
+    """A made-up step lacks the env's info keys; it is left out before they are read, so a run
+    storing ``info_keys`` goes on past a worker restart."""
+    fns = [functools.partial(_InfoFaulty, i, "segv") for i in range(4)]
+    with SubprocVectorEnv(fns, num_workers=2, local_envs=0, restart_failed=True) as envs:
+        buf = ReplayBuffer(100, num_envs=4)
+        with pytest.warns(RuntimeWarning, match="SIGSEGV"):
+            stats = collector(None, envs, buf, seed=0, info_keys=("t",)).collect(
+                n_step=12, random=True
+            )
+        assert len(buf) == stats.n_step - 2
+        rows = buf[np.arange(len(buf))]
+        np.testing.assert_array_equal(rows.info.t, np.asarray(rows.obs_next)[:, 1])
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_buffer_that_cannot_cut_one_env_keeps_the_made_up_step(backend: str) -> None:
     """Without ``env_ids`` in ``truncate_unfinished`` the made-up truncated step is stored: it
