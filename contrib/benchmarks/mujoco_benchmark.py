@@ -201,6 +201,21 @@ earlier cell's 0.42 (0.51), 204 s and 452 s. Final return: rlblocks 337 ± 61 ag
 ahead on 4 of 10), where the earlier cell read 221 ± 64 against 286 ± 86. The two libraries are not
 told apart by these seeds on either measure.
 
+Hopper-v5 TD3 was re-run the same way (pre-registered in 4df653a's message), seeds 100-109,
+``--algos td3 --envs Hopper-v5``, on 2026-12-03 across two sessions, on a quiet machine; rlblocks'
+trials ran 4df653a (seeds 100-103) and be0c9b9 (seeds 104-109; the later hashes recorded in
+``rlblocks_code`` are commits of benchmark data only). The one code change between them
+(be0c9b9) touches only a collector path that runs when an env worker is restarted, and seed
+100's rlblocks curve at be0c9b9 equals the one at 4df653a. It replaced the cell on 2026-12-03;
+the earlier trials (rlblocks at 5494d6d or earlier) are kept in ``hopper-td3-before-rerun.jsonl``.
+Over the ten pairs: pair ratio 0.35 (largest 0.39), medians rlblocks 145 s and Tianshou 396 s,
+against the earlier cell's 0.46 (0.49), 250 s and 531 s. Final return: rlblocks 254 ± 60 against
+285 ± 132 (Welch t -0.68; seed by seed -31 ± 47, ahead on 6 of 10; the mean of the last three
+tests -18 ± 25, ahead on 5 of 10; medians 223 against 244), where the earlier cell read 239 ± 38
+against 277 ± 53. Tianshou's seed 105 ended at 650, above its next best run (319) by 331; without
+that pair the means would read 258 against 245. The two libraries are not told apart by these
+seeds.
+
 Test protocol (found 2026-12-02): rlblocks' PPO tests the mean action (its
 ``deterministic_eval`` default) while Tianshou's PPO example samples test actions, so the table's
 PPO rows compare two protocols. rlblocks' PPO trials were re-run with sampled test actions, same
@@ -752,8 +767,9 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "2026-11-28, the last trials run on 2026-11-29). Hopper-v5 SAC was re-run whole, "
         "both libraries, on 2026-12-01/02 after rlblocks' SAC changed (its trials ran "
         "cca0b9d), on a quiet machine; Hopper-v5 DDPG the same way on 2026-12-02/03 (its "
-        "trials ran dddb652 to f8b69b4; none changed what DDPG computes). "
-        "The earlier trials of both cells are kept beside the results. "
+        "trials ran dddb652 to f8b69b4; none changed what DDPG computes), and Hopper-v5 TD3 "
+        "on 2026-12-03 (its trials ran 4df653a and be0c9b9; neither changed what TD3 "
+        "computes). The earlier trials of these cells are kept beside the results. "
         "Trials kept beside the results (see the script's docstring) are not in the table. "
         "The two trials of a seed run back to back, but a cell's seeds may come from different "
         "days, and the "
