@@ -37,9 +37,11 @@ import torch
 from rlblocks.arraytree import put_rows, take_rows
 from rlblocks.batch import Batch
 from rlblocks.collector import (
+    _NO_IDS,
     Collector,
     CollectStats,
     _EpisodeTally,
+    _restarted_rows,
     _to_numpy,
     _to_numpy_tree,
     _vdot,
@@ -274,6 +276,7 @@ class AsyncCollector(Collector):
         if not math.isfinite(self._obs_total(obs_next) + _vdot(rew, rew)):
             self._nonfinite(ids, obs_next, rew, "step")
         buffer = self.buffer
+        made_up = _restarted_rows(infos) if self._may_restart else _NO_IDS
         if buffer is not None:
             data = {
                 "obs": take_rows(self._obs, ids),
@@ -288,7 +291,7 @@ class AsyncCollector(Collector):
             if self._view_rows is not None:
                 data.update({k: v[ids] for k, v in self._view_rows.items()})
             if self._may_restart:  # info keys read there, made-up steps left out
-                self._store_steps(data, ids, infos)
+                self._store_steps(data, ids, infos, made_up)
             else:
                 if self.info_keys:
                     data["info"] = self._info_columns(infos, ids)
@@ -298,7 +301,7 @@ class AsyncCollector(Collector):
             time.sleep(render)
         if self._views is not None:  # before _end_step restarts finished episodes
             self._views.record(ids, self._act_rows[ids], rew, obs_next)
-        retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally)
+        retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally, made_up)
         put_rows(self._obs, ids, obs_next)
         return ids[~np.isin(ids, retired)] if len(retired) else ids
 

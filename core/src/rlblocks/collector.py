@@ -278,11 +278,13 @@ class Collector:
         #: the envs may come back with a made-up step of a restarted worker (_store_steps)
         self._may_restart = bool(getattr(envs, "restart_failed", False))
 
-    def _store_steps(self, data: dict[str, Any], ids: np.ndarray | None, infos: Any) -> None:
+    def _store_steps(
+        self, data: dict[str, Any], ids: np.ndarray | None, infos: Any, cut: np.ndarray
+    ) -> None:
         """``buffer.add(data, env_ids=ids)`` (``ids`` None: every env, in order) with the stored
-        info keys read from ``infos``, leaving out the made-up steps of envs whose worker died
-        and was restarted (``restart_failed``); their infos, which lack the env's keys, are not
-        read.
+        info keys read from ``infos``, leaving out rows ``cut``: the made-up steps of envs whose
+        worker died and was restarted (``restart_failed``, see :func:`_restarted_rows`); their
+        infos, which lack the env's keys, are not read.
 
         Such a step (truncated, reward 0, the env's last observation again) never happened: it
         is not stored, and the env's stored episode ends, truncated, at its last real step, so
@@ -292,7 +294,6 @@ class Collector:
         buffer = self.buffer
         assert buffer is not None
         every = self._all_ids if ids is None else ids
-        cut = _restarted_rows(infos)
         if not len(cut) or not _cuts_some_envs(buffer):
             if self.info_keys:
                 data["info"] = self._info_columns(infos, every)
@@ -498,13 +499,17 @@ class Collector:
         truncated: np.ndarray,
         obs_next: Any,
         tally: _EpisodeTally,
+        made_up: np.ndarray = _NO_IDS,
     ) -> np.ndarray:
         """Book one step of envs ``ids``: episode sums; for finished episodes their return and
         length, a recurrent-state reset, and either an env reset (its first obs written into
         ``obs_next``) or, once enough episodes were started, retirement. Returns retired ids.
 
         ``ids`` may be ``self._all_ids`` (a step of every env in id order): the sums then
-        update whole arrays instead of gathering and scattering rows."""
+        update whole arrays instead of gathering and scattering rows. Rows ``made_up`` are a
+        restarted worker's made-up steps (truncated): they never happened, so they are not
+        counted as steps, and the episodes they cut short are not counted as finished (in
+        ``n_episode`` mode another episode is started in their place)."""
         every = ids is self._all_ids
         tally.steps += len(ids)
         if every:
@@ -515,14 +520,21 @@ class Collector:
             self._ep_return[ids] += rew
             self._ep_len[ids] += 1
             self._env_steps[ids] += 1
+        if len(made_up):
+            self._uncount(ids[made_up], rew[made_up], tally)
         done = terminated | truncated
         if not np.count_nonzero(done):
             return _NO_IDS
         rows = np.flatnonzero(done)
         finished = rows if every else ids[rows]
-        tally.episodes += len(finished)
-        tally.returns.append(self._ep_return[finished])  # fancy indexing copies
-        tally.lengths.append(self._ep_len[finished])
+        counted = finished
+        if len(made_up):
+            counted = finished[~np.isin(rows, made_up)]
+            if tally.n_episode is not None:  # cut short: another episode may start instead
+                tally.started -= len(finished) - len(counted)
+        tally.episodes += len(counted)
+        tally.returns.append(self._ep_return[counted])  # fancy indexing copies
+        tally.lengths.append(self._ep_len[counted])
         self._ep_return[finished] = 0
         self._ep_len[finished] = 0
         if self._state is not None:
@@ -548,6 +560,13 @@ class Collector:
             if self._views is not None:
                 self._views.begin_episode(keep, reset_obs)
         return retired
+
+    def _uncount(self, env_ids: np.ndarray, rew: np.ndarray, tally: _EpisodeTally) -> None:
+        """Take back the booking of made-up steps of envs ``env_ids`` (see :meth:`_end_step`)."""
+        tally.steps -= len(env_ids)
+        self._ep_return[env_ids] -= rew
+        self._ep_len[env_ids] -= 1
+        self._env_steps[env_ids] -= 1
 
     def _nonfinite(self, ids: np.ndarray, obs: Any, rew: np.ndarray | None, call: str) -> None:
         """Raise NonFiniteError naming the env whose reward or float observation is NaN or
@@ -681,6 +700,7 @@ class Collector:
                 # buffer (see _array_total)
                 if not math.isfinite(obs_total(obs_next) + _vdot(rew, rew)):
                     self._nonfinite(active, obs_next, rew, "step")
+                made_up = _restarted_rows(_info) if self._may_restart else _NO_IDS
                 if buffer is not None:
                     data = {
                         "obs": obs,
@@ -695,7 +715,7 @@ class Collector:
                     if views is not None:  # training reads back what acting saw
                         data.update(self._views.for_buffer(views))  # type: ignore[union-attr]
                     if self._may_restart:  # info keys read there, made-up steps left out
-                        self._store_steps(data, None if all_active else active, _info)
+                        self._store_steps(data, None if all_active else active, _info, made_up)
                     else:
                         if self.info_keys:
                             data["info"] = self._info_columns(_info, active)
@@ -705,7 +725,9 @@ class Collector:
                     time.sleep(render)
                 if self._views is not None:
                     self._views.record(active, act, rew, obs_next)
-                retired = self._end_step(active, rew, terminated, truncated, obs_next, tally)
+                retired = self._end_step(
+                    active, rew, terminated, truncated, obs_next, tally, made_up
+                )
                 if all_active:
                     self._obs = obs_next
                 else:

@@ -747,7 +747,8 @@ def test_a_restarted_workers_made_up_steps_are_not_stored(backend: str, collecto
         buf = ReplayBuffer(100, num_envs=4)
         with pytest.warns(RuntimeWarning, match="SIGSEGV"):
             stats = collector(None, envs, buf, seed=0).collect(n_step=12, random=True)
-        assert len(buf) == stats.n_step - 2, "the two made-up steps were left out"
+        assert len(buf) == stats.n_step, "the two made-up steps were neither stored nor counted"
+        assert stats.n_episode == 0, "the episodes the restart cut short are not finished ones"
         rows = buf[np.arange(len(buf))]
         assert (np.asarray(rows.rew) > 0).all(), "every real ProbeEnv reward is positive"
         for env in (0, 1):
@@ -780,7 +781,7 @@ def test_stored_info_keys_are_read_from_real_steps_only(collector: type) -> None
             stats = collector(None, envs, buf, seed=0, info_keys=("t",)).collect(
                 n_step=12, random=True
             )
-        assert len(buf) == stats.n_step - 2
+        assert len(buf) == stats.n_step
         rows = buf[np.arange(len(buf))]
         np.testing.assert_array_equal(rows.info.t, np.asarray(rows.obs_next)[:, 1])
 
@@ -793,9 +794,43 @@ def test_a_buffer_that_cannot_cut_one_env_keeps_the_made_up_step(backend: str) -
         buf = _UncutBuffer(100, num_envs=4)
         with pytest.warns(RuntimeWarning, match="SIGSEGV"):
             stats = Collector(None, envs, buf, seed=0).collect(n_step=12, random=True)
-        assert len(buf) == stats.n_step
         made_up = np.flatnonzero(np.asarray(buf[np.arange(len(buf))].rew) == 0)
-        assert sorted(buf.env_id[made_up].tolist()) == [0, 1] and buf.truncated[made_up].all()
+        assert len(made_up) and len(buf) == stats.n_step + len(made_up), "stored, not counted"
+        assert set(buf.env_id[made_up].tolist()) == {0, 1} and buf.truncated[made_up].all()
+
+
+class _DiesOnce(ProbeEnv):
+    """A probe env whose episodes last 5 steps; env 1's worker dies at its second step, once
+    over the test (``marker``, a file, remembers it across the restart)."""
+
+    def __init__(self, index: int, marker: str) -> None:
+        super().__init__(index)
+        self.length = 5
+        self.marker = marker
+
+    def step(self, action: Any) -> Any:
+        out = super().step(action)
+        if self.index == 1 and self._state[1] == 2 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("collector", [Collector, AsyncCollector])
+def test_episodes_a_restart_cut_short_are_not_counted(
+    backend: str, collector: type, tmp_path: Any
+) -> None:
+    """A test collect of ``n_episode`` episodes reports that many whole episodes when a worker
+    dies: the two it cut short (envs 0 and 1) are neither counted nor among the returns, and
+    envs 0 and 1 play two more in their place."""
+    fns = [functools.partial(_DiesOnce, i, str(tmp_path / "died")) for i in range(4)]
+    envs = BACKENDS[backend](fns, num_workers=2, local_envs=0, restart_failed=True)
+    with envs, pytest.warns(RuntimeWarning, match="SIGSEGV"):
+        stats = collector(None, envs, None, seed=0).collect(n_episode=8, random=True)
+    assert stats.n_episode == 8 and stats.lengths.tolist() == [5] * 8
+    # env i's whole episode earns sum(10 i + t for t in 1..5) = 50 i + 15
+    assert sorted(stats.returns.tolist()) == sorted([15.0, 65.0, 115.0, 165.0] * 2)
 
 
 @pytest.mark.parametrize("backend", ["subproc", "shmem", "auto"])
