@@ -747,7 +747,7 @@ def test_a_restarted_workers_made_up_steps_are_not_stored(backend: str, collecto
         buf = ReplayBuffer(100, num_envs=4)
         with pytest.warns(RuntimeWarning, match="SIGSEGV"):
             stats = collector(None, envs, buf, seed=0).collect(n_step=12, random=True)
-        assert len(buf) == stats.n_step, "the two made-up steps were neither stored nor counted"
+        assert len(buf) == stats.n_step, "the made-up steps were neither stored nor counted"
         assert stats.n_episode == 0, "the episodes the restart cut short are not finished ones"
         rows = buf[np.arange(len(buf))]
         assert (np.asarray(rows.rew) > 0).all(), "every real ProbeEnv reward is positive"
