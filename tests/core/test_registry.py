@@ -197,6 +197,13 @@ def test_list_marks_a_broken_plugin_and_still_lists_the_rest(broken_dist, capsys
     assert "1 plugin(s) failed to load" in err
 
 
+def test_loadable_specs_leave_out_a_broken_plugin_and_keep_the_rest(broken_dist):
+    reg = get_registry("algo")
+    specs = reg.loadable_specs()
+    assert "broken" in reg.names() and "broken" not in specs
+    assert specs["dqn"] is reg.spec("dqn") and set(specs) == set(reg.names()) - {"broken"}
+
+
 def test_implementation_that_fails_to_import_raises_plugin_load_error(make_dist, uid):
     make_dist(
         "fake-noimpl", "0.1.0",

@@ -317,14 +317,7 @@ def make_auto_vector_env(
         )
     given = {k: v for k, v in backend_options.items() if v is not None}
     reg = get_registry("env")
-    installed = {}
-    for name in reg.names():
-        if name in NEVER_AUTO:
-            continue
-        try:
-            installed[name] = reg.spec(name)
-        except Exception:
-            continue
+    installed = {n: s for n, s in reg.loadable_specs().items() if n not in NEVER_AUTO}
     installed = _forwarded_options(given, installed)
     if asynchronous:
         installed = {n: s for n, s in installed.items() if getattr(s, "supports_async", False)}

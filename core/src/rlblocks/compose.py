@@ -491,15 +491,8 @@ def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
 
 def async_backends() -> list[str]:
     """The installed vector-env backends that step envs asynchronously (their spec says so)."""
-    registry = get_registry("env")
-    names = []
-    for name in registry.names():
-        try:
-            if getattr(registry.spec(name), "supports_async", False):
-                names.append(name)
-        except Exception:  # a broken plugin is reported where it is used, not here
-            continue
-    return names
+    specs = get_registry("env").loadable_specs()
+    return [name for name, spec in specs.items() if getattr(spec, "supports_async", False)]
 
 
 def check_async_collect(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:

@@ -297,6 +297,18 @@ class Registry:
         self._spec_cache[key] = obj
         return obj
 
+    def loadable_specs(self) -> dict[str, PluginSpec]:
+        """``{name: spec}`` of every name whose spec loads (tier 1), for choosing among the
+        installed plugins by what their specs declare. A name that fails (a broken plugin, or
+        one registered twice) is left out here and reported where it is named."""
+        specs = {}
+        for name in self.names():
+            try:
+                specs[name] = self.spec(name)
+            except Exception:  # any failure: spec() reports it where the name is used
+                continue
+        return specs
+
     def _check_spec(self, obj: object, entry: EntryInfo) -> None:
         def fail(problem: str) -> PluginLoadError:
             return PluginLoadError(
