@@ -204,6 +204,16 @@ def test_loadable_specs_leave_out_a_broken_plugin_and_keep_the_rest(broken_dist)
     assert specs["dqn"] is reg.spec("dqn") and set(specs) == set(reg.names()) - {"broken"}
 
 
+def test_the_algorithms_offered_for_some_spaces_leave_out_a_broken_plugin(broken_dist):
+    import gymnasium as gym
+
+    from rlblocks.compose import _algos_for
+
+    offered = _algos_for(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
+    names = offered.split(": ", 1)[1].split(", ")
+    assert "dqn" in names and "broken" not in names
+
+
 def test_implementation_that_fails_to_import_raises_plugin_load_error(make_dist, uid):
     make_dist(
         "fake-noimpl", "0.1.0",

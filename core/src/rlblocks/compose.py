@@ -423,14 +423,12 @@ def _algos_for(
 ) -> str:
     """The installed algorithms whose specs accept these spaces (and, without a global state,
     need none), for an error message."""
-    reg = get_registry("algo")
-    names = []
-    for name in reg.names():
-        try:
-            if _handles(reg.spec(name), observation_space, action_space, global_state):
-                names.append(name)
-        except Exception:  # a broken plugin must not hide the error being reported
-            continue
+    # a broken plugin is left out: it must not hide the error being reported
+    specs = get_registry("algo").loadable_specs()
+    names = [
+        name for name, spec in specs.items()
+        if _handles(spec, observation_space, action_space, global_state)
+    ]  # fmt: skip
     if not names:
         return "no installed algorithm accepts these spaces"
     return f"installed algorithms that accept these spaces: {', '.join(names)}"
