@@ -19,12 +19,12 @@ The script writes, under ``--out-dir``:
 The env protocol (one for both libraries): ``gymnasium.make("ALE/{Game}-v5", frameskip=1,
 repeat_action_probability=0.0, full_action_space=False)`` wrapped in gymnasium's
 ``AtariPreprocessing(noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False,
-grayscale_obs=True, scale_obs=False)`` and ``rlblocks.atari.FireReset`` (FIRE pressed after
+grayscale_obs=True, scale_obs=False)`` and ``rlblocks.run.FireReset`` (FIRE pressed after
 each reset and each lost life in games that have it; Tianshou's own pipeline presses it at
 each reset of its episodic-life envs, so after each lost life in training); training envs add
 episodic life (a lost life ends the learning episode, the game goes on) and reward clipping to
 [-1, 1]; evaluation envs keep raw scores and whole games. Both libraries get these envs from the
-same function, ``rlblocks.atari.make_atari`` (``sticky=0.0, fire_reset=True`` passed explicitly),
+same function, ``rlblocks.run.make_atari`` (``sticky=0.0, fire_reset=True`` passed explicitly),
 so the pipeline is identical, frame for frame; Tianshou additionally gets
 ``gymnasium.wrappers.FrameStackObservation(env, 4)`` outermost, because its policies read
 stacked observations from the env, while rlblocks stacks the last 4 frames itself.
@@ -45,7 +45,7 @@ with the same or a smaller cap, not for one with a larger cap or none.
 Contenders (each with its own published settings, nothing tuned here):
 
 * rlblocks: ``rlblocks.train("rainbow", env="ALE/{Game}-v5", seed=s,
-  config=rlblocks.atari.atari100k_config("rainbow"), max_env_steps=--steps, loggers=[],
+  config=rlblocks.run.atari100k_config("rainbow"), max_env_steps=--steps, loggers=[],
   progress=False, quiet=True, run_dir=<tmp>)``: rlblocks' Atari-100k preset, the Data-Efficient
   Rainbow settings of van Hasselt et al. (2019), "When to use parametric models in reinforcement
   learning?", table 1. When this script was written it held: one training env (the shared
@@ -200,8 +200,8 @@ RANDOM_HUMAN: dict[str, tuple[float, float]] = {
 }
 
 MISSING_ATARI = (
-    "rlblocks.atari is missing (core/src/rlblocks/atari.py): both libraries take their envs from "
-    "rlblocks.atari.make_atari, and rlblocks its preset from rlblocks.atari.atari100k_config"
+    "rlblocks.run is missing (core/src/rlblocks/atari.py): both libraries take their envs from "
+    "rlblocks.run.make_atari, and rlblocks its preset from rlblocks.run.atari100k_config"
 )
 
 
@@ -214,14 +214,14 @@ def env_id_for(game: str) -> str:
 
 
 def _atari_module() -> Any:
-    """``rlblocks.atari``, or an ImportError that says what is missing."""
+    """``rlblocks.run`` (its Atari helpers), or an ImportError that says what is missing."""
     try:
-        import rlblocks.atari as atari
+        import rlblocks.run as atari
     except ImportError as exc:
         raise ImportError(f"{MISSING_ATARI} ({exc})") from exc
     for name in ("make_atari", "atari100k_config"):
         if not hasattr(atari, name):
-            raise ImportError(f"rlblocks.atari has no {name}")
+            raise ImportError(f"rlblocks.run has no {name}")
     return atari
 
 
@@ -669,7 +669,7 @@ def build_report(results: list[dict[str, Any]], command: str) -> str:
         last = presets[-1]
         lines += [
             "",
-            "rlblocks preset (`rlblocks.atari.atari100k_config('rainbow')`, latest trial):",
+            "rlblocks preset (`rlblocks.run.atari100k_config('rainbow')`, latest trial):",
             "",
             f"```json\n{json.dumps(last['preset'], sort_keys=True)}\n```",
         ]

@@ -109,7 +109,7 @@ The off-policy extension (above) is the same command with ``--algos sac,td3,ddpg
 a re-run skips the trials already in ``results.jsonl``.
 
 On 2026-11-29 (commit 351393c) the critics' scalar output layer got its own CPU kernel
-(``rlblocks.nets.critics.EnsembleLinear``: a multiply and a row sum instead of ``baddbmm``'s
+(``rlblocks.algo.nets.EnsembleLinear``: a multiply and a row sum instead of ``baddbmm``'s
 matrix-vector path; the same arithmetic, rounded differently, with 1.3-1.5x Tianshou's CPU
 gradient steps per second against 1.2-1.5x before, ``docs/benchmarks/update_rate_cpu.md``).
 Every off-policy trial in the table ran the code before it (5494d6d or earlier), and today's

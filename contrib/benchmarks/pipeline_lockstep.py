@@ -105,9 +105,9 @@ def run_rlblocks(algo: str, seed: int, steps: int, out: str, perturb: bool) -> d
     import torch
     from mujoco_benchmark import trial_rlblocks
 
-    from rlblocks.collector import Collector
-    from rlblocks.layouts import SharedRing
-    from rlblocks.trainer import OffPolicyTrainer
+    from rlblocks.collect import Collector
+    from rlblocks.replay import SharedRing
+    from rlblocks.trainers import OffPolicyTrainer
 
     policy_cls = getattr(
         importlib.import_module(f"rlblocks_algo_{algo}.{algo}"), f"{algo.upper()}Policy"

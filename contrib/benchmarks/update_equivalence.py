@@ -80,7 +80,7 @@ def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any
     from mujoco_benchmark import TIANSHOU_EXAMPLES, _tianshou_algorithm
 
     import rlblocks
-    from rlblocks.config import parse_override
+    from rlblocks.run import parse_override
 
     s = dict(TIANSHOU_EXAMPLES[args.algo])
     fields = dict(
@@ -100,7 +100,7 @@ def build(args: argparse.Namespace, obs_space: Any, act_space: Any) -> tuple[Any
     torch.manual_seed(args.seed)
     ours = rlblocks.make_policy(args.algo, obs_space, act_space, device="cpu", **fields)
     if args.adam_like_tianshou:
-        from rlblocks.optim import OptimizerStep
+        from rlblocks.algo import OptimizerStep
 
         ours.actor_step = ours.add_optimizer(
             "actor", OptimizerStep(ours.actor, s["actor_lr"], fused=False)
@@ -196,7 +196,7 @@ def paired_params(ours: Any, theirs: Any, member: int = 0) -> list[tuple[Any, An
     (Tianshou keeps each critic as a network of its own)."""
     from torch import nn
 
-    from rlblocks.nets.critics import EnsembleLinear
+    from rlblocks.algo.nets import EnsembleLinear
 
     def layers(module: Any) -> list[Any]:
         return [m for m in module.modules() if isinstance(m, (nn.Linear, EnsembleLinear))]
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     from tianshou.data import Batch
     from tianshou.data import ReplayBuffer as TianshouBuffer
 
-    from rlblocks.buffer import ReplayBuffer
+    from rlblocks.replay import ReplayBuffer
 
     torch.set_num_threads(1)
     env = gym.make(args.env)

@@ -122,7 +122,7 @@ def trial(fw: str, args: argparse.Namespace) -> dict[str, Any]:
 
     if fw.startswith("rlblocks"):
         import rlblocks
-        from rlblocks.buffer import ReplayBuffer
+        from rlblocks.replay import ReplayBuffer
 
         lr = COMMON["lr"]
         fields = dict(

@@ -516,9 +516,8 @@ def rlblocks_algo_status(algos: list[str]) -> dict[str, tuple[str | None, str]]:
     no torch), so a missing or broken plugin is known before any trial starts.
     """
     try:
-        from rlblocks.compose import spec_lookup
-        from rlblocks.config import build_config, to_dict
-        from rlblocks.plugins.registry import get_registry
+        from rlblocks.plugins import get_registry
+        from rlblocks.run import build_config, spec_lookup, to_dict
     except ImportError as exc:
         return {algo: (None, f"rlblocks is not importable ({exc})") for algo in algos}
     registry = get_registry("algo")

@@ -98,7 +98,7 @@ def test_pyproject_names_the_renamed_package(plugin: Path) -> None:
 
 
 def test_renamed_spec_imports_and_points_at_the_renamed_policy(importable: Path) -> None:
-    from rlblocks.plugins.spec import AlgoSpec, import_object
+    from rlblocks.plugins import AlgoSpec, import_object
 
     data = tomllib.loads((importable / "pyproject.toml").read_text("utf-8"))
     spec = import_object(data["project"]["entry-points"]["rlblocks.algos"]["tiny-q"])
@@ -111,7 +111,7 @@ def test_renamed_spec_imports_and_points_at_the_renamed_policy(importable: Path)
 
 
 def test_copied_conformance_test_passes_untouched(importable: Path, rlblocks_add_plugin) -> None:
-    from rlblocks.plugins.spec import import_object
+    from rlblocks.plugins import import_object
 
     rlblocks_add_plugin(import_object("rlblocks_algo_tiny_q._spec:SPEC"))
     path = importable / "tests" / "test_tiny_q.py"

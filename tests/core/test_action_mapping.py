@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlblocks.errors import ConfigError
-from rlblocks.policy import BasePolicy
+from rlblocks.algo import BasePolicy
+from rlblocks.contracts import ConfigError
 
 OBS = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 SPACE = gym.spaces.Box(np.array([0.0, -2.0], np.float32), np.array([10.0, 2.0], np.float32))

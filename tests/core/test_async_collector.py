@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.async_collector import AsyncCollector
-from rlblocks.batch import Batch
+from rlblocks.collect import AsyncCollector
+from rlblocks.contracts import Batch
 from rlblocks.testing.env_checks import ProbeEnv
 
 pytest.importorskip("rlblocks_env_shmem")
@@ -124,7 +124,7 @@ class NaNRewardProbeEnv(DelayedProbeEnv):
 
 
 def test_async_collector_names_the_env_that_returned_a_non_finite_reward() -> None:
-    from rlblocks.errors import NonFiniteError
+    from rlblocks.contracts import NonFiniteError
 
     fns = [functools.partial(NaNRewardProbeEnv, i, 0.002 * i) for i in range(4)]
     envs = ShmemVectorEnv(fns, num_workers=2, wait_num=1)
@@ -159,7 +159,7 @@ def test_async_collector_stores_each_env_s_own_infos() -> None:
 
 
 def test_drain_stores_the_steps_in_flight_so_a_synchronous_collector_can_take_over() -> None:
-    from rlblocks.collector import Collector
+    from rlblocks.collect import Collector
 
     # worker 1 (envs 2, 3) is slow: an n_step collect returns with its steps in flight
     with _envs([0.0, 0.0, 0.1, 0.1]) as envs:

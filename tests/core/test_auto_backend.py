@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.auto_backend import choose_backend, measure_env, measure_vector_env
-from rlblocks.errors import ConfigError
-from rlblocks.plugins.registry import get_registry
+from rlblocks.contracts import ConfigError
+from rlblocks.plugins import get_registry
+from rlblocks.run import choose_backend, measure_env, measure_vector_env
 from rlblocks.testing.env_checks import ProbeEnv
 
 
@@ -150,7 +150,7 @@ class _SlowTextEnv(gym.Env):
 
 
 def test_auto_never_picks_a_backend_that_refuses_the_observation_space() -> None:
-    from rlblocks.auto_backend import _space_problems
+    from rlblocks.run._auto_backend import _space_problems
 
     installed = {n: get_registry("env").spec(n) for n in ("dummy", "subproc", "shmem")}
     load = get_registry("env").load
@@ -182,7 +182,7 @@ def test_auto_passes_worker_options_on_and_chooses_among_backends_that_take_them
 
 
 def test_auto_names_an_option_no_backend_takes_or_a_bad_value() -> None:
-    from rlblocks.auto_backend import _forwarded_options
+    from rlblocks.run._auto_backend import _forwarded_options
 
     with pytest.raises(ConfigError, match=r"given restart_failed, worker_timeout, which no "
                        r"backend it may choose takes"):

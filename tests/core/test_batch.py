@@ -1,4 +1,4 @@
-"""Tests for rlblocks.batch.Batch: the seed's examples, dict and array behaviour, cat/stack/split,
+"""Tests for rlblocks.contracts.Batch: the seed's examples, dict and array behaviour, cat/stack/split,
 conversions and pickling."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import rlblocks.batch
-from rlblocks.batch import Batch
+import rlblocks.contracts._batch
+from rlblocks.contracts import Batch
 
 
 def assert_batch_equal(a: Batch, b: Batch) -> None:
@@ -81,7 +81,7 @@ def test_seed_example_inplace_add_through_tuple_index_writes_every_leaf():
 
 
 def test_module_docstring_examples_pass():
-    result = doctest.testmod(rlblocks.batch, verbose=False)
+    result = doctest.testmod(rlblocks.contracts._batch, verbose=False)
     assert result.attempted >= 5
     assert result.failed == 0
 

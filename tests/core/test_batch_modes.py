@@ -13,13 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
-from rlblocks.async_collector import AsyncCollector
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.compose import make_vector_env
-from rlblocks.errors import ConfigError
+from rlblocks.collect import AsyncCollector, Collector
+from rlblocks.contracts import Batch, ConfigError
 from rlblocks.plugins import hookimpl
+from rlblocks.replay import ReplayBuffer
+from rlblocks.run import make_vector_env
 
 
 class _Countdown(gym.Env):

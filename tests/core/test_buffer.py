@@ -13,8 +13,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 from rlblocks.testing.buffer_checks import History, _add_script, _script_obs_next, check_buffer
 
 # --- the seed's examples (gymnasium names: done= is accepted and means terminated) -------------
@@ -639,9 +639,8 @@ def test_check_buffer_catches_broken_links():
 
 def test_core_parts_are_registered_by_name():
     import rlblocks
-    from rlblocks._spec import REPLAY, SEQUENCE, UNIFORM
-    from rlblocks.layouts import SharedRing
-    from rlblocks.replay import SequenceSampler, UniformSampler
+    from rlblocks.replay import SequenceSampler, SharedRing, UniformSampler
+    from rlblocks.replay._specs import REPLAY, SEQUENCE, UNIFORM
 
     assert (REPLAY.part, UNIFORM.part, SEQUENCE.part) == ("layout", "sampler", "sampler")
     assert REPLAY.load() is SharedRing
@@ -733,7 +732,7 @@ def test_memmap_storage_needs_a_path() -> None:
 _CHILD = """
 import resource, sys
 import numpy as np
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.replay import ReplayBuffer
 # RLIMIT_DATA caps the process's private memory (heap and anonymous maps) at what it uses now
 # plus 300 MB; shared file mappings (the memmap buffer) do not count against it
 used = next(int(line.split()[1]) for line in open("/proc/self/status")

@@ -135,12 +135,12 @@ def test_describe_of_an_algorithm_on_an_env_that_cannot_be_made_here_says_so(
 ) -> None:
     import gymnasium as gym
 
-    import rlblocks.compose
+    import rlblocks.run._compose
 
     def missing(env_id: str, **kwargs: object) -> gym.Env:
         raise gym.error.DependencyNotInstalled("MuJoCo is not installed")
 
-    monkeypatch.setattr(rlblocks.compose, "make_gym_env", missing)
+    monkeypatch.setattr(rlblocks.run._compose, "make_gym_env", missing)
     # the values are still shown (they need no env), with a line saying what was not checked
     assert cli(["describe", "sac", "--env", "Pendulum-v1"]) == 0
     out = capsys.readouterr().out

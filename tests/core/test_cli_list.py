@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlblocks.cli import main
-from rlblocks.errors import UnknownComponentError
+from rlblocks.contracts import UnknownComponentError
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -42,7 +42,8 @@ def test_python_m_rlblocks_cli_runs_the_command():
     )
     assert proc.returncode == 0, proc.stderr
     assert "replay" in proc.stdout
-    assert "part: layout" in proc.stdout and "config: rlblocks._spec:SequenceConfig" in proc.stdout
+    assert "part: layout" in proc.stdout
+    assert "config: rlblocks.replay._specs:SequenceConfig" in proc.stdout
 
 
 def test_list_of_one_kind_shows_only_that_kind(capsys):
@@ -53,9 +54,8 @@ def test_list_of_one_kind_shows_only_that_kind(capsys):
 
 @pytest.fixture
 def fake_experiment(monkeypatch):
-    """Stand-in for rlblocks.experiment that records how the CLI called it."""
-    module = types.ModuleType("rlblocks.experiment")
-    module.calls = []
+    """Stand-in for rlblocks.run that records how the CLI called it."""
+    module = types.SimpleNamespace(calls=[])
 
     def train(algo, **kwargs):
         module.calls.append(("train", algo, kwargs))
@@ -67,9 +67,10 @@ def fake_experiment(monkeypatch):
         module.calls.append(("resume", run_dir, list(overrides)))
         return {"solved": True}
 
-    module.train = train
-    module.resume = resume
-    monkeypatch.setitem(sys.modules, "rlblocks.experiment", module)
+    import rlblocks.run
+
+    monkeypatch.setattr(rlblocks.run, "train", train)
+    monkeypatch.setattr(rlblocks.run, "resume", resume)
     return module
 
 

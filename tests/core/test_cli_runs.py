@@ -18,11 +18,11 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.checkpoint import verify_run
 from rlblocks.cli import build_parser
 from rlblocks.cli import main as cli
-from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.contracts import CheckpointError, ConfigError
 from rlblocks.plugins import hookimpl
+from rlblocks.run import verify_run
 
 SMALL = [
     "trainer.max_env_steps=600",
@@ -117,7 +117,7 @@ def test_a_factory_run_is_evaluated_on_the_command_line_with_env(tmp_path: Path,
 
 
 def test_resume_takes_no_progress_and_device_as_changes_of_the_saved_config(monkeypatch):
-    import rlblocks.experiment as experiment
+    import rlblocks.run as experiment
 
     calls = []
     monkeypatch.setattr(experiment, "resume", lambda run_dir, overrides=(), **kw: calls.append(
@@ -195,7 +195,7 @@ def test_act_on_the_reset_pair_says_to_pass_the_observation(run: Path):
 
 
 def test_the_reset_pair_check_leaves_tuple_observations_alone():
-    from rlblocks.agent import _as_batch
+    from rlblocks.run._agent import _as_batch
 
     box = gym.spaces.Box(-1, 1, (3,), np.float32)
     x = np.zeros(3, np.float32)
@@ -230,7 +230,7 @@ def test_tune_checks_each_param_range_against_its_field_before_the_study(
     tmp_path: Path, param: str, named: str
 ):
     pytest.importorskip("optuna")
-    from rlblocks.tuning import check_space, parse_param, tune
+    from rlblocks.tools import check_space, parse_param, tune
 
     key, dist = parse_param(param)
     if not named:
@@ -244,7 +244,7 @@ def test_tune_checks_each_param_range_against_its_field_before_the_study(
 
 def test_tune_never_searches_a_field_fixed_with_set(tmp_path: Path):
     pytest.importorskip("optuna")
-    from rlblocks.tuning import tune
+    from rlblocks.tools import tune
 
     fixed = ["algo.hidden_sizes=[32, 32]", "trainer.batch_size=48"]
     lines: list[str] = []
@@ -306,7 +306,7 @@ def test_a_kill_while_the_replaced_run_is_deleted_leaves_nothing_to_put_back(
     as if it were the old run whole."""
     import shutil
 
-    import rlblocks.experiment as experiment
+    import rlblocks.run._experiment as experiment
 
     run = tmp_path / "run"
     _train(run)
@@ -331,7 +331,7 @@ def test_a_kill_while_the_replaced_run_is_deleted_leaves_nothing_to_put_back(
 def test_a_run_an_interrupted_overwrite_set_aside_is_named_until_restored_or_discarded(
     run: Path, finished: Path, tmp_path: Path, capsys
 ):
-    from rlblocks.experiment import set_aside_run
+    from rlblocks.run._experiment import set_aside_run
 
     set_aside_run(run)  # what a start with --overwrite that was killed before it began leaves
     held = run / ".replaced-run"

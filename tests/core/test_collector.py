@@ -8,10 +8,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError, NonFiniteError
+from rlblocks.collect import Collector
+from rlblocks.contracts import Batch, ConfigError, NonFiniteError
+from rlblocks.replay import ReplayBuffer
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 
 
@@ -313,7 +312,7 @@ def test_one_gymnasium_env_is_run_as_a_vector_env_of_one() -> None:
 
 def test_a_gymnasium_vector_env_or_copies_of_one_instance_are_refused_by_name() -> None:
     import rlblocks
-    from rlblocks.errors import ConfigError
+    from rlblocks.contracts import ConfigError
 
     sync = gym.vector.SyncVectorEnv([lambda: CountEnv(3)])
     with pytest.raises(ConfigError, match=r"gymnasium vector env .*SyncVectorEnv.*env id, an env "):
@@ -364,7 +363,7 @@ def test_an_info_key_a_step_does_not_report_is_named_with_its_env() -> None:
 
 
 def test_views_of_info_columns_store_their_keys_and_read_them_back() -> None:
-    from rlblocks.views import ViewRequirement, training_views
+    from rlblocks.contracts import ViewRequirement, training_views
 
     policy = ConstPolicy()
     policy.view_requirements = {
@@ -381,7 +380,7 @@ def test_views_of_info_columns_store_their_keys_and_read_them_back() -> None:
 
 
 def test_collect_stats_read_by_key_with_tianshou_names() -> None:
-    from rlblocks.collector import TIANSHOU_KEYS, CollectStats
+    from rlblocks.collect import TIANSHOU_KEYS, CollectStats
 
     collector, _, _ = make([2, 4])
     stats = collector.collect(n_episode=3)  # returns are the lengths: 2, 2 and 4 in some order

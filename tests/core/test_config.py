@@ -11,8 +11,10 @@ from attrs import define, field, validators
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlblocks._spec import REPLAY, UNIFORM
-from rlblocks.config import (
+from rlblocks.contracts import ConfigError, UnknownComponentError
+from rlblocks.plugins import AlgoSpec, BufferSpec, EnvBackendSpec, PluginSpec
+from rlblocks.replay._specs import REPLAY, UNIFORM
+from rlblocks.run import (
     BufferConfig,
     EnvConfig,
     ExperimentConfig,
@@ -26,8 +28,6 @@ from rlblocks.config import (
     to_dict,
     write_config,
 )
-from rlblocks.errors import ConfigError, UnknownComponentError
-from rlblocks.plugins.spec import AlgoSpec, BufferSpec, EnvBackendSpec, PluginSpec
 
 
 @define(kw_only=True)

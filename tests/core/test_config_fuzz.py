@@ -13,10 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlblocks.compose import spec_lookup
-from rlblocks.config import build_config, structure_options
-from rlblocks.errors import ConfigError, UnknownComponentError
-from rlblocks.plugins.registry import get_registry
+from rlblocks.contracts import ConfigError, UnknownComponentError
+from rlblocks.plugins import get_registry
+from rlblocks.run import build_config, spec_lookup, structure_options
 
 ALGOS = sorted(e.name for e in get_registry("algo").entries())
 SECTIONS = ("env", "buffer", "trainer", "run")

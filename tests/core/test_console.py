@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from rlblocks.console import ConsoleReporter
+from rlblocks.trainers import ConsoleReporter
 
 
 def _summary(result: dict) -> str:

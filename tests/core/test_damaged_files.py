@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rlblocks
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint_verified
-from rlblocks.errors import BufferFileError, RlblocksError
+from rlblocks.contracts import BufferFileError, RlblocksError
+from rlblocks.run import load_checkpoint
+from rlblocks.run._checkpoint import save_checkpoint_verified
 
 
 def _step(t: int) -> dict:

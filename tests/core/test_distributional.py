@@ -8,15 +8,21 @@ import numpy as np
 import pytest
 import torch
 
-from rlblocks.distributional import (
+from rlblocks.algo import (
     categorical_projection,
     cosine_features,
     fraction_loss,
     quantile_huber_loss,
     quantile_midpoints,
 )
-from rlblocks.nets.noisy import NoisyLinear, noisy_mlp, reset_noise
-from rlblocks.nets.qdist import AtomQNetwork, FractionProposal, ImplicitQuantileNetwork
+from rlblocks.algo.nets import (
+    AtomQNetwork,
+    FractionProposal,
+    ImplicitQuantileNetwork,
+    NoisyLinear,
+    noisy_mlp,
+    reset_noise,
+)
 
 
 def _project_reference(probs, partial, discount, support):

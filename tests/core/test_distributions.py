@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import distributions as D
 
-from rlblocks.distributions import Categorical, DiagGaussian, MultiCategorical
+from rlblocks.algo import Categorical, DiagGaussian, MultiCategorical
 
 
 def test_categorical_matches_torch_log_prob_entropy_and_kl() -> None:

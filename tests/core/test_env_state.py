@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlblocks import env_state
-from rlblocks.checkpoint import from_plain, to_plain
+from rlblocks.collect import _env_state as env_state
+from rlblocks.run._checkpoint import from_plain, to_plain
 
 CLASSIC = ["CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
            "Acrobot-v1", "FrozenLake-v1", "CliffWalking-v1", "Blackjack-v1"]  # fmt: skip

@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlblocks.errors import ConfigError
-from rlblocks.plugins import hookimpl, hookspecs
-from rlblocks.plugins.manager import hook_names, make_plugin_manager
+from rlblocks.contracts import ConfigError
+from rlblocks.plugins import hook_names, hookimpl, hookspecs, make_plugin_manager
 
 EXPECTED_HOOKS = {
     "rlblocks_configure",

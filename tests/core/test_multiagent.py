@@ -1,4 +1,4 @@
-"""Multi-agent envs as agent slots and the multi-agent collector (rlblocks.multiagent)."""
+"""Multi-agent envs as agent slots and the multi-agent collector (rlblocks.run)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,12 @@ pettingzoo = pytest.importorskip("pettingzoo")
 from pettingzoo import AECEnv, ParallelEnv  # noqa: E402
 from pettingzoo.utils import AgentSelector  # noqa: E402
 
-from rlblocks.batch import Batch  # noqa: E402
-from rlblocks.compose import make_buffer  # noqa: E402
-from rlblocks.errors import ConfigError  # noqa: E402
-from rlblocks.multiagent import (  # noqa: E402
+from rlblocks.contracts import Batch, ConfigError  # noqa: E402
+from rlblocks.run import (  # noqa: E402
     MultiAgentCollector,
     MultiAgentVectorEnv,
     is_multiagent_id,
+    make_buffer,
     multiagent_factory,
 )
 
@@ -311,7 +310,7 @@ def test_wrapped_envs_pass_pettingzoo_api_tests() -> None:
     from mpe2 import simple_spread_v3
     from pettingzoo.test import api_test, parallel_api_test
 
-    from rlblocks.pettingzoo_wrappers import AgentIdObservation, AgentIdObservationAEC
+    from rlblocks.run import AgentIdObservation, AgentIdObservationAEC
 
     par = AgentIdObservation(simple_spread_v3.parallel_env(continuous_actions=False))
     parallel_api_test(par, num_cycles=100)
@@ -351,9 +350,8 @@ def test_one_trainer_trains_a_policy_per_agent_group() -> None:
     import torch
     from mpe2 import simple_spread_v3
 
-    from rlblocks.compose import make_policy
-    from rlblocks.multiagent import BufferGroup, PolicyGroup
-    from rlblocks.trainer import OnPolicyTrainer
+    from rlblocks.run import BufferGroup, PolicyGroup, make_policy
+    from rlblocks.trainers import OnPolicyTrainer
 
     make = lambda: simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)  # noqa: E731
     train_envs, test_envs = MultiAgentVectorEnv([make] * 2), MultiAgentVectorEnv([make] * 2)

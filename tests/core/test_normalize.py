@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlblocks.normalize import RunningMeanStd
+from rlblocks.algo import RunningMeanStd
 
 
 def test_batches_merge_to_the_statistics_of_all_data() -> None:

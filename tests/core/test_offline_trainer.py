@@ -12,16 +12,13 @@ import torch
 from torch import nn
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError, NonFiniteError
-from rlblocks.optim import OptimizerStep
-from rlblocks.plugins.hookspecs import hookimpl
-from rlblocks.plugins.manager import make_plugin_manager
-from rlblocks.policy import BasePolicy
-from rlblocks.trainer import OfflineTrainer
+from rlblocks.algo import BasePolicy, OptimizerStep
+from rlblocks.collect import Collector
+from rlblocks.contracts import Batch, ConfigError, NonFiniteError
+from rlblocks.plugins import hookimpl, make_plugin_manager
+from rlblocks.replay import ReplayBuffer
+from rlblocks.run import load_checkpoint, save_checkpoint
+from rlblocks.trainers import OfflineTrainer
 
 OBS = gym.spaces.Box(-5.0, 5.0, (4,), dtype=np.float32)
 ACT = gym.spaces.Discrete(2)

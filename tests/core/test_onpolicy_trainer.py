@@ -9,12 +9,11 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError
-from rlblocks.policy import BasePolicy
-from rlblocks.trainer import OnPolicyTrainer
+from rlblocks.algo import BasePolicy
+from rlblocks.collect import Collector
+from rlblocks.contracts import Batch, ConfigError
+from rlblocks.replay import ReplayBuffer
+from rlblocks.trainers import OnPolicyTrainer
 
 
 class FixedLengthEnv(gym.Env):

@@ -12,13 +12,13 @@ import torch
 from torch import nn
 
 import rlblocks
-import rlblocks.envs  # registers rlblocks/MaskedCartPole-v1
-from rlblocks import env_state
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.envs import MASKED_CARTPOLE_ID, MaskedCartPole
-from rlblocks.nets import RecurrentBody, detach_state
-from rlblocks.policy import BasePolicy
+import rlblocks.run._envs  # registers rlblocks/MaskedCartPole-v1
+from rlblocks.algo import BasePolicy
+from rlblocks.algo.nets import RecurrentBody, detach_state
+from rlblocks.collect import _env_state as env_state
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
+from rlblocks.run import MASKED_CARTPOLE_ID, MaskedCartPole
 
 CELLS = ["lstm", "gru"]
 IN, HID, LAYERS = 3, 5, 2

@@ -12,19 +12,18 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks._spec import REPLAY
-from rlblocks.batch import Batch
+from rlblocks.algo import BasePolicy
 from rlblocks.cli import main
-from rlblocks.errors import (
+from rlblocks.contracts import (
+    Batch,
     ConfigError,
     DuplicateComponentError,
     PluginLoadError,
     UnknownComponentError,
 )
-from rlblocks.plugins import registry as registry_module
-from rlblocks.plugins.registry import Registry, get_registry, reset_caches
-from rlblocks.plugins.spec import AlgoSpec, BufferSpec
-from rlblocks.policy import BasePolicy
+from rlblocks.plugins import AlgoSpec, BufferSpec, Registry, get_registry, reset_caches
+from rlblocks.plugins import _registry as registry_module
+from rlblocks.replay._specs import REPLAY
 
 
 @pytest.fixture
@@ -65,7 +64,7 @@ def uid() -> str:
 
 def algo_spec_module(name: str, summary: str, impl: str) -> str:
     return f"""
-        from rlblocks.plugins.spec import AlgoSpec
+        from rlblocks.plugins import AlgoSpec
         SPEC = AlgoSpec(name={name!r}, summary={summary!r}, impl={impl!r})
     """
 
@@ -207,7 +206,7 @@ def test_loadable_specs_leave_out_a_broken_plugin_and_keep_the_rest(broken_dist)
 def test_the_algorithms_offered_for_some_spaces_leave_out_a_broken_plugin(broken_dist):
     import gymnasium as gym
 
-    from rlblocks.compose import _algos_for
+    from rlblocks.run._compose import _algos_for
 
     offered = _algos_for(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
     names = offered.split(": ", 1)[1].split(", ")
@@ -234,7 +233,7 @@ def test_spec_of_the_wrong_kind_is_rejected(make_dist, uid):
         "fake-mixup", "2.0",
         {"rlblocks.algos": {"mixup": f"{uid}:SPEC"}},
         {f"{uid}.py": """
-            from rlblocks.plugins.spec import BufferSpec
+            from rlblocks.plugins import BufferSpec
             SPEC = BufferSpec(name="mixup", summary="a buffer", impl="x:Y")
         """},
     )
@@ -332,7 +331,7 @@ def test_a_spec_s_own_mistakes_are_named_when_it_loads(make_dist, uid, body, mes
         {"rlblocks.algos": {"sloppy": f"{uid}:SPEC"}},
         {f"{uid}.py": f"""
             import attrs
-            from rlblocks.plugins.spec import AlgoSpec
+            from rlblocks.plugins import AlgoSpec
 
             @attrs.define
             class Cfg:
@@ -374,7 +373,7 @@ class _NoLearn(BasePolicy):
 @pytest.mark.parametrize(
     ("impl", "message"),
     [
-        ("_NotAPolicy", r"built a _NotAPolicy, which is not an rlblocks\.policy\.BasePolicy"),
+        ("_NotAPolicy", r"built a _NotAPolicy, which is not an rlblocks\.algo\.BasePolicy"),
         ("_NoLearn", r"policy _NoLearn does not implement learn"),
     ],
 )
@@ -395,8 +394,8 @@ def test_make_policy_takes_a_dict_config_checked_by_field() -> None:
 
 
 def test_a_spec_s_invalid_defaults_are_blamed_on_the_plugin(rlblocks_add_plugin) -> None:
-    from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import spec_lookup
 
     dqn = get_registry("algo").spec("dqn")
     spec = AlgoSpec(name="typo-defaults", summary="s", impl=dqn.impl, config=dqn.config,

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.returns import (
+from rlblocks.algo import (
     discounted_returns,
     episodic_returns,
     gae,
@@ -16,6 +15,7 @@ from rlblocks.returns import (
     reverse_linear_scan,
     value_mask,
 )
+from rlblocks.replay import ReplayBuffer
 
 KINDS = ("terminated", "truncated", "unfinished")
 

@@ -9,8 +9,7 @@ import torch
 from torch import nn
 
 import rlblocks
-from rlblocks.optim import OptimizerStep
-from rlblocks.temperature import EntropyTemperature
+from rlblocks.algo import EntropyTemperature, OptimizerStep
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 BOX = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)

@@ -14,7 +14,17 @@ import pytest
 import torch
 from torch import nn
 
-from rlblocks.nets import (
+from rlblocks.algo import (
+    BasePolicy,
+    FiniteWatch,
+    GaussianNoise,
+    OptimizerStep,
+    OUNoise,
+    TargetNetwork,
+    make_noise,
+    optimizers_deferred,
+)
+from rlblocks.algo.nets import (
     DeterministicActor,
     EnsembleLinear,
     FlattenEncoder,
@@ -22,16 +32,13 @@ from rlblocks.nets import (
     ObsEncoder,
     QEnsemble,
     SquashedGaussianActor,
+    activation_class,
     is_image_space,
     obs_to_tensor,
 )
-from rlblocks.nets.mlp import _ACTIVATIONS, activation_class
-from rlblocks.noise import GaussianNoise, OUNoise, make_noise
-from rlblocks.optim import FiniteWatch, OptimizerStep, optimizers_deferred
-from rlblocks.policy import BasePolicy
-from rlblocks.stats import StatsAccumulator
-from rlblocks.target import TargetNetwork
-from rlblocks.validators import ACTIVATIONS
+from rlblocks.algo.nets._mlp import _ACTIVATIONS
+from rlblocks.contracts._validators import ACTIVATIONS
+from rlblocks.trainers import StatsAccumulator
 
 
 # -- optimizer step ------------------------------------------------------------------------------

@@ -10,11 +10,10 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError, NonFiniteError
-from rlblocks.plugins.hookspecs import hookimpl
-from rlblocks.plugins.manager import make_plugin_manager
-from rlblocks.trainer import OffPolicyTrainer
+from rlblocks.collect import Collector
+from rlblocks.contracts import ConfigError, NonFiniteError
+from rlblocks.plugins import hookimpl, make_plugin_manager
+from rlblocks.trainers import OffPolicyTrainer
 
 
 class Recorder:

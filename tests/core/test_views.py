@@ -12,24 +12,21 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlblocks.async_collector import AsyncCollector
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError
-from rlblocks.onpolicy import OnPolicyPolicy
-from rlblocks.onpolicy_config import OnPolicyConfig
-from rlblocks.policy import BasePolicy
-from rlblocks.testing.env_checks import ProbeEnv, probe_env_fns
-from rlblocks.trainer import OnPolicyTrainer
-from rlblocks.views import (
+from rlblocks.algo import BasePolicy, OnPolicyConfig, OnPolicyPolicy
+from rlblocks.collect import AsyncCollector, Collector
+from rlblocks.contracts import (
     STORED_PREFIX,
     ActingViews,
+    Batch,
+    ConfigError,
     ViewRequirement,
     parse_shift,
     stored_key,
     training_views,
 )
+from rlblocks.replay import ReplayBuffer
+from rlblocks.testing.env_checks import ProbeEnv, probe_env_fns
+from rlblocks.trainers import OnPolicyTrainer
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 
 
@@ -590,7 +587,7 @@ def test_acting_views_of_a_dict_observation_stack_each_key_and_view_one_key() ->
 
 
 def test_a_collector_stacks_the_frames_of_a_dict_observation_as_the_buffer_does() -> None:
-    from rlblocks.compose import stacked_space
+    from rlblocks.run import stacked_space
 
     space = stacked_space(DictCountEnv.observation_space, 3)
     assert isinstance(space, gym.spaces.Dict) and space["img"].shape == (3, 1, 2)
@@ -611,7 +608,7 @@ def test_a_collector_stacks_the_frames_of_a_dict_observation_as_the_buffer_does(
 
 
 def test_dict_view_histories_survive_a_collector_checkpoint() -> None:
-    from rlblocks.checkpoint import from_plain, to_plain
+    from rlblocks.run._checkpoint import from_plain, to_plain
 
     envs = DummyVectorEnv([lambda: DictCountEnv(7)])
     collector = Collector(DictViewPolicy(dict(DICT_VIEWS)), envs, ReplayBuffer(64))

@@ -83,7 +83,7 @@ def test_page_examples_run(
 
 
 def test_hooks_page_documents_every_hook() -> None:
-    from rlblocks.plugins.manager import hook_names
+    from rlblocks.plugins import hook_names
 
     text = (DOCS / "tutorials" / "hooks.md").read_text("utf-8")
     missing = [name for name in hook_names() if name not in text]
@@ -93,7 +93,7 @@ def test_hooks_page_documents_every_hook() -> None:
 def test_trainer_page_documents_every_trainer_field() -> None:
     import attrs
 
-    from rlblocks.config import TrainerConfig
+    from rlblocks.run import TrainerConfig
 
     text = (DOCS / "tutorials" / "trainer.md").read_text("utf-8")
     missing = [f.name for f in attrs.fields(TrainerConfig) if f"| `{f.name}` |" not in text]

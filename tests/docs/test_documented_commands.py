@@ -56,9 +56,9 @@ def test_the_docs_show_train_commands_to_check() -> None:
 
 @pytest.mark.parametrize(("where", "command"), COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_documented_train_command_resolves(where: str, command: str) -> None:
-    from rlblocks import config as cfg
     from rlblocks.cli import build_parser, train_settings
-    from rlblocks.experiment import resolve_train_config
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import resolve_train_config
 
     argv = shlex.split(command)[1:]
     if "--config" in argv or any(a.isupper() or "<" in a for a in argv[:2]):

@@ -15,12 +15,10 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.checkpoint import load_checkpoint
 from rlblocks.cli import main as cli
-from rlblocks.errors import CheckpointError, ConfigError
+from rlblocks.contracts import Batch, CheckpointError, ConfigError
 from rlblocks.plugins import hookimpl
-from rlblocks.runs import read_tests
+from rlblocks.run import load_checkpoint, read_tests
 
 SMALL = [
     "trainer.max_env_steps=600",
@@ -204,7 +202,7 @@ def test_cli_eval_writes_json_and_a_video_whose_frames_read_back(solved_run, tmp
 
 
 def test_video_file_needs_a_known_suffix(tmp_path: Path) -> None:
-    from rlblocks.agent import Agent
+    from rlblocks.run import Agent
 
     agent = Agent.__new__(Agent)
     with pytest.raises(ConfigError, match=r"\.mp4 or \.gif"):
@@ -220,7 +218,7 @@ def test_cli_plot_draws_one_curve_per_algo_env_group(solved_run, tmp_path: Path)
                    overrides=["trainer.max_env_steps=3000", "trainer.test_interval=1000",
                               "trainer.test_episodes=2", "env.num_test_envs=2"])  # fmt: skip
     out = tmp_path / "curves.png"
-    from rlblocks.runs import plot_runs
+    from rlblocks.tools import plot_runs
 
     counts = plot_runs([run, other, run], out)  # a run named twice counts once
     assert counts == {"dqn on CartPole-v1": 1, "ppo on CartPole-v1": 1}
@@ -242,7 +240,7 @@ def test_plot_needs_tests_in_the_runs(tmp_path: Path) -> None:
 
 def _fake_run(run: Path, algo: str, returns: list[float]) -> Path:
     """A run directory as `rlblocks train` leaves it, as far as plotting reads it."""
-    from rlblocks.runs import TestRecorder
+    from rlblocks.run import TestRecorder
 
     run.mkdir(parents=True)
     (run / "config.json").write_text(json.dumps({"algo_name": algo, "env": {"id": "X-v0"}}))
@@ -258,7 +256,7 @@ def _fake_run(run: Path, algo: str, returns: list[float]) -> Path:
 
 def test_plot_takes_a_folder_of_runs_and_counts_each_run_once(tmp_path: Path, capsys) -> None:
     pytest.importorskip("matplotlib")
-    from rlblocks.runs import find_runs, plot_runs
+    from rlblocks.tools import find_runs, plot_runs
 
     a = _fake_run(tmp_path / "runs" / "dqn-a", "dqn", [1.0, 2.0])
     b = _fake_run(tmp_path / "runs" / "sweep" / "dqn-b", "dqn", [3.0])
@@ -286,7 +284,7 @@ def test_plot_takes_a_folder_of_runs_and_counts_each_run_once(tmp_path: Path, ca
 
 def test_plot_of_a_folder_skips_a_damaged_run_and_says_so(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from rlblocks.runs import plot_runs
+    from rlblocks.tools import plot_runs
 
     _fake_run(tmp_path / "runs" / "dqn-a", "dqn", [1.0, 2.0])
     broken = _fake_run(tmp_path / "runs" / "dqn-b", "dqn", [3.0])
@@ -352,7 +350,7 @@ class _StopAt:
     @hookimpl
     def rlblocks_rollout_end(self, stats: dict, env_step: int, trainer) -> None:
         if env_step >= self.env_step:
-            from rlblocks.runs import describe_run
+            from rlblocks.tools import describe_run
 
             self.seen = describe_run(self.run)
             raise RuntimeError("killed")
@@ -413,7 +411,7 @@ def test_list_details_stays_readable(capsys) -> None:
 def test_device_auto_and_clear_errors() -> None:
     import torch
 
-    from rlblocks.compose import resolve_device
+    from rlblocks.run import resolve_device
 
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == "cpu"
@@ -525,7 +523,7 @@ def test_resume_truncates_the_test_record_to_the_checkpoint(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_hooks_get_the_live_trainer_and_can_change_lr_save_evaluate_and_stop(tmp_path) -> None:
-    from rlblocks.plugins.hookspecs import hookimpl
+    from rlblocks.plugins import hookimpl
 
     seen: dict[str, list] = {"lr": [], "saved": [], "own_test": []}
 
@@ -577,7 +575,7 @@ def test_progress_prints_one_line_per_test_when_not_on_a_terminal(tmp_path) -> N
 
 
 def test_parse_seeds_and_summary_statistics() -> None:
-    from rlblocks.seeds import parse_seeds, summarize
+    from rlblocks.tools import parse_seeds, summarize
 
     assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
     assert parse_seeds("1, 5,9") == [1, 5, 9]
@@ -629,8 +627,8 @@ def test_ctrl_c_during_seeds_stops_the_set_and_keeps_it_out_of_the_figures(tmp_p
     import os
     import signal
 
-    from rlblocks.plugins.hookspecs import hookimpl
-    from rlblocks.seeds import exit_status, train_seeds
+    from rlblocks.plugins import hookimpl
+    from rlblocks.tools import exit_status, train_seeds
 
     class CtrlCAtFirstTest:
         @hookimpl
@@ -649,7 +647,7 @@ def test_ctrl_c_during_seeds_stops_the_set_and_keeps_it_out_of_the_figures(tmp_p
 @pytest.mark.slow
 def test_seeds_on_a_local_ray(tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    from rlblocks.seeds import train_seeds
+    from rlblocks.tools import train_seeds
 
     lines: list[str] = []
     summary = train_seeds("dqn", [3, 4], tmp_path / "ray", ray_address="local",
@@ -697,7 +695,7 @@ def test_tune_dqn_8_trials_then_its_best_toml_trains_when_passed_back(tmp_path, 
 
 
 def test_tune_param_syntax_and_typos() -> None:
-    from rlblocks.tuning import parse_param
+    from rlblocks.tools import parse_param
 
     assert parse_param("algo.lr=loguniform:1e-5:1e-2")[1].kind == "loguniform"
     assert parse_param("algo.hidden_sizes=choice:[64]|[128, 128]")[1].choices == ([64], [128, 128])
@@ -706,7 +704,7 @@ def test_tune_param_syntax_and_typos() -> None:
         with pytest.raises(ConfigError, match="--param"):
             parse_param(bad)
     pytest.importorskip("optuna")
-    from rlblocks.tuning import tune
+    from rlblocks.tools import tune
 
     with pytest.raises(ConfigError, match=r"has no field algo\.lrr"):
         tune("dqn", trials=1, params=["algo.lrr=uniform:0:1"])
@@ -781,7 +779,7 @@ def test_after_training_mistakes_are_named_not_raised_from_deep_inside(
 
 
 def test_a_curve_band_before_a_run_s_first_test_uses_only_runs_tested_there() -> None:
-    from rlblocks.runs import bootstrap_band
+    from rlblocks.tools import bootstrap_band
 
     nan = float("nan")
     mean, lo, hi = bootstrap_band(np.array([[10.0, 20.0, 30.0], [nan, 200.0, 300.0]]))
@@ -790,7 +788,7 @@ def test_a_curve_band_before_a_run_s_first_test_uses_only_runs_tested_there() ->
 
 
 def test_small_argument_mistakes_after_training_are_named(tmp_path: Path, capsys) -> None:
-    from rlblocks.runs import describe_algo
+    from rlblocks.tools import describe_algo
 
     with pytest.raises(ConfigError, match="CartPol-v1"):
         describe_algo("dqn", env="CartPol-v1")

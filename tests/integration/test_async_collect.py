@@ -11,13 +11,11 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.async_collector import AsyncCollector
-from rlblocks.auto_backend import make_auto_vector_env
-from rlblocks.compose import check_async_collect, check_training, spec_lookup
-from rlblocks.config import build_config
-from rlblocks.errors import ConfigError
-from rlblocks.plugins.hookspecs import hookimpl
-from rlblocks.protocols import AsyncVectorEnv
+from rlblocks.collect import AsyncCollector
+from rlblocks.contracts import AsyncVectorEnv, ConfigError
+from rlblocks.plugins import hookimpl
+from rlblocks.run import build_config, make_auto_vector_env, spec_lookup
+from rlblocks.run._compose import check_async_collect, check_training
 
 SMALL = [
     "trainer.max_env_steps=600",

@@ -13,16 +13,19 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks import config as cfg
-from rlblocks import env_state
-from rlblocks.atari import atari100k_config, make_atari
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.compose import make_vector_env, spec_lookup
-from rlblocks.errors import ConfigError
+from rlblocks.collect import Collector
+from rlblocks.collect import _env_state as env_state
+from rlblocks.contracts import (
+    Batch,
+    ConfigError,
+    ViewRequirement,
+    frame_stack_views,
+    training_views,
+)
 from rlblocks.plugins import hookimpl
-from rlblocks.views import ViewRequirement, frame_stack_views, training_views
+from rlblocks.replay import ReplayBuffer
+from rlblocks.run import _config as cfg
+from rlblocks.run import atari100k_config, make_atari, make_vector_env, spec_lookup
 
 FRAME = 84 * 84  # bytes of one stored uint8 frame
 
@@ -167,7 +170,7 @@ def test_every_value_based_algo_has_an_atari_preset() -> None:
     )
     assert der.algo.n_step == 20 and der.trainer.max_env_steps == 100_000
     assert der.env.make_kwargs["repeat_action_probability"] == 0.0
-    assert "rlblocks.atari:EpisodicLife" in der.env.train_wrappers
+    assert "rlblocks.run._atari:EpisodicLife" in der.env.train_wrappers
 
 
 def test_on_policy_runs_refuse_buffer_frame_stacks(tmp_path: Path) -> None:

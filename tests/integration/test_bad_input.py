@@ -14,8 +14,8 @@ import torch
 
 import rlblocks
 from rlblocks.cli import main as cli
-from rlblocks.errors import CheckpointError, ConfigError, EnvWorkerError, NonFiniteError
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.contracts import CheckpointError, ConfigError, EnvWorkerError, NonFiniteError
+from rlblocks.plugins import hookimpl
 
 QUIET = ["--no-progress", "--set", "run.loggers=[]"]
 #: a short run that tests only at its end
@@ -252,7 +252,7 @@ def test_a_recurrent_algorithm_on_a_buffer_without_sequences_is_refused_by_field
 ) -> None:
     import attrs
 
-    from rlblocks.plugins.registry import get_registry
+    from rlblocks.plugins import get_registry
 
     dqn = get_registry("algo").spec("dqn")
     recurrent = attrs.evolve(dqn, name="dqn-recurrent-test", recurrent=True)

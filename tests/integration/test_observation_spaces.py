@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.nets import ImageEncoder
+from rlblocks.algo.nets import ImageEncoder
 
 NESTED_ID = "rlblocks-test/NestedCartPole-v0"
 PIXELS_ID = "rlblocks-test/Pixels-v0"

@@ -16,12 +16,12 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
-from rlblocks.collector import Collector
-from rlblocks.errors import CheckpointError, ConfigError
-from rlblocks.plugins.hookspecs import hookimpl
-from rlblocks.runs import describe_run
-from rlblocks.trainer import OfflineTrainer
+from rlblocks.collect import Collector
+from rlblocks.contracts import CheckpointError, ConfigError
+from rlblocks.plugins import hookimpl
+from rlblocks.run import latest_checkpoint, load_checkpoint
+from rlblocks.tools import describe_run
+from rlblocks.trainers import OfflineTrainer
 
 #: a small, quick schedule: tests every 100 gradient steps, checkpoints every 100
 SMALL = [
@@ -330,7 +330,7 @@ def test_screened_tests_of_an_offline_run_are_recorded_at_env_step_0(
     run = tmp_path / "run"
     rlblocks.train("td3bc", dataset=str(dataset), max_gradient_steps=300, stop_reward=1e6,
                    overrides=over, loggers=[], progress=False, run_dir=run)  # fmt: skip
-    from rlblocks.runs import read_tests
+    from rlblocks.run import read_tests
 
     rows = read_tests(run)
     assert [r["screen"] for r in rows] == [1, 1, 0]

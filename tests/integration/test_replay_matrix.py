@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
-import rlblocks.errors
-from rlblocks.errors import ConfigError
-from rlblocks.returns import nstep_return
+import rlblocks.contracts._errors
+from rlblocks.algo import nstep_return
+from rlblocks.contracts import ConfigError
 
 pytest.importorskip("rlblocks_buffer_vector")
 pytest.importorskip("rlblocks_buffer_prioritized")
@@ -167,7 +167,7 @@ def test_every_composition_works_and_round_trips(combo, tmp_path) -> None:
     file = tmp_path / "buf.h5"
     buf.save_hdf5(file)
     if relabel == "her":  # the file names code (compute_reward): loaded only with consent
-        with pytest.raises(rlblocks.errors.BufferFileError, match="trust_imports=True"):
+        with pytest.raises(rlblocks.contracts._errors.BufferFileError, match="trust_imports=True"):
             rlblocks.ReplayBuffer.load_hdf5(file)
     again = rlblocks.ReplayBuffer.load_hdf5(file, trust_imports=True)
     assert again.parts() == buf.parts()

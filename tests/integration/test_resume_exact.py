@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.compose import make_vector_env
-from rlblocks.errors import EnvWorkerError
+from rlblocks.contracts import EnvWorkerError
 from rlblocks.plugins import hookimpl
+from rlblocks.run import make_vector_env
 
 _NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -186,8 +186,8 @@ def test_a_hook_may_checkpoint_numpy_arrays(tmp_path: Path) -> None:
 def test_the_checkpoint_keeps_the_gpu_generators_and_resume_continues_them(
     tmp_path: Path, monkeypatch, capfd
 ) -> None:
-    from rlblocks import experiment
-    from rlblocks.checkpoint import load_checkpoint
+    from rlblocks.run import _experiment as experiment
+    from rlblocks.run import load_checkpoint
 
     # a stand-in for a run on two GPUs (on a GPU, the sac-pendulum-cuda case above runs it all)
     states = [torch.arange(8, dtype=torch.uint8), torch.arange(8, 16, dtype=torch.uint8)]

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 import rlblocks
-from rlblocks.checkpoint import verify_run
 from rlblocks.cli import main as cli
-from rlblocks.errors import RlblocksError
-from rlblocks.runs import read_tests
+from rlblocks.contracts import RlblocksError
+from rlblocks.run import read_tests, verify_run
 
 SETS = ["trainer.max_env_steps=600", "trainer.warmup_steps=96", "trainer.test_interval=200",
         "trainer.checkpoint_interval=200", "trainer.test_episodes=4", "env.num_envs=4",

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 import rlblocks
-from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
 from rlblocks.cli import main as cli
-from rlblocks.errors import ConfigError
-from rlblocks.runs import RunDirLock
+from rlblocks.contracts import ConfigError
+from rlblocks.run import RunDirLock, latest_checkpoint, load_checkpoint
 
 SMALL = [
     "trainer.max_env_steps=600",
@@ -146,7 +145,7 @@ def test_stale_temporaries_of_a_killed_run_are_removed(tmp_path: Path) -> None:
 def _gen_store(tmp_path: Path):
     import torch
 
-    from rlblocks.checkpoint import GenerationStore, save_checkpoint
+    from rlblocks.run import GenerationStore, save_checkpoint
 
     store = GenerationStore(tmp_path / "checkpoints")
 
@@ -217,7 +216,7 @@ def test_a_crash_while_writing_a_generation_leaves_the_previous_one_current(tmp_
 def test_best_pt_with_flipped_bytes_is_refused(tmp_path: Path) -> None:
     import torch
 
-    from rlblocks.checkpoint import save_checkpoint_verified
+    from rlblocks.run._checkpoint import save_checkpoint_verified
 
     path = tmp_path / "best.pt"
     save_checkpoint_verified(path, {"policy": {"w": torch.ones(1000)}})
@@ -267,7 +266,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
     import h5py
     import torch
 
-    from rlblocks.checkpoint import GenerationStore
+    from rlblocks.run import GenerationStore
 
     rng = random.Random(0)
     run = tmp_path / "run"
@@ -275,7 +274,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
     # a kill lands at a random moment of training, after the process has started (which takes
     # longer on a loaded machine, or under coverage): measured here, not assumed
     began = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import rlblocks.experiment, torch, gymnasium"],
+    subprocess.run([sys.executable, "-c", "import rlblocks.run, torch, gymnasium"],
                    capture_output=True, check=True, timeout=300)  # fmt: skip
     startup = time.monotonic() - began
     kills = 0
@@ -333,7 +332,7 @@ def test_resume_continues_the_exploration_and_global_random_streams(tmp_path: Pa
 
     import numpy as np
 
-    from rlblocks.experiment import _numpy_rng_state, _set_numpy_rng_state
+    from rlblocks.run._experiment import _numpy_rng_state, _set_numpy_rng_state
 
     policy = rlblocks.make_policy("dqn", *_spaces())
     policy.seed(3)

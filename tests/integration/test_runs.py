@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
-from rlblocks.errors import CheckpointError, ConfigError, UnknownComponentError
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.contracts import CheckpointError, ConfigError, UnknownComponentError
+from rlblocks.plugins import hookimpl
+from rlblocks.run import latest_checkpoint, load_checkpoint
 from rlblocks.testing import CrashAt
 
 SMALL = [
@@ -129,7 +129,7 @@ def test_a_resumed_run_keeps_its_composed_buffer_and_memmap_storage(
     seen: dict[str, object] = {}
 
     class Look:
-        @rlblocks.plugins.hookspecs.hookimpl
+        @rlblocks.plugins.hookimpl
         def rlblocks_rollout_end(self, stats, env_step, trainer):  # type: ignore[no-untyped-def]
             if not seen:  # the first collect after the resume: the restored buffer
                 buf = trainer.buffer
@@ -147,7 +147,7 @@ def test_a_resumed_run_keeps_its_composed_buffer_and_memmap_storage(
 def test_runs_flush_denormals_while_training_and_restore_the_setting(
     tmp_path: Path, flush: bool
 ) -> None:
-    from rlblocks.experiment import _flushing_denormals
+    from rlblocks.run._experiment import _flushing_denormals
 
     seen: list[bool] = []
 
@@ -213,7 +213,7 @@ def test_cli_budget_flag_trains_and_extends_a_run(tmp_path: Path, capsys) -> Non
 
 
 def test_unknown_algo_names_installed_ones_and_package(tmp_path: Path, monkeypatch) -> None:
-    from rlblocks.plugins import registry as registry_module
+    from rlblocks.plugins import _registry as registry_module
 
     # a first-party package that is not installed here
     first_party = registry_module.FIRST_PARTY["algo"] | {"zz_missing"}
@@ -301,8 +301,8 @@ def test_cli_reports_config_error_without_traceback(tmp_path: Path) -> None:
 def test_configure_runs_before_anything_is_built_and_setup_errors_reach_the_hook(
     tmp_path: Path, monkeypatch
 ) -> None:
-    import rlblocks.experiment as experiment
-    from rlblocks.plugins.hookspecs import hookimpl
+    import rlblocks.run._experiment as experiment
+    from rlblocks.plugins import hookimpl
 
     events: list[str] = []
     real_make = experiment.make_vector_env
@@ -341,9 +341,8 @@ class _InfoCartPole(gym.Wrapper):
 
 
 def test_env_info_keys_reach_the_run_s_buffer() -> None:
-    from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
-    from rlblocks.experiment import Experiment
+    from rlblocks.run import Experiment, spec_lookup
+    from rlblocks.run import _config as cfg
 
     config = cfg.build_config(
         "dqn", overrides=["env.info_keys=[\"x\"]", "env.num_envs=2", "run.loggers=[]"],
@@ -364,7 +363,7 @@ def test_env_info_keys_reach_the_run_s_buffer() -> None:
 
 
 def test_a_run_of_a_qualified_name_records_its_distribution_and_describes(tmp_path: Path) -> None:
-    from rlblocks.runs import describe_run
+    from rlblocks.tools import describe_run
 
     run = tmp_path / "run"
     rlblocks.train("dqn@rlblocks-algo-dqn", seed=0, overrides=SMALL, run_dir=run,
@@ -390,7 +389,7 @@ def _short_scaled_cartpole():
 def test_a_run_of_an_env_factory_is_never_evaluated_or_resumed_on_the_plain_env(
     tmp_path: Path,
 ) -> None:
-    from rlblocks.runs import describe_run
+    from rlblocks.tools import describe_run
 
     run = tmp_path / "run"
     result = rlblocks.train("dqn", env=_short_scaled_cartpole, seed=0, overrides=SMALL,

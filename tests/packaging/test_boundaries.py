@@ -52,7 +52,7 @@ def test_the_registry_knows_every_first_party_plugin_and_its_distribution() -> N
     # hold every plugin this repository ships, under the distribution name it really has
     import tomllib
 
-    from rlblocks.plugins.registry import FIRST_PARTY, GROUPS, install_hint
+    from rlblocks.plugins import FIRST_PARTY, GROUPS, install_hint
 
     shipped: dict[str, set[str]] = {kind: set() for kind in GROUPS}
     for pyproject in sorted(ROOT.glob("plugins/*/*/pyproject.toml")):

@@ -48,7 +48,7 @@ def _throwaway_env_plugin(root: Path) -> Path:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "_spec.py").write_text(textwrap.dedent("""
-        from rlblocks.plugins.spec import EnvBackendSpec
+        from rlblocks.plugins import EnvBackendSpec
         SPEC = EnvBackendSpec(name="probe", summary="Packaging probe.", impl="rlblocks_env_probe:X")
     """))
     (root / "pyproject.toml").write_text(textwrap.dedent("""

@@ -1,59 +1,69 @@
 """rlblocks: deep reinforcement learning for PyTorch, a small core plus plugins composed by name.
 
-Names are imported lazily so that ``import rlblocks`` (and ``rlblocks list``) never imports torch.
+This face holds what a user writes first (``rlblocks.train``, ``load``, ``resume``, the
+``make_*`` factories, ``Batch``, ``ReplayBuffer``, ``Collector``, the trainers and the error
+types). The building blocks live in the subpackages' faces, lowest first: ``rlblocks.contracts``,
+``rlblocks.plugins``, ``rlblocks.replay`` / ``rlblocks.collect`` / ``rlblocks.algo``
+(with ``rlblocks.algo.nets``), ``rlblocks.trainers``, ``rlblocks.run``, ``rlblocks.tools`` and
+``rlblocks.testing``; together their ``__all__`` lists are the plugin API.
+
+Names are imported on first use, so ``import rlblocks`` (and ``rlblocks list``) never imports
+torch.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rlblocks._lazy import attach
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "Batch": "rlblocks.batch",
-    "ReplayBuffer": "rlblocks.buffer",
-    "Collector": "rlblocks.collector",
-    "CollectStats": "rlblocks.collector",
-    "train": "rlblocks.experiment",
-    "load": "rlblocks.agent",
-    "Agent": "rlblocks.agent",
-    "EvalResult": "rlblocks.agent",
-    "resume": "rlblocks.experiment",
-    "resolve_train_config": "rlblocks.experiment",
-    "make_vector_env": "rlblocks.compose",
-    "make_buffer": "rlblocks.compose",
-    "make_policy": "rlblocks.compose",
-    "OffPolicyTrainer": "rlblocks.trainer",
-    "OfflineTrainer": "rlblocks.trainer",
-    "OnPolicyTrainer": "rlblocks.trainer",
-    "RlblocksError": "rlblocks.errors",
-    "UnknownComponentError": "rlblocks.errors",
-    "ConfigError": "rlblocks.errors",
-    "NonFiniteError": "rlblocks.errors",
-}
-
-__all__ = sorted([*_LAZY, "__version__"])
+__all__ = [
+    "Agent",
+    "Batch",
+    "CollectStats",
+    "Collector",
+    "ConfigError",
+    "EvalResult",
+    "NonFiniteError",
+    "OffPolicyTrainer",
+    "OfflineTrainer",
+    "OnPolicyTrainer",
+    "ReplayBuffer",
+    "RlblocksError",
+    "UnknownComponentError",
+    "__version__",
+    "load",
+    "make_buffer",
+    "make_policy",
+    "make_vector_env",
+    "resolve_train_config",
+    "resume",
+    "train",
+]
 
 if TYPE_CHECKING:
-    from rlblocks.agent import Agent, EvalResult, load
-    from rlblocks.batch import Batch
-    from rlblocks.buffer import ReplayBuffer
-    from rlblocks.collector import Collector, CollectStats
-    from rlblocks.compose import make_buffer, make_policy, make_vector_env
-    from rlblocks.errors import ConfigError, NonFiniteError, RlblocksError, UnknownComponentError
-    from rlblocks.experiment import resolve_train_config, resume, train
-    from rlblocks.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
+    from rlblocks.collect import Collector, CollectStats
+    from rlblocks.contracts import (
+        Batch,
+        ConfigError,
+        NonFiniteError,
+        RlblocksError,
+        UnknownComponentError,
+    )
+    from rlblocks.replay import ReplayBuffer
+    from rlblocks.run import (
+        Agent,
+        EvalResult,
+        load,
+        make_buffer,
+        make_policy,
+        make_vector_env,
+        resolve_train_config,
+        resume,
+        train,
+    )
+    from rlblocks.trainers import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlblocks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = attach(__name__, __file__)

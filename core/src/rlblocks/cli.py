@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlblocks._advice import command_line
-from rlblocks.errors import RlblocksError
+from rlblocks.contracts import RlblocksError
+from rlblocks.run import command_line
 
 _KINDS = ("algo", "buffer", "env", "logger")
 
@@ -161,7 +161,7 @@ def _format_value(value: Any) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print every installed component, one per row; broken plugins are marked, not fatal."""
-    from rlblocks.plugins.registry import get_registry
+    from rlblocks.plugins import get_registry
 
     kinds = [args.kind] if args.kind else list(_KINDS)
     rows: list[tuple[str, str, str, str, str]] = []
@@ -237,8 +237,8 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
     (``--config`` reads it back). Checks what the run would check before it trains: the plugin
     names, every config field, the env id, the device, the algorithm against the env's spaces
     (``compose.preflight``) and that ``--run-dir`` holds no run; trains and writes nothing."""
-    experiment = importlib.import_module("rlblocks.experiment")
-    cfg = importlib.import_module("rlblocks.config")
+    experiment = importlib.import_module("rlblocks.run")
+    cfg = importlib.import_module("rlblocks.run")
     resolved = experiment.resolve_train_config(
         args.algo,
         seed=args.seed,
@@ -246,7 +246,7 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
         progress=False if args.no_progress else None,
         **train_settings(args),
     )
-    importlib.import_module("rlblocks.compose").preflight(resolved)
+    importlib.import_module("rlblocks.run").preflight(resolved)
     if resolved.run.run_dir is not None:
         experiment.refuse_existing_run(resolved.run.run_dir, args.overwrite)
     return cfg.to_dict(resolved)
@@ -254,7 +254,7 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     """Train ``args.algo``; 0 when the run finished, solved or not."""
-    experiment = importlib.import_module("rlblocks.experiment")
+    experiment = importlib.import_module("rlblocks.run")
     _check_budget(args)
     if args.dry_run:
         if args.seeds is not None or args.resume or args.workers is not None or args.ray:
@@ -268,7 +268,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     common = train_settings(args)
     if args.seeds is not None:
-        seeds = importlib.import_module("rlblocks.seeds")
+        seeds = importlib.import_module("rlblocks.tools")
         if args.seed is not None:
             raise RlblocksError("pass --seed or --seeds, not both")
         if args.resume:
@@ -293,7 +293,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if args.run_dir is None:
             raise RlblocksError("--resume needs --run-dir (the run to continue)")
         if not (Path(args.run_dir) / "config.json").is_file():
-            replaced = importlib.import_module("rlblocks.runs").replaced_run_note(args.run_dir)
+            replaced = importlib.import_module("rlblocks.run").replaced_run_note(args.run_dir)
             raise RlblocksError(
                 f"--resume: {args.run_dir} holds no run yet (no config.json)"
                 + (f"; {replaced}" if replaced else "")
@@ -344,7 +344,7 @@ def _exit_code(result: Any) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Continue the run in ``args.run_dir`` from its last checkpoint."""
-    experiment = importlib.import_module("rlblocks.experiment")
+    experiment = importlib.import_module("rlblocks.run")
     _check_budget(args)
     result = experiment.resume(
         args.run_dir,
@@ -370,7 +370,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 "recorded without --video FILE.mp4 (or .gif); add it, or leave "
                 f"{'it' if len(given) == 1 else 'them'} out"
             )
-    agent_mod = importlib.import_module("rlblocks.agent")
+    agent_mod = importlib.import_module("rlblocks.run")
     agent = agent_mod.load(
         args.run, which=args.which, device=args.device, trust_imports=args.trust_imports
     )
@@ -387,7 +387,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(f"eval: {result}")
     if args.json is not None:
-        from rlblocks.checkpoint import write_json
+        from rlblocks.run import write_json
 
         write_json(
             args.json,
@@ -404,7 +404,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Plot the test-return curves of one or more runs into a PNG."""
-    runs = importlib.import_module("rlblocks.runs")
+    runs = importlib.import_module("rlblocks.tools")
     counts = runs.plot_runs(args.runs, args.out, x=args.x, title=args.title)
     groups = ", ".join(f"{label} ({n})" for label, n in counts.items())
     # matplotlib adds its default format's suffix to a name without one
@@ -415,7 +415,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """Search hyperparameters with Optuna; write the best config as TOML."""
-    tuning = importlib.import_module("rlblocks.tuning")
+    tuning = importlib.import_module("rlblocks.tools")
     _check_budget(args)
     tuning.tune(
         args.algo,
@@ -437,7 +437,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     """Print a run directory's summary (one line per run for a folder of runs), or every
     config field of an algorithm with its value, default and meaning."""
-    runs = importlib.import_module("rlblocks.runs")
+    runs = importlib.import_module("rlblocks.tools")
     import shutil
 
     width = max(60, min(120, shutil.get_terminal_size((100, 24)).columns - 2))
@@ -473,10 +473,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Check every file a run wrote against its checksums; exit 1 when one is damaged."""
-    from rlblocks.checkpoint import verify_run
+    from rlblocks.run import verify_run
 
     if not (Path(args.run_dir) / "config.json").is_file():
-        replaced = importlib.import_module("rlblocks.runs").replaced_run_note(args.run_dir)
+        replaced = importlib.import_module("rlblocks.run").replaced_run_note(args.run_dir)
         raise RlblocksError(
             f"{args.run_dir} is not a run directory: no config.json in it"
             + (f"; {replaced}" if replaced else "")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 
 
 @pytest.fixture
@@ -103,8 +103,8 @@ def _pendulum_td3_once() -> tuple[ReplayBuffer, Any]:
     per session."""
     pytest.importorskip("rlblocks_algo_td3")
     import rlblocks
-    from rlblocks.collector import Collector
-    from rlblocks.trainer import OffPolicyTrainer
+    from rlblocks.collect import Collector
+    from rlblocks.trainers import OffPolicyTrainer
 
     torch.manual_seed(0)
     envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=4, seed=0)
@@ -130,7 +130,7 @@ def _pendulum_td3_once() -> tuple[ReplayBuffer, Any]:
 def _pendulum_td3_play_once(_pendulum_td3_once: tuple[ReplayBuffer, Any]) -> ReplayBuffer:
     """The dataset of :func:`pendulum_td3_expert_play`, built once per session."""
     import rlblocks
-    from rlblocks.collector import Collector
+    from rlblocks.collect import Collector
 
     td3 = copy.deepcopy(_pendulum_td3_once[1])
     td3.train()  # acting with TD3's exploration noise (0.1 of the action range)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
+from rlblocks.contracts import Batch
 
 ALGOS = ["ddpg", "td3", "sac"]
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.cuda_graph import graph_refusal
+from rlblocks.algo import graph_refusal
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlblocks.plugins.registry import get_registry
+from rlblocks.plugins import get_registry
 from rlblocks.testing import check_algorithm
 
 ALGOS = sorted(e.name for e in get_registry("algo").entries())
@@ -30,7 +30,7 @@ def test_algorithm_conforms_on_cuda(name: str) -> None:
 
 
 def test_kit_catches_a_policy_that_forgets_its_weights(rlblocks_add_plugin, monkeypatch) -> None:
-    from rlblocks.plugins.spec import AlgoSpec
+    from rlblocks.plugins import AlgoSpec
     from rlblocks_algo_dqn.config import DQNConfig
 
     monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "support"))

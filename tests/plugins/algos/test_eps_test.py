@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.collector import Collector
+from rlblocks.collect import Collector
+from rlblocks.contracts import Batch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 DISCRETE = gym.spaces.Discrete(4)

@@ -1,6 +1,6 @@
 """The entry point's target: what `rlblocks list` shows and how a run is built."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_softq.config import SoftQConfig
 
 SPEC = AlgoSpec(

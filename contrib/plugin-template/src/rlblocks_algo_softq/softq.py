@@ -9,13 +9,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlblocks.batch import Batch
-from rlblocks.nets import MLP, obs_dim
-from rlblocks.optim import OptimizerStep
-from rlblocks.policy import BasePolicy
-from rlblocks.protocols import Buffer
-from rlblocks.returns import nstep_return
-from rlblocks.target import TargetNetwork
+from rlblocks.algo import BasePolicy, OptimizerStep, TargetNetwork, nstep_return
+from rlblocks.algo.nets import MLP, obs_dim
+from rlblocks.contracts import Batch, Buffer
 from rlblocks_algo_softq.config import SoftQConfig
 
 

@@ -1,22 +1,63 @@
-"""Plugin machinery: specs, entry-point registries, pluggy hook specs and the per-run manager.
+"""Plugin machinery: the specs a plugin registers, the entry-point registries, the pluggy hook
+specs and marker, and the per-run plugin manager.
 
-``hookimpl`` (the marker for hook implementations) is imported lazily, so listing plugins does not
-need pluggy.
+Above ``contracts`` only. Nothing here imports torch, so listing plugins stays cheap.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-__all__ = ["hookimpl"]
+from rlblocks._lazy import attach
+
+__all__ = [
+    "BUFFER_PARTS",
+    "FIRST_PARTY",
+    "GROUPS",
+    "PLUGIN_API_VERSION",
+    "AlgoSpec",
+    "BufferSpec",
+    "EntryInfo",
+    "EnvBackendSpec",
+    "LoggerSpec",
+    "PluginSpec",
+    "Registry",
+    "RlblocksPluginManager",
+    "get_registry",
+    "hook_names",
+    "hookimpl",
+    "hookspec",
+    "hookspecs",
+    "import_entry",
+    "import_object",
+    "install_hint",
+    "make_plugin_manager",
+    "reset_caches",
+]
 
 if TYPE_CHECKING:
-    from rlblocks.plugins.hookspecs import hookimpl
+    from rlblocks.plugins import _hookspecs as hookspecs
+    from rlblocks.plugins._hookspecs import hookimpl, hookspec
+    from rlblocks.plugins._imports import import_entry
+    from rlblocks.plugins._manager import RlblocksPluginManager, hook_names, make_plugin_manager
+    from rlblocks.plugins._registry import (
+        FIRST_PARTY,
+        GROUPS,
+        EntryInfo,
+        Registry,
+        get_registry,
+        install_hint,
+        reset_caches,
+    )
+    from rlblocks.plugins._spec import (
+        BUFFER_PARTS,
+        PLUGIN_API_VERSION,
+        AlgoSpec,
+        BufferSpec,
+        EnvBackendSpec,
+        LoggerSpec,
+        PluginSpec,
+        import_object,
+    )
 
-
-def __getattr__(name: str) -> Any:
-    if name == "hookimpl":
-        from rlblocks.plugins.hookspecs import hookimpl
-
-        return hookimpl
-    raise AttributeError(f"module 'rlblocks.plugins' has no attribute {name!r}")
+__getattr__, __dir__ = attach(__name__, __file__)

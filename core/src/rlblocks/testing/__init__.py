@@ -1,22 +1,21 @@
-"""Testing helpers for rlblocks and its plugins: pytest fixtures and conformance checks.
+"""Testing helpers for rlblocks and its plugins: pytest fixtures and the conformance checks.
 
 The pytest plugin (:mod:`rlblocks.testing.plugin`) is loaded automatically by pytest once rlblocks
-is installed. The checks are imported lazily so that loading the plugin stays cheap.
+is installed; the checks are imported on first use so that loading the plugin stays cheap.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "check_vector_env": "rlblocks.testing.env_checks",
-    "check_buffer": "rlblocks.testing.buffer_checks",
-    "check_algorithm": "rlblocks.testing.algo_checks",
-    "CrashAt": "rlblocks.testing.hooks",
-}
+from rlblocks._lazy import attach
 
-__all__ = ["CrashAt", "check_algorithm", "check_buffer", "check_vector_env"]
+__all__ = [
+    "CrashAt",
+    "check_algorithm",
+    "check_buffer",
+    "check_vector_env",
+]
 
 if TYPE_CHECKING:
     from rlblocks.testing.algo_checks import check_algorithm
@@ -24,9 +23,4 @@ if TYPE_CHECKING:
     from rlblocks.testing.env_checks import check_vector_env
     from rlblocks.testing.hooks import CrashAt
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlblocks.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -35,8 +35,7 @@ def check_algorithm(
 ) -> None:
     """Assert that the algorithm registered as ``name`` follows the algorithm contract, with
     the policy on ``device``."""
-    from rlblocks.plugins.registry import get_registry
-    from rlblocks.plugins.spec import AlgoSpec
+    from rlblocks.plugins import AlgoSpec, get_registry
 
     spec = get_registry("algo").spec(name)
     assert isinstance(spec, AlgoSpec), f"{name}: the entry point must name an AlgoSpec"
@@ -52,8 +51,7 @@ def check_algorithm(
 
 
 def _check_config_resolves(name: str) -> None:
-    from rlblocks.compose import spec_lookup
-    from rlblocks.config import build_config, to_dict
+    from rlblocks.run import build_config, spec_lookup, to_dict
 
     config = build_config(name, spec_lookup=spec_lookup)
     again = build_config(name, file_data=to_dict(config), spec_lookup=spec_lookup)
@@ -64,8 +62,8 @@ def _check_on_env(
     name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int, device: str
 ) -> None:
     import rlblocks
-    from rlblocks.batch import Batch
-    from rlblocks.plugins.registry import get_registry
+    from rlblocks.contracts import Batch
+    from rlblocks.plugins import get_registry
 
     torch.manual_seed(0)
     if getattr(get_registry("algo").load(name), "needs_global_state", False):
@@ -131,8 +129,8 @@ def _check_update(
 
 def _check_round_trip(policy: Any, make: Any, obs: Any, where: str) -> None:
     """Weights and extra state survive a weights_only checkpoint round trip into ``make()``."""
-    from rlblocks.batch import Batch
-    from rlblocks.checkpoint import load_checkpoint, save_checkpoint
+    from rlblocks.contracts import Batch
+    from rlblocks.run import load_checkpoint, save_checkpoint
 
     policy.eval()
     expected = np.asarray(policy(Batch(obs=obs)).act)
@@ -157,12 +155,8 @@ def _check_multiagent(
     import gymnasium as gym
 
     import rlblocks
-    from rlblocks.batch import Batch
-    from rlblocks.multiagent import (
-        MultiAgentCollector,
-        MultiAgentVectorEnv,
-        SingleAgentParallelEnv,
-    )
+    from rlblocks.contracts import Batch
+    from rlblocks.run import MultiAgentCollector, MultiAgentVectorEnv, SingleAgentParallelEnv
 
     envs = MultiAgentVectorEnv([lambda: SingleAgentParallelEnv(gym.make(env_id))] * 4)
     try:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.batch import Batch
+from rlblocks.contracts import Batch
 
 __all__ = ["History", "check_buffer"]
 

@@ -1,4 +1,4 @@
-"""Conformance checks for vector-env backends (the :class:`rlblocks.protocols.VectorEnv` contract).
+"""Conformance checks for vector-env backends (the :class:`rlblocks.contracts.VectorEnv` contract).
 
 A backend's test suite calls::
 
@@ -23,8 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.errors import EnvWorkerError
-from rlblocks.protocols import AsyncVectorEnv, VectorEnv
+from rlblocks.contracts import AsyncVectorEnv, EnvWorkerError, VectorEnv
 
 # Observation layout of a probe env: one float64 vector of these fields.
 _INDEX, _T, _RESETS, _LAST_ACTION, _NOISE = range(5)
@@ -79,7 +78,7 @@ class ProbeEnv(gym.Env):
         return np.full((2, 2, 3), 10 * self.index + int(self._state[_T]), dtype=np.uint8)
 
     def snapshot_state(self) -> dict[str, Any]:
-        """Plain values a resumed run restores (see :mod:`rlblocks.env_state`)."""
+        """Plain values a resumed run restores (see :mod:`rlblocks.collect`)."""
         return {"state": self._state.copy(), "resets": self._resets}
 
     def restore_state(self, state: dict[str, Any]) -> None:
@@ -178,11 +177,11 @@ def check_vector_env(
     subset; reward, ``terminated`` and ``truncated`` shapes and dtypes; no autoreset (a finished
     env keeps its terminal observation until the caller resets it); ``reset(seed=s)`` seeding env
     ``i`` with ``s + i``; ``close()`` twice; the context manager when the backend has one; that
-    an env raising in ``step`` reaches the caller as :class:`~rlblocks.errors.EnvWorkerError`
+    an env raising in ``step`` reaches the caller as :class:`~rlblocks.contracts.EnvWorkerError`
     naming the env and the env's own error; and the optional abilities the backend has: with
     ``snapshot``/``restore``, that a restored twin continues every episode exactly (the envs'
     ``needs_reset`` flags included); with ``step_async``/``step_wait``
-    (:class:`~rlblocks.protocols.AsyncVectorEnv`), that ready envs come back with their own ids,
+    (:class:`~rlblocks.contracts.AsyncVectorEnv`), that ready envs come back with their own ids,
     each result once, and can step again while the others run; with ``render``, ``get_attr`` and
     ``set_attr``, that they reach the envs named by ``env_ids``, in that order.
     Stepping an env whose episode ended, without resetting it, may raise; it must not reset it.
@@ -236,7 +235,7 @@ def _check_bad_env_ids(env: VectorEnv, num_envs: int) -> None:
             except Exception as exc:  # the wrong kind of error is the finding
                 raise AssertionError(
                     f"{call}(env_ids={ids!r}) ({what}) raised {type(exc).__name__}: {exc}; "
-                    f"expected {errors[0].__name__} (rlblocks.vector_env.as_env_ids)"
+                    f"expected {errors[0].__name__} (rlblocks.collect.as_env_ids)"
                 ) from exc
             raise AssertionError(f"{call}(env_ids={ids!r}) ({what}) was accepted")
     obs, *_ = env.step(_actions(range(num_envs), 1))  # nothing moved: every env at step 1

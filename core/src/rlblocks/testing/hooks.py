@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.plugins import hookimpl
 
 
 class CrashAt:

@@ -10,8 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from rlblocks.plugins.registry import GROUPS, Registry, get_registry, reset_caches
-from rlblocks.plugins.spec import PluginSpec
+from rlblocks.plugins import GROUPS, PluginSpec, Registry, get_registry, reset_caches
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 from rlblocks_algo_a2c.a2c import A2CPolicy
 from rlblocks_algo_a2c.config import A2CConfig
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
+from rlblocks.contracts import Batch
 from rlblocks_algo_bdq.bdq import BDQPolicy
 from rlblocks_algo_bdq.config import BDQConfig
 

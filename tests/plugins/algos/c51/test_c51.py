@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
+from rlblocks.contracts import Batch
 from rlblocks_algo_c51.c51 import C51Policy
 from rlblocks_algo_c51.config import C51Config
 
@@ -86,8 +86,8 @@ def test_support_bounds_are_checked_by_field() -> None:
 
 
 def test_cartpole_preset_fits_its_returns_and_stays_off_other_envs() -> None:
-    from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import spec_lookup
 
     cart = cfg.build_config("c51", spec_lookup=spec_lookup)  # the default env: CartPole-v1
     # +1 per step: discounted returns in [1, 1 / (1 - gamma)] = [1, 100] fit the support

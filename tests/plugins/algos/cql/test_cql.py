@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.plugins.registry import FIRST_PARTY, get_registry
-from rlblocks.trainer import OfflineTrainer
+from rlblocks.collect import Collector
+from rlblocks.contracts import Batch
+from rlblocks.plugins import FIRST_PARTY, get_registry
+from rlblocks.replay import ReplayBuffer
+from rlblocks.trainers import OfflineTrainer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.checkpoint import latest_checkpoint, load_checkpoint
-from rlblocks.collector import Collector
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.collect import Collector
+from rlblocks.plugins import hookimpl
+from rlblocks.run import latest_checkpoint, load_checkpoint
 
 #: a small, quick schedule: tests and checkpoints every 100 gradient steps, small networks, a
 #: warm start that ends mid-run, the multiplier on

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
+from rlblocks.contracts import Batch
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)

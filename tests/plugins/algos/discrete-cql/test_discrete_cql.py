@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.plugins.registry import FIRST_PARTY, get_registry
+from rlblocks.contracts import Batch
+from rlblocks.plugins import FIRST_PARTY, get_registry
+from rlblocks.replay import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Discrete(3)
@@ -118,7 +118,7 @@ def test_without_the_penalty_it_is_qrdqn_step_for_step() -> None:
 
 def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_path) -> None:
     from rlblocks.cli import main as cli
-    from rlblocks.collector import Collector
+    from rlblocks.collect import Collector
 
     envs = rlblocks.make_vector_env("dummy", "CartPole-v1", num_envs=2, seed=0)
     data = rlblocks.make_buffer("replay", size=2_000, num_envs=2, seed=0)
@@ -148,7 +148,7 @@ def cartpole_expert_play(tmp_path_factory: pytest.TempPathFactory) -> str:
     20 s of CPU, once per module."""
     import attrs
 
-    from rlblocks.collector import Collector
+    from rlblocks.collect import Collector
 
     tmp = tmp_path_factory.mktemp("expert")
     result = rlblocks.train("qrdqn", env="CartPole-v1", seed=0, loggers=[], progress=False,

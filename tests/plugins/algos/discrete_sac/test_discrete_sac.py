@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
+from rlblocks.contracts import Batch
 from rlblocks_algo_dqn.config import DQNConfig
 from rlblocks_algo_dqn.dqn import DQNPolicy
 

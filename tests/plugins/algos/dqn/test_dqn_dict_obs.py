@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 from rlblocks_algo_dqn.config import DQNConfig
 from rlblocks_algo_dqn.dqn import DQNPolicy
 

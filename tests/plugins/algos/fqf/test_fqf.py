@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint
-from rlblocks.distributional import quantile_huber_loss
+from rlblocks.algo import quantile_huber_loss
+from rlblocks.contracts import Batch
+from rlblocks.run import load_checkpoint, save_checkpoint
 from rlblocks_algo_fqf.config import FQFConfig
 from rlblocks_algo_fqf.fqf import FQFPolicy
 

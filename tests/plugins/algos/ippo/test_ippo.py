@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("mpe2")
 
 import rlblocks
-from rlblocks.errors import ConfigError
+from rlblocks.contracts import ConfigError
 from rlblocks.plugins import hookimpl
 from rlblocks_algo_ippo.presets import SIMPLE_SPREAD
 
@@ -144,7 +144,7 @@ def test_a_policy_per_agent_by_name_trains_checkpoints_and_resumes(tmp_path) -> 
         quiet=True, run_dir=run, overrides=overrides,
     )  # fmt: skip
     assert result.env_steps == 800
-    from rlblocks.checkpoint import load_checkpoint
+    from rlblocks.run import load_checkpoint
 
     ckpt = sorted((run / "checkpoints").glob("gen-*"))[-1] / "latest.pt"
     weights = load_checkpoint(ckpt)["policy"]

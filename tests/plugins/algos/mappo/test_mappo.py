@@ -12,9 +12,8 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_spread_v3
 
 import rlblocks
-from rlblocks.compose import make_buffer, make_policy
-from rlblocks.errors import ConfigError
-from rlblocks.multiagent import MultiAgentCollector, MultiAgentVectorEnv
+from rlblocks.contracts import ConfigError
+from rlblocks.run import MultiAgentCollector, MultiAgentVectorEnv, make_buffer, make_policy
 from rlblocks_algo_mappo.config import MAPPOConfig
 from rlblocks_algo_mappo.mappo import MAPPOPolicy
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.distributions import Categorical
-from rlblocks.natural_gradient import (
+from rlblocks.algo import (
+    Categorical,
     conjugate_gradient,
     fisher_vector_product,
     get_flat_params,
@@ -55,8 +55,8 @@ def test_npg_solves_cartpole_with_default_settings(tmp_path) -> None:
 
 
 def test_npg_handles_box_actions() -> None:
-    from rlblocks.batch import Batch
-    from rlblocks.buffer import ReplayBuffer
+    from rlblocks.contracts import Batch
+    from rlblocks.replay import ReplayBuffer
     from rlblocks_algo_npg.npg import NPGPolicy
 
     obs_space = gym.spaces.Box(-1, 1, (2,), dtype=np.float32)

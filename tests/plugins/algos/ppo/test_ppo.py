@@ -8,10 +8,9 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.compose import spec_lookup
-from rlblocks.config import build_config
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
+from rlblocks.run import build_config, spec_lookup
 from rlblocks_algo_ppo.config import PPOConfig
 from rlblocks_algo_ppo.ppo import PPOPolicy
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint
+from rlblocks.contracts import Batch
+from rlblocks.run import load_checkpoint, save_checkpoint
 from rlblocks_algo_qrdqn.config import QRDQNConfig
 from rlblocks_algo_qrdqn.qrdqn import QRDQNPolicy
 

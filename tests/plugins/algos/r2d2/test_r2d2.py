@@ -15,14 +15,11 @@ import pytest
 import torch
 
 import rlblocks
-import rlblocks.envs  # registers rlblocks/MaskedCartPole-v1
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint
-from rlblocks.envs import MASKED_CARTPOLE_ID
+import rlblocks.run._envs  # registers rlblocks/MaskedCartPole-v1
+from rlblocks.contracts import Batch, BufferAbilities
 from rlblocks.plugins import hookimpl
-from rlblocks.protocols import BufferAbilities
-from rlblocks.replay import SequenceSampler
+from rlblocks.replay import ReplayBuffer, SequenceSampler
+from rlblocks.run import MASKED_CARTPOLE_ID, load_checkpoint, save_checkpoint
 from rlblocks_algo_r2d2.config import R2D2Config
 from rlblocks_algo_r2d2.r2d2 import R2D2Policy, nstep_window_targets, rescale, unrescale
 from rlblocks_algo_r2d2.sampler import PrioritizedSequenceSampler, window_priority
@@ -436,7 +433,7 @@ def test_feed_forward_dqn_stays_below_on_masked_cartpole_with_the_same_budget(
     """Without memory the velocities cannot be inferred: DQN with R2D2's env-step budget
     (and its own CartPole settings) stays clearly below the threshold."""
     torch.set_num_threads(1)
-    from rlblocks.plugins.registry import get_registry
+    from rlblocks.plugins import get_registry
 
     budget = get_registry("algo").spec("r2d2").defaults["trainer"]["max_env_steps"]
     result = rlblocks.train("dqn", env=MASKED_CARTPOLE_ID, seed=0, loggers=[], progress=False,

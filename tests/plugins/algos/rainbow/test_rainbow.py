@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.nets.noisy import NoisyLinear
+from rlblocks.algo.nets import NoisyLinear
+from rlblocks.contracts import Batch
 from rlblocks_algo_rainbow.config import RainbowConfig
 from rlblocks_algo_rainbow.rainbow import RainbowPolicy
 
@@ -35,10 +35,9 @@ def test_every_ingredient_is_on_by_default_and_switches_off() -> None:
 
 
 def test_the_run_composes_a_prioritized_sampler_and_can_drop_it(tmp_path) -> None:
-    from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
-    from rlblocks.experiment import Experiment
-    from rlblocks.protocols import BufferAbilities
+    from rlblocks.contracts import BufferAbilities
+    from rlblocks.run import Experiment, spec_lookup
+    from rlblocks.run import _config as cfg
 
     def buffer_of(overrides: list[str]):
         config = cfg.build_config(
@@ -57,8 +56,8 @@ def test_the_run_composes_a_prioritized_sampler_and_can_drop_it(tmp_path) -> Non
 
 
 def test_cartpole_preset_fits_its_returns_and_stays_off_other_envs() -> None:
-    from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import spec_lookup
 
     cart = cfg.build_config("rainbow", spec_lookup=spec_lookup)  # the default env: CartPole-v1
     # +1 per step: discounted returns in [1, 1 / (1 - gamma)] = [1, 100] fit the support
@@ -112,8 +111,8 @@ def test_rainbow_solves_cartpole_with_default_settings(tmp_path) -> None:
 
 
 def test_an_option_the_user_wrote_for_a_part_that_is_off_is_still_reported() -> None:
-    from rlblocks import config as cfg
-    from rlblocks.compose import spec_lookup
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import spec_lookup
 
     with pytest.raises(rlblocks.ConfigError, match=r"\$\.buffer\.alpha: unknown field"):
         cfg.build_config("rainbow", overrides=["buffer.sampler=uniform", "buffer.alpha=0.7"],

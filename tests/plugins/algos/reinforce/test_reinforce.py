@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 from rlblocks_algo_reinforce.config import ReinforceConfig
 from rlblocks_algo_reinforce.reinforce import ReinforcePolicy
 

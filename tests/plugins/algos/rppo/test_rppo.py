@@ -9,14 +9,16 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.checkpoint import load_checkpoint, save_checkpoint
-from rlblocks.compose import spec_lookup
-from rlblocks.config import build_config
-from rlblocks.envs import MASKED_CARTPOLE_ID
+from rlblocks.algo import gae
+from rlblocks.contracts import Batch, training_views
 from rlblocks.plugins import hookimpl
-from rlblocks.returns import gae
-from rlblocks.views import training_views
+from rlblocks.run import (
+    MASKED_CARTPOLE_ID,
+    build_config,
+    load_checkpoint,
+    save_checkpoint,
+    spec_lookup,
+)
 from rlblocks_algo_rppo.config import RPPOConfig
 from rlblocks_algo_rppo.rppo import RPPOPolicy
 

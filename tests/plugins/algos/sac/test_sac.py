@@ -9,9 +9,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.compose import spec_lookup
-from rlblocks.config import build_config
+from rlblocks.contracts import Batch
+from rlblocks.run import build_config, spec_lookup
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
+from rlblocks.contracts import Batch
+from rlblocks.replay import ReplayBuffer
 from rlblocks_algo_trpo.config import TRPOConfig
 from rlblocks_algo_trpo.trpo import TRPOPolicy
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
-from rlblocks.returns import nstep_return
+from rlblocks.algo import nstep_return
 from rlblocks_buffer_cached import CachedReplayBuffer, CachedWriter
 
 

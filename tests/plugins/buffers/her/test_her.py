@@ -12,15 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError
-from rlblocks.experiment import seed_everything
-from rlblocks.layouts import SharedRing
-from rlblocks.plugins.hookspecs import hookimpl
-from rlblocks.replay import EnvAttachedPart, Relabeller
-from rlblocks.returns import nstep_return
+from rlblocks.algo import nstep_return
+from rlblocks.collect import Collector
+from rlblocks.contracts import Batch, ConfigError
+from rlblocks.plugins import hookimpl
+from rlblocks.replay import EnvAttachedPart, Relabeller, ReplayBuffer, SharedRing
+from rlblocks.run import seed_everything
 from rlblocks.testing.buffer_checks import History, check_buffer
 from rlblocks_buffer_her import HERReplayBuffer, HERVectorReplayBuffer, HindsightRelabeller
 from rlblocks_buffer_her.buffer import RelabelledView

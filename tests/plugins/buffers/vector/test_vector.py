@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlblocks
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.returns import episodic_returns, nstep_return
+from rlblocks.algo import episodic_returns, nstep_return
+from rlblocks.replay import ReplayBuffer
 from rlblocks.testing.buffer_checks import History, check_buffer
 from rlblocks_buffer_vector import PerEnvLayout, VectorReplayBuffer
 

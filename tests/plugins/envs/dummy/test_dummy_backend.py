@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.errors import EnvWorkerError
+from rlblocks.contracts import EnvWorkerError
 from rlblocks.testing.env_checks import check_vector_env
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 
@@ -362,7 +362,7 @@ class _TextEnv(gym.Env):
 def test_text_observations_come_back_as_object_arrays_that_rows_can_be_taken_from() -> None:
     import functools
 
-    from rlblocks.arraytree import put_rows, take_rows
+    from rlblocks.contracts import put_rows, take_rows
 
     envs = DummyVectorEnv([functools.partial(_TextEnv, i) for i in range(3)])
     obs, _ = envs.reset()

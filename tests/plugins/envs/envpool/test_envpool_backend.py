@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.errors import ConfigError, EnvWorkerError
+from rlblocks.contracts import ConfigError, EnvWorkerError
 
 pytest.importorskip("envpool")
 
@@ -111,7 +111,7 @@ def test_auto_takes_envpool_for_an_id_it_provides_when_it_measures_faster(
     # the decision, with EnvPool's probe replaced by a fixed time per vector step (the real
     # one depends on where the OS puts EnvPool's threads, see contrib/benchmarks/env_backends.py)
     pytest.importorskip("mujoco")
-    import rlblocks.auto_backend as auto
+    import rlblocks.run._auto_backend as auto
 
     monkeypatch.setattr(auto, "measure_vector_env", lambda *a, **k: native_us * 1e-6)
     choice = _auto_choice("HalfCheetah-v5", 8)
@@ -121,7 +121,7 @@ def test_auto_takes_envpool_for_an_id_it_provides_when_it_measures_faster(
 
 def test_auto_falls_back_when_envpool_fails_to_step(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mujoco")
-    import rlblocks.auto_backend as auto
+    import rlblocks.run._auto_backend as auto
 
     def broken(*args, **kwargs):
         raise RuntimeError("no pool today")

@@ -22,7 +22,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray backend's tests need `pip install ray`")
 
 import rlblocks  # noqa: E402
-from rlblocks.errors import ConfigError, EnvWorkerError  # noqa: E402
+from rlblocks.contracts import ConfigError, EnvWorkerError  # noqa: E402
 from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns  # noqa: E402
 from rlblocks_env_ray.ray_env import RayVectorEnv  # noqa: E402
 from rlblocks_env_ray.session import _running_local_address  # noqa: E402
@@ -206,7 +206,7 @@ class IndexPolicy:
     training = False
 
     def __call__(self, batch: Any, state: Any = None) -> Any:
-        from rlblocks.batch import Batch
+        from rlblocks.contracts import Batch
 
         obs = np.asarray(batch.obs)
         return Batch(act=(obs[:, 0] + obs[:, 1]).astype(np.int64) % 7)
@@ -219,7 +219,7 @@ class IndexPolicy:
 
 
 def test_async_collector_keeps_rows_per_env_on_ray(local_ray: Any) -> None:
-    from rlblocks.async_collector import AsyncCollector
+    from rlblocks.collect import AsyncCollector
 
     fns = [functools.partial(SlowProbeEnv, i, 0.02 if i >= 2 else 0.0) for i in range(4)]
     with RayVectorEnv(fns, num_workers=2, wait_num=1) as envs:

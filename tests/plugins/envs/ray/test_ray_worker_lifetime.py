@@ -24,7 +24,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray backend's tests need `pip install ray`")
 psutil = pytest.importorskip("psutil")  # Ray depends on it
 
-from rlblocks.errors import ConfigError  # noqa: E402
+from rlblocks.contracts import ConfigError  # noqa: E402
 from rlblocks.testing.env_checks import probe_env_fns  # noqa: E402
 from rlblocks_env_ray.ray_env import RayVectorEnv  # noqa: E402
 from rlblocks_env_ray.session import _running_local_address  # noqa: E402

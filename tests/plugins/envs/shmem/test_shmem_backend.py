@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.errors import ConfigError
+from rlblocks.contracts import ConfigError
 from rlblocks.testing.env_checks import check_vector_env
 from rlblocks_env_dummy.dummy import DummyVectorEnv
 from rlblocks_env_shmem.shmem import ShmemVectorEnv
@@ -146,7 +146,7 @@ def _builds_slowly(index: int) -> gym.Env:
 def test_a_constructor_that_hangs_is_stopped_after_start_timeout_naming_env_0() -> None:
     import time
 
-    from rlblocks.errors import EnvWorkerError
+    from rlblocks.contracts import EnvWorkerError
 
     start = time.monotonic()
     with pytest.raises(EnvWorkerError, match=(

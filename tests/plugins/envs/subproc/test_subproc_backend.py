@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.async_collector import AsyncCollector
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.collector import Collector
-from rlblocks.errors import ConfigError, EnvWorkerError
+from rlblocks.collect import AsyncCollector, Collector
+from rlblocks.contracts import ConfigError, EnvWorkerError
+from rlblocks.replay import ReplayBuffer
 from rlblocks.testing.env_checks import ProbeEnv, check_vector_env, probe_env_fns
 from rlblocks_env_shmem.shmem import ShmemVectorEnv
 from rlblocks_env_subproc.subproc import SubprocVectorEnv, default_split

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import rlblocks
-from rlblocks.errors import EnvWorkerError
+from rlblocks.contracts import EnvWorkerError
 from rlblocks.testing.env_checks import ProbeEnv, probe_env_fns
 from rlblocks_env_subproc.subproc import SubprocVectorEnv
 

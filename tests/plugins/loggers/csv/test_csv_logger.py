@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import rlblocks
-from rlblocks.plugins.manager import make_plugin_manager
+from rlblocks.plugins import make_plugin_manager
 from rlblocks_logger_csv._spec import CsvConfig
 from rlblocks_logger_csv.logger import CsvLogger
 

@@ -11,8 +11,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 import rlblocks
-from rlblocks.errors import PluginLoadError
-from rlblocks.plugins.registry import get_registry
+from rlblocks.contracts import PluginLoadError
+from rlblocks.plugins import get_registry
 from rlblocks.testing import CrashAt
 from rlblocks_logger_mlflow._spec import MlflowConfig
 from rlblocks_logger_mlflow.logger import MlflowLogger, flatten_params, metric_key

@@ -7,8 +7,7 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import rlblocks
-from rlblocks.plugins.manager import make_plugin_manager
-from rlblocks.plugins.registry import get_registry
+from rlblocks.plugins import get_registry, make_plugin_manager
 
 
 def test_logger_is_registered_by_name() -> None:

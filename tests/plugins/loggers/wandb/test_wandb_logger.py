@@ -15,8 +15,8 @@ import pytest
 from wandb.proto import wandb_internal_pb2
 
 import rlblocks
-from rlblocks.errors import PluginLoadError
-from rlblocks.plugins.registry import get_registry
+from rlblocks.contracts import PluginLoadError
+from rlblocks.plugins import get_registry
 from rlblocks.testing import CrashAt
 from rlblocks_logger_wandb._spec import WandbConfig
 from rlblocks_logger_wandb.logger import WandbLogger, resolve_mode

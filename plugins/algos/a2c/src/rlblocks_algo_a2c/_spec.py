@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_a2c.config import A2CConfig
 
 #: Pendulum: RL Zoo's a2c.yml settings for Pendulum-v1 where we have them (8 envs x 8 steps per

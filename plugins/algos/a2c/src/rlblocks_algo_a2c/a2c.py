@@ -13,9 +13,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.distributions import DiagGaussian, Distribution
-from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks.algo import DiagGaussian, Distribution, OnPolicyPolicy
+from rlblocks.contracts import Batch
 from rlblocks_algo_a2c.config import A2CConfig
 
 

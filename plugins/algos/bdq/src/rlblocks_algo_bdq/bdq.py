@@ -12,7 +12,7 @@ The policy's action is the index vector ``[D]`` (int64) of the per-branch argmax
 :meth:`BDQPolicy.map_action` turns indices into env values and
 :meth:`BDQPolicy.map_action_inverse` a continuous env action (the collector's random warm-up)
 into the nearest indices. Target, the paper's "mean operator" (one scalar per sample, so core's
-:meth:`~rlblocks.offpolicy.OffPolicyPolicy.process_fn` builds it with n-step rewards)::
+:meth:`~rlblocks.algo.OffPolicyPolicy.process_fn` builds it with n-step rewards)::
 
     y   = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) (1/D) sum_d Q_d^-(s', a*_d)
     a*_d = argmax_a Q_d(s', a)   (online network with double, else the target network)
@@ -37,10 +37,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.batch import Batch
-from rlblocks.nets.encoders import make_encoder
-from rlblocks.nets.noisy import noisy_mlp
-from rlblocks.valuebased import QLearningPolicy, epsilon_greedy
+from rlblocks.algo import QLearningPolicy, epsilon_greedy
+from rlblocks.algo.nets import make_encoder, noisy_mlp
+from rlblocks.contracts import Batch
 from rlblocks_algo_bdq.config import BDQConfig
 
 __all__ = ["BDQPolicy", "BranchingQNetwork"]
@@ -50,7 +49,7 @@ class BranchingQNetwork(nn.Module):
     """``obs -> Q [B, D, bins]``: a shared trunk (the encoder, then ``hidden``), a state-value
     head and one advantage head per action dimension (each ``head_hidden`` wide). With
     ``dueling=False`` there is no value head and each branch head gives its Q-values directly;
-    with ``noisy`` every linear layer is a :class:`~rlblocks.nets.noisy.NoisyLinear`."""
+    with ``noisy`` every linear layer is a :class:`~rlblocks.algo.nets.NoisyLinear`."""
 
     def __init__(
         self,
@@ -173,7 +172,7 @@ class BDQPolicy(QLearningPolicy):
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         """Each dimension of each action independently replaced by a uniformly random bin with
-        probability epsilon (core's :func:`~rlblocks.valuebased.epsilon_greedy` on the
+        probability epsilon (core's :func:`~rlblocks.algo.epsilon_greedy` on the
         flattened indices, drawing from the policy's own checkpointed generator)."""
         arr = np.asarray(act)
         flat = epsilon_greedy(arr.reshape(-1), self.epsilon, self.bins, 0, self._rng)

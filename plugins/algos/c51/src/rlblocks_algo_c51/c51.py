@@ -19,11 +19,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.distributional import categorical_projection
-from rlblocks.nets.encoders import make_encoder
-from rlblocks.nets.qdist import AtomQNetwork
-from rlblocks.valuebased import ValueBasedPolicy
+from rlblocks.algo import ValueBasedPolicy, categorical_projection
+from rlblocks.algo.nets import AtomQNetwork, make_encoder
+from rlblocks.contracts import Batch
 from rlblocks_algo_c51.config import C51Config
 
 

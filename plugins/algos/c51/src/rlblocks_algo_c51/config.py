@@ -7,8 +7,8 @@ from typing import Any
 
 from attrs import define, field, validators
 
-from rlblocks import validators as check
-from rlblocks.valuebased_config import ValueBasedConfig
+from rlblocks.algo import ValueBasedConfig
+from rlblocks.contracts import _validators as check
 
 
 def _above_v_min(inst: Any, _attribute: object, value: float) -> None:

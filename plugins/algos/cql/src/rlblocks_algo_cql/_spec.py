@@ -1,6 +1,6 @@
 """Entry-point spec of CQL: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_cql.config import CQLConfig
 
 SPEC = AlgoSpec(

@@ -7,8 +7,8 @@ from typing import Any
 
 from attrs import define, field, validators
 
-from rlblocks import validators as check
-from rlblocks.offpolicy_config import ActorCriticConfig
+from rlblocks.algo import ActorCriticConfig
+from rlblocks.contracts import _validators as check
 
 
 def _above_log_std_min(inst: Any, _attribute: object, value: float) -> None:

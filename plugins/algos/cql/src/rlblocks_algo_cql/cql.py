@@ -2,7 +2,7 @@
 Learning"), the CQL(H) variant on SAC, for Box actions.
 
 Offline RL from a fixed dataset ``D = {(s, a, r, s')}``, trained by
-:class:`rlblocks.trainer.OfflineTrainer`. A critic trained by Bellman backups alone on ``D``
+:class:`rlblocks.trainers.OfflineTrainer`. A critic trained by Bellman backups alone on ``D``
 overestimates the actions ``D`` never tried, and a policy that maximises it goes straight to
 them. CQL keeps SAC (Haarnoja et al., 2018: twin critics ``Q_1, Q_2`` with Polyak-averaged
 targets ``Q'``, a tanh-squashed Gaussian policy ``pi`` and an entropy temperature ``alpha``)
@@ -65,12 +65,9 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from rlblocks.batch import Batch
-from rlblocks.nets import QEnsemble, SquashedGaussianActor
-from rlblocks.offpolicy import OffPolicyPolicy
-from rlblocks.optim import OptimizerStep
-from rlblocks.target import TargetNetwork
-from rlblocks.temperature import EntropyTemperature
+from rlblocks.algo import EntropyTemperature, OffPolicyPolicy, OptimizerStep, TargetNetwork
+from rlblocks.algo.nets import QEnsemble, SquashedGaussianActor
+from rlblocks.contracts import Batch
 from rlblocks_algo_cql.config import CQLConfig
 
 _LOG_2 = math.log(2.0)
@@ -79,7 +76,7 @@ _LOG_2 = math.log(2.0)
 def squashed_log_prob(actor: SquashedGaussianActor, obs: Any, act: torch.Tensor) -> torch.Tensor:
     """``log pi(a|s)`` ``[B]`` of the dataset's actions ``a`` in [-1, 1] under the squashed
     Gaussian ``actor`` (the behaviour-cloning warm start's objective; core's
-    :meth:`~rlblocks.nets.SquashedGaussianActor.log_prob`)."""
+    :meth:`~rlblocks.algo.nets.SquashedGaussianActor.log_prob`)."""
     return actor.log_prob(obs, act)
 
 

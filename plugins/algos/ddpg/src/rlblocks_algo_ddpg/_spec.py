@@ -1,6 +1,6 @@
 """Entry-point spec of DDPG: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_ddpg.config import DDPGConfig
 from rlblocks_algo_ddpg.presets import ENV_DEFAULTS
 

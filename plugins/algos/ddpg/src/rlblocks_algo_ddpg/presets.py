@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlblocks.env_families import for_mujoco
+from rlblocks.run import for_mujoco
 
 #: Gymnasium MuJoCo locomotion: the settings of Tianshou's MuJoCo DDPG example
 #: (examples/mujoco/mujoco_ddpg.py: Adam 1e-3 for actor and critic, batch 256, 256-256 ReLU

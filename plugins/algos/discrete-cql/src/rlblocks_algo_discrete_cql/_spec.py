@@ -1,6 +1,6 @@
 """Entry-point spec of discrete CQL: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_discrete_cql.config import DiscreteCQLConfig
 
 SPEC = AlgoSpec(

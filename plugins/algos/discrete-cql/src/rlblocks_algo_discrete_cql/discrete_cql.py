@@ -22,8 +22,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.distributional import quantile_huber_loss
+from rlblocks.algo import quantile_huber_loss
+from rlblocks.contracts import Batch
 from rlblocks_algo_discrete_cql.config import DiscreteCQLConfig
 from rlblocks_algo_qrdqn.qrdqn import QRDQNPolicy
 

@@ -1,6 +1,6 @@
 """Entry-point spec of discrete SAC: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_discrete_sac.config import DiscreteSACConfig
 
 SPEC = AlgoSpec(

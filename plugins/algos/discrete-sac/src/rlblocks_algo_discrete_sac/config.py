@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from attrs import define, field, validators
 
-from rlblocks import validators as check
-from rlblocks.offpolicy_config import ActorCriticConfig
+from rlblocks.algo import ActorCriticConfig
+from rlblocks.contracts import _validators as check
 
 
 @define(kw_only=True)

@@ -22,13 +22,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.batch import Batch
-from rlblocks.distributions import Categorical
-from rlblocks.nets import MLP, QEnsemble
-from rlblocks.offpolicy import OffPolicyPolicy
-from rlblocks.optim import OptimizerStep
-from rlblocks.target import TargetNetwork
-from rlblocks.temperature import EntropyTemperature
+from rlblocks.algo import (
+    Categorical,
+    EntropyTemperature,
+    OffPolicyPolicy,
+    OptimizerStep,
+    TargetNetwork,
+)
+from rlblocks.algo.nets import MLP, QEnsemble
+from rlblocks.contracts import Batch
 from rlblocks_algo_discrete_sac.config import DiscreteSACConfig
 
 

@@ -1,6 +1,6 @@
 """DQN: Q-learning with a neural network, a replay buffer and a target network.
 
-Target (n-step, partial-episode bootstrapping; core's :class:`~rlblocks.offpolicy.OffPolicyPolicy`
+Target (n-step, partial-episode bootstrapping; core's :class:`~rlblocks.algo.OffPolicyPolicy`
 walks the episode and calls :meth:`DQNPolicy.target_value`)::
 
     y_t = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) Q_target(s_{t+m}, a*)
@@ -9,7 +9,7 @@ walks the episode and calls :meth:`DQNPolicy.target_value`)::
 with m <= n_step cut at the episode's end. Loss: Huber or MSE between Q(s_t, a_t) and y_t,
 weighted by a prioritized sampler's importance weights.
 
-Observations of any space go through core's :class:`~rlblocks.nets.ObsEncoder` inside the
+Observations of any space go through core's :class:`~rlblocks.algo.nets.ObsEncoder` inside the
 Q-network: Box flattened, Discrete / MultiDiscrete one-hot from their ``start``, nested Dict and
 Tuple concatenated, image Boxes through the Nature-DQN CNN (trained with the Q loss). A buffer
 whose ``sample`` rewrites transitions (hindsight relabelling) offers ``batch_view(batch,
@@ -29,12 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
-from rlblocks.batch import Batch
-from rlblocks.nets import ObsEncoder, QNetwork
-from rlblocks.offpolicy import OffPolicyPolicy
-from rlblocks.optim import OptimizerStep
-from rlblocks.target import TargetNetwork
-from rlblocks.valuebased import epsilon_greedy
+from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork, epsilon_greedy
+from rlblocks.algo.nets import ObsEncoder, QNetwork
+from rlblocks.contracts import Batch
 from rlblocks_algo_dqn.config import DQNConfig
 
 
@@ -138,7 +135,7 @@ class DQNPolicy(OffPolicyPolicy):
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         """Replace each action by a uniformly random one with probability epsilon (one
-        generator call per env step: :func:`rlblocks.valuebased.epsilon_greedy`)."""
+        generator call per env step: :func:`rlblocks.algo.epsilon_greedy`)."""
         return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)
 
     # -- learning -----------------------------------------------------------------------------

@@ -28,12 +28,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.distributional import fraction_loss, quantile_huber_loss
-from rlblocks.nets.encoders import make_encoder
-from rlblocks.nets.qdist import FractionProposal, ImplicitQuantileNetwork
-from rlblocks.optim import OptimizerStep
-from rlblocks.valuebased import ValueBasedPolicy
+from rlblocks.algo import OptimizerStep, ValueBasedPolicy, fraction_loss, quantile_huber_loss
+from rlblocks.algo.nets import FractionProposal, ImplicitQuantileNetwork, make_encoder
+from rlblocks.contracts import Batch
 from rlblocks_algo_fqf.config import FQFConfig
 
 

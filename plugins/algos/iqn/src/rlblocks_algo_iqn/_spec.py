@@ -1,7 +1,7 @@
 """Entry-point spec of IQN: imports nothing heavier than attrs."""
 
-from rlblocks.env_families import atari_presets
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
+from rlblocks.run import atari_presets
 from rlblocks_algo_iqn.config import IQNConfig
 
 SPEC = AlgoSpec(
@@ -12,7 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
-    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.run)
     env_defaults=atari_presets("iqn"),
     defaults={
         # CartPole: gamma 0.99 (Tianshou's CartPole test: 0.9, for a threshold of 195; QR-DQN

@@ -23,11 +23,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.distributional import quantile_huber_loss, quantile_midpoints
-from rlblocks.nets.encoders import make_encoder
-from rlblocks.nets.qdist import ImplicitQuantileNetwork
-from rlblocks.valuebased import ValueBasedPolicy
+from rlblocks.algo import ValueBasedPolicy, quantile_huber_loss, quantile_midpoints
+from rlblocks.algo.nets import ImplicitQuantileNetwork, make_encoder
+from rlblocks.contracts import Batch
 from rlblocks_algo_iqn.config import IQNConfig
 
 

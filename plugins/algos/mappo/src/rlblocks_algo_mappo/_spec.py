@@ -1,6 +1,6 @@
 """Entry-point spec of MAPPO: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_ippo.presets import DEFAULTS, ENV_DEFAULTS
 from rlblocks_algo_mappo.config import MAPPOConfig
 

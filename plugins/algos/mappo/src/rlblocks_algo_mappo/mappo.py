@@ -15,9 +15,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.errors import ConfigError
-from rlblocks.nets import Critic, make_encoder
+from rlblocks.algo.nets import Critic, make_encoder
+from rlblocks.contracts import Batch, ConfigError
 from rlblocks_algo_mappo.config import MAPPOConfig
 from rlblocks_algo_ppo.ppo import PPOPolicy
 
@@ -59,7 +58,7 @@ class MAPPOPolicy(PPOPolicy):
         if "global_state" not in batch:
             raise ConfigError(
                 "mappo learns from the global state stored with each step; collect with "
-                "rlblocks.multiagent.MultiAgentCollector (a run on a PettingZoo env id does)"
+                "rlblocks.run.MultiAgentCollector (a run on a PettingZoo env id does)"
             )
         n = len(batch.act)
 

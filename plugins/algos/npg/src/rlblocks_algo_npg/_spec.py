@@ -1,6 +1,6 @@
 """Entry-point spec of NPG: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_npg.config import NPGConfig
 from rlblocks_algo_npg.presets import DEFAULTS
 

@@ -18,16 +18,17 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.distributions import Distribution
-from rlblocks.natural_gradient import (
+from rlblocks.algo import (
+    Distribution,
+    OnPolicyPolicy,
+    Rollout,
     conjugate_gradient,
     fisher_vector_product,
     flat_grad,
     get_flat_params,
     set_flat_params,
 )
-from rlblocks.onpolicy import OnPolicyPolicy, Rollout
+from rlblocks.contracts import Batch
 from rlblocks_algo_npg.config import NPGConfig
 
 

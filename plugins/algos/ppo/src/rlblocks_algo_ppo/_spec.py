@@ -1,6 +1,6 @@
 """Entry-point spec of PPO: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_ppo.config import PPOConfig
 from rlblocks_algo_ppo.presets import ENV_DEFAULTS
 

@@ -7,8 +7,8 @@ import math
 
 from attrs import define, field
 
-from rlblocks import validators as check
-from rlblocks.onpolicy_config import OnPolicyConfig
+from rlblocks.algo import OnPolicyConfig
+from rlblocks.contracts import _validators as check
 
 
 def _dual_clip(_inst: object, _attribute: object, value: float | None) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.onpolicy import OnPolicyPolicy, value_loss
+from rlblocks.algo import OnPolicyPolicy, value_loss
+from rlblocks.contracts import Batch
 from rlblocks_algo_ppo.config import PPOConfig
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlblocks.env_families import for_mujoco
+from rlblocks.run import for_mujoco
 
 #: MuJoCo: the PPO paper's settings (Schulman et al., 2017, Table 3: horizon 2048, Adam 3e-4,
 #: 10 epochs, minibatch 64, gamma 0.99, GAE lambda 0.95, clip 0.2) with the learning rate

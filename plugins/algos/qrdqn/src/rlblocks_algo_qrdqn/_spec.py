@@ -1,7 +1,7 @@
 """Entry-point spec of QR-DQN: imports nothing heavier than attrs."""
 
-from rlblocks.env_families import atari_presets
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
+from rlblocks.run import atari_presets
 from rlblocks_algo_qrdqn.config import QRDQNConfig
 
 SPEC = AlgoSpec(
@@ -12,7 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
-    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+    # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.run)
     env_defaults=atari_presets("qrdqn"),
     defaults={
         # CartPole: quantiles need no bounded support, so gamma 0.99 (Tianshou's CartPole test

@@ -2,8 +2,8 @@
 
 from attrs import define, field, validators
 
-from rlblocks import validators as check
-from rlblocks.plugins.spec import AlgoSpec, BufferSpec
+from rlblocks.contracts import _validators as check
+from rlblocks.plugins import AlgoSpec, BufferSpec
 from rlblocks_algo_r2d2.config import R2D2Config
 
 

@@ -2,7 +2,7 @@
 
 The paper's network is a convolutional torso, an LSTM and a dueling head; here the torso is
 core's observation encoder (a CNN for image Boxes, flattening and one-hot encoding otherwise)
-followed by optional MLP layers, the core is :class:`~rlblocks.nets.RecurrentBody` (LSTM or
+followed by optional MLP layers, the core is :class:`~rlblocks.algo.nets.RecurrentBody` (LSTM or
 GRU), and the head is an MLP, dueling or plain. The same network serves acting (:meth:`step`,
 one observation per env and the state the collector carries) and learning (:meth:`sequence`,
 ``[B, T]`` windows from a stored state); both give the same numbers for the same inputs.
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlblocks.nets import MLP, RecurrentBody
+from rlblocks.algo.nets import MLP, RecurrentBody
 
 __all__ = ["RecurrentQNetwork", "merge_time", "split_time"]
 
@@ -48,7 +48,7 @@ class RecurrentQNetwork(nn.Module):
         encoder: observation encoder with ``out_dim`` (core's ``make_encoder``).
         num_actions: size of the Discrete action space.
         torso: widths of the MLP between encoder and recurrent core (may be empty).
-        hidden_size, cell, num_layers: the :class:`~rlblocks.nets.RecurrentBody`.
+        hidden_size, cell, num_layers: the :class:`~rlblocks.algo.nets.RecurrentBody`.
         head: widths of the Q head's hidden layers.
         dueling: Q = V + A - mean(A) from separate value and advantage streams.
         activation: activation of the MLP layers.

@@ -5,7 +5,7 @@ How each part of the paper maps onto rlblocks:
 
 * **Recurrent Q-network** (section 2: conv torso, LSTM, dueling head) —
   :class:`~rlblocks_algo_r2d2.network.RecurrentQNetwork`: core's observation encoder and an MLP
-  torso, core's :class:`~rlblocks.nets.RecurrentBody` (LSTM or GRU), a plain or dueling Q head.
+  torso, core's :class:`~rlblocks.algo.nets.RecurrentBody` (LSTM or GRU), a plain or dueling Q head.
 * **Acting with epsilon-greedy, state carried across steps** — :meth:`R2D2Policy.forward` runs
   one ``step`` of the network per env from the state the collector carries (zeroed by the
   collector when an episode ends) and returns the new state; exploration is core's
@@ -36,7 +36,7 @@ How each part of the paper maps onto rlblocks:
 * **Value rescaling** (section 2, from Pohlen et al., 2018) — ``h(x) = sign(x)(sqrt(|x|+1)-1)
   + eps x`` and its closed-form inverse (:func:`rescale`, :func:`unrescale`); on by default,
   switchable with ``value_rescaling``.
-* **Target network** — core's :class:`~rlblocks.target.TargetNetwork`: hard copies every
+* **Target network** — core's :class:`~rlblocks.algo.TargetNetwork`: hard copies every
   ``target_update_interval`` gradient steps as in the paper (``tau=None``), or Polyak
   averaging with ``tau`` (the default: a run of a few thousand updates, like the masked
   CartPole's, propagates values far too slowly with the paper's copy every 2500 updates).
@@ -58,11 +58,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.batch import Batch
-from rlblocks.nets.encoders import make_encoder
-from rlblocks.protocols import Buffer
-from rlblocks.schedules import linear_decay
-from rlblocks.valuebased import QLearningPolicy, epsilon_greedy
+from rlblocks.algo import QLearningPolicy, epsilon_greedy, linear_decay
+from rlblocks.algo.nets import make_encoder
+from rlblocks.contracts import Batch, Buffer
 from rlblocks_algo_r2d2.config import R2D2Config
 from rlblocks_algo_r2d2.network import RecurrentQNetwork
 from rlblocks_algo_r2d2.sampler import window_priority

@@ -52,7 +52,7 @@ import numpy as np
 from rlblocks.replay import SequenceSampler
 
 if TYPE_CHECKING:
-    from rlblocks.buffer import ReplayBuffer
+    from rlblocks.replay import ReplayBuffer
 
 __all__ = ["PrioritizedSequenceSampler", "window_priority"]
 

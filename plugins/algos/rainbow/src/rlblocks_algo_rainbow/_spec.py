@@ -1,7 +1,7 @@
 """Entry-point spec of Rainbow: imports nothing heavier than attrs."""
 
-from rlblocks.env_families import atari_presets
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
+from rlblocks.run import atari_presets
 from rlblocks_algo_rainbow.config import RainbowConfig
 
 SPEC = AlgoSpec(
@@ -13,7 +13,7 @@ SPEC = AlgoSpec(
     action_spaces=("Discrete",),
     training="off-policy",
     env_defaults={
-        # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.atari)
+        # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.run)
         **atari_presets("rainbow"),
         # CartPole pays +1 per step, so its discounted returns lie in [1, 1 / (1 - gamma)]: with
         # gamma 0.99 the support is [0, 100]. The paper's Rainbow explores with its noisy layers

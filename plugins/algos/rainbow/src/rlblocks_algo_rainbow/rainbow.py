@@ -12,9 +12,8 @@ import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
-from rlblocks.batch import Batch
-from rlblocks.nets.encoders import make_encoder
-from rlblocks.nets.qdist import AtomQNetwork
+from rlblocks.algo.nets import AtomQNetwork, make_encoder
+from rlblocks.contracts import Batch
 from rlblocks_algo_c51.c51 import C51Policy
 from rlblocks_algo_rainbow.config import RainbowConfig
 

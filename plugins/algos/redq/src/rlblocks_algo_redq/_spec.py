@@ -1,6 +1,6 @@
 """Entry-point spec of REDQ: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_redq.config import REDQConfig
 from rlblocks_algo_redq.presets import ENV_DEFAULTS
 

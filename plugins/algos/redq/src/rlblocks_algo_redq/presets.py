@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlblocks.env_families import for_mujoco
+from rlblocks.run import for_mujoco
 
 #: Gymnasium MuJoCo locomotion: the REDQ paper's settings (Chen et al., 2021, table 1: N = 10,
 #: M = 2, G = 20, Adam 3e-4, batch 256, 256-256 networks, tau 0.005, 5k random warm-up steps),

@@ -19,12 +19,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.nets import QEnsemble, SquashedGaussianActor
-from rlblocks.offpolicy import OffPolicyPolicy
-from rlblocks.optim import OptimizerStep
-from rlblocks.target import TargetNetwork
-from rlblocks.temperature import EntropyTemperature
+from rlblocks.algo import EntropyTemperature, OffPolicyPolicy, OptimizerStep, TargetNetwork
+from rlblocks.algo.nets import QEnsemble, SquashedGaussianActor
+from rlblocks.contracts import Batch
 from rlblocks_algo_redq.config import REDQConfig
 
 

@@ -1,6 +1,6 @@
 """Entry-point spec of REINFORCE: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_reinforce.config import ReinforceConfig
 
 SPEC = AlgoSpec(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from attrs import define, field
 
-from rlblocks import validators as check
-from rlblocks.onpolicy_config import OnPolicyConfig
+from rlblocks.algo import OnPolicyConfig
+from rlblocks.contracts import _validators as check
 
 
 @define(kw_only=True)

@@ -12,8 +12,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.onpolicy import OnPolicyPolicy
+from rlblocks.algo import OnPolicyPolicy
+from rlblocks.contracts import Batch
 from rlblocks_algo_reinforce.config import ReinforceConfig
 
 

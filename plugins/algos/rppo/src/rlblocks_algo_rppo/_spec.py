@@ -1,6 +1,6 @@
 """Entry-point spec of recurrent PPO: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_rppo.config import RPPOConfig
 
 SPEC = AlgoSpec(

@@ -7,8 +7,8 @@ from typing import Any
 
 from attrs import define, field
 
-from rlblocks import validators as check
-from rlblocks.onpolicy_config import OnPolicyConfig
+from rlblocks.algo import OnPolicyConfig
+from rlblocks.contracts import _validators as check
 
 
 def _int_at_least_1(_inst: object, _attribute: object, value: Any) -> None:

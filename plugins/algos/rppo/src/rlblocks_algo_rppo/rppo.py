@@ -25,7 +25,7 @@ Preparing an update (``process_fn``), on a rollout of ``step_per_collect`` steps
    next collect) inserted after that step, so ``V(obs_next)`` there is read with the memory of the
    episode it belongs to. Values are recomputed rather than stored while acting, so that
    ``recompute_advantage`` and ``obs_norm`` (statistics updated before each update) work as in
-   PPO. GAE with partial-episode bootstrapping (``rlblocks.returns.gae``) gives advantages and
+   PPO. GAE with partial-episode bootstrapping (``rlblocks.algo.gae``) gives advantages and
    value targets.
 3. *Windows.* Each trajectory is cut into consecutive windows of ``seq_len`` steps (the last one
    padded). A window starts from the state stored with its first step (the state acting had there)
@@ -55,14 +55,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.arraytree import take_rows
-from rlblocks.batch import Batch
-from rlblocks.errors import ConfigError
-from rlblocks.nets import Actor, Critic, RecurrentBody, make_encoder, obs_to_tensor
-from rlblocks.onpolicy import OnPolicyPolicy, value_loss
-from rlblocks.protocols import Buffer
-from rlblocks.returns import gae
-from rlblocks.views import ViewRequirement
+from rlblocks.algo import OnPolicyPolicy, gae, value_loss
+from rlblocks.algo.nets import Actor, Critic, RecurrentBody, make_encoder, obs_to_tensor
+from rlblocks.contracts import Batch, Buffer, ConfigError, ViewRequirement, take_rows
 from rlblocks_algo_rppo.config import RPPOConfig
 
 __all__ = ["RPPOPolicy"]
@@ -76,7 +71,7 @@ class RPPOPolicy(OnPolicyPolicy):
 
     Args:
         encoder: replaces the default observation encoder (a module with ``out_dim``; see
-            :class:`~rlblocks.onpolicy.OnPolicyPolicy`).
+            :class:`~rlblocks.algo.OnPolicyPolicy`).
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """Entry-point spec of SAC: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_sac.config import SACConfig
 from rlblocks_algo_sac.presets import ENV_DEFAULTS
 

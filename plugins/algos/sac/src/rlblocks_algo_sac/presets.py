@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlblocks.env_families import for_mujoco
+from rlblocks.run import for_mujoco
 
 #: Gymnasium MuJoCo locomotion: 256-256 ReLU networks, batch 256, tau 0.005, gamma 0.99, one
 #: gradient step per env step, 10k random warm-up steps and a 1M-transition buffer (the SAC

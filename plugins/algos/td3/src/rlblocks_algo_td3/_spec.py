@@ -1,6 +1,6 @@
 """Entry-point spec of TD3: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_td3.config import TD3Config
 from rlblocks_algo_td3.presets import ENV_DEFAULTS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlblocks.env_families import for_mujoco
+from rlblocks.run import for_mujoco
 
 #: Gymnasium MuJoCo locomotion: the TD3 paper's settings (Fujimoto et al., 2018, and the
 #: authors' published code: Adam 3e-4, batch 256, 256-256 ReLU networks, tau 0.005, exploration

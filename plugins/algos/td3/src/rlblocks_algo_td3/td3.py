@@ -20,12 +20,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.batch import Batch
-from rlblocks.nets import DeterministicActor, QEnsemble
-from rlblocks.noise import make_noise
-from rlblocks.offpolicy import OffPolicyPolicy
-from rlblocks.optim import OptimizerStep
-from rlblocks.target import TargetNetwork
+from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork, make_noise
+from rlblocks.algo.nets import DeterministicActor, QEnsemble
+from rlblocks.contracts import Batch
 from rlblocks_algo_td3.config import TD3Config
 
 

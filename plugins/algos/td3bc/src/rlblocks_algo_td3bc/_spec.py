@@ -1,6 +1,6 @@
 """Entry-point spec of TD3+BC: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_td3bc.config import TD3BCConfig
 
 SPEC = AlgoSpec(

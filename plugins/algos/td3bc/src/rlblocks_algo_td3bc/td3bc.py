@@ -1,7 +1,7 @@
 """TD3+BC (Fujimoto & Gu, 2021, "A Minimalist Approach to Offline Reinforcement Learning").
 
 Offline RL from a fixed dataset ``D = {(s, a, r, s')}``, trained by
-:class:`rlblocks.trainer.OfflineTrainer`. The paper keeps TD3 (Fujimoto et al., 2018) and
+:class:`rlblocks.trainers.OfflineTrainer`. The paper keeps TD3 (Fujimoto et al., 2018) and
 changes two things; this module follows it in that order.
 
 1. States are normalised with the dataset's per-feature mean and standard deviation (its
@@ -38,15 +38,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlblocks.batch import Batch
-from rlblocks.errors import ConfigError
-from rlblocks.nets import DeterministicActor, QEnsemble
-from rlblocks.nets.encoders import is_image_space
-from rlblocks.normalize import RunningMeanStd
-from rlblocks.offpolicy import OffPolicyPolicy
-from rlblocks.optim import OptimizerStep
-from rlblocks.protocols import Buffer
-from rlblocks.target import TargetNetwork
+from rlblocks.algo import OffPolicyPolicy, OptimizerStep, RunningMeanStd, TargetNetwork
+from rlblocks.algo.nets import DeterministicActor, QEnsemble, is_image_space
+from rlblocks.contracts import Batch, Buffer, ConfigError
 from rlblocks_algo_td3bc.config import TD3BCConfig
 
 #: observations read per chunk while computing the dataset's statistics
@@ -137,7 +131,7 @@ class TD3BCPolicy(OffPolicyPolicy):
         return (obs - self.obs_mean) * self.obs_scale
 
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, Any]:
-        """One gradient step (:class:`~rlblocks.offpolicy.OffPolicyPolicy`'s), after fitting
+        """One gradient step (:class:`~rlblocks.algo.OffPolicyPolicy`'s), after fitting
         the normalisation statistics to ``buffer`` if none are fitted yet."""
         if self.config.obs_norm and not self._obs_fitted and buffer is not None and len(buffer):
             if float(self.obs_count) > 0:  # loaded from a checkpoint

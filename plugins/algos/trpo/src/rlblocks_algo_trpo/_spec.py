@@ -1,6 +1,6 @@
 """Entry-point spec of TRPO: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import AlgoSpec
+from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_npg.presets import DEFAULTS as NPG_DEFAULTS
 from rlblocks_algo_trpo.config import TRPOConfig
 

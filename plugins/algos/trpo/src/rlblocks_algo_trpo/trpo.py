@@ -14,9 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from rlblocks.distributions import Distribution
-from rlblocks.natural_gradient import get_flat_params, set_flat_params
-from rlblocks.onpolicy import Rollout
+from rlblocks.algo import Distribution, Rollout, get_flat_params, set_flat_params
 from rlblocks_algo_npg.npg import NPGPolicy
 from rlblocks_algo_trpo.config import TRPOConfig
 

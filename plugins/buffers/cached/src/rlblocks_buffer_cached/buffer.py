@@ -4,7 +4,7 @@ Some algorithms (episodic returns computed once, hindsight relabelling, sequence
 sample only complete episodes. With this :class:`~rlblocks.replay.Writer` every step goes first
 into its env's cache (a small buffer with the per-env layout, ``cache_size`` slots per env);
 when a step is done, that env's episode is written, in order, into the buffer with
-:meth:`~rlblocks.buffer.ReplayBuffer.extend`, so ``sample``, ``buf[...]``, ``prev`` / ``next``,
+:meth:`~rlblocks.replay.ReplayBuffer.extend`, so ``sample``, ``buf[...]``, ``prev`` / ``next``,
 returns and files see only whole episodes. It goes on any layout, with any sampler and
 relabeller: ``make_buffer("replay", ..., writer="cached", cache_size=500)``.
 
@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.replay import Relabeller, Sampler
+from rlblocks.contracts import Batch
+from rlblocks.replay import Relabeller, ReplayBuffer, Sampler
 from rlblocks_buffer_vector.buffer import PerEnvLayout
 
 __all__ = ["CachedReplayBuffer", "CachedWriter"]
@@ -181,7 +180,7 @@ class CachedWriter:
 
 
 class CachedReplayBuffer(ReplayBuffer):
-    """A :class:`~rlblocks.buffer.ReplayBuffer` (shared-ring layout by default) that holds only
+    """A :class:`~rlblocks.replay.ReplayBuffer` (shared-ring layout by default) that holds only
     complete episodes: the cached writer with ``cache_size`` slots per env."""
 
     def __init__(

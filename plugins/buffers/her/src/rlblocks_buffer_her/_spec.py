@@ -2,7 +2,7 @@
 
 from attrs import define, field, validators
 
-from rlblocks.plugins.spec import BufferSpec
+from rlblocks.plugins import BufferSpec
 
 
 @define(kw_only=True)

@@ -31,11 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlblocks.batch import Batch
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.errors import ConfigError
-from rlblocks.plugins.spec import import_object
-from rlblocks.replay import Sampler, Writer
+from rlblocks.contracts import Batch, ConfigError
+from rlblocks.plugins import import_object
+from rlblocks.replay import ReplayBuffer, Sampler, Writer
 from rlblocks_buffer_vector.buffer import PerEnvLayout
 
 if TYPE_CHECKING:
@@ -302,7 +300,7 @@ class RelabelledView:
     sampled row ``j`` and has goal ``goals[j]``.
 
     Reads take ``[B]`` slot arrays aligned with the batch (row ``j`` on the path of sampled row
-    ``j``, as :func:`rlblocks.returns.nstep_return` walks them). ``rew`` is recomputed with each
+    ``j``, as :func:`rlblocks.algo.nstep_return` walks them). ``rew`` is recomputed with each
     row's goal (so for every row, relabelled or not: a goal env's stored reward is
     ``compute_reward`` of its own goal); ``obs`` / ``obs_next`` carry the row's goal; with
     ``terminate_on_success`` ``terminated`` / ``done`` are recomputed and ``next`` stops where a
@@ -376,7 +374,7 @@ class RelabelledView:
 
 
 class HERReplayBuffer(ReplayBuffer):
-    """A :class:`~rlblocks.buffer.ReplayBuffer` on the shared ring (one circular storage for all
+    """A :class:`~rlblocks.replay.ReplayBuffer` on the shared ring (one circular storage for all
     envs) with a :class:`HindsightRelabeller` of the given options (see it for ``k`` ...
     ``compute_terminated``; the rest as for ``ReplayBuffer``)."""
 

@@ -3,8 +3,8 @@ attrs-only validators)."""
 
 from attrs import define, field, validators
 
-from rlblocks import validators as check
-from rlblocks.plugins.spec import BufferSpec
+from rlblocks.contracts import _validators as check
+from rlblocks.plugins import BufferSpec
 
 
 @define(kw_only=True)

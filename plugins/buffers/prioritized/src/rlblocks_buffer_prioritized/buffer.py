@@ -23,8 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.replay import Relabeller, Writer
+from rlblocks.replay import Relabeller, ReplayBuffer, Writer
 from rlblocks_buffer_prioritized.segment_tree import SumMinTree
 from rlblocks_buffer_vector.buffer import PerEnvLayout
 
@@ -187,7 +186,7 @@ class PrioritizedSampler:
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
-    """A :class:`~rlblocks.buffer.ReplayBuffer` with the shared-ring layout and the prioritized
+    """A :class:`~rlblocks.replay.ReplayBuffer` with the shared-ring layout and the prioritized
     sampler (arguments: the sampler's, then the buffer's)."""
 
     def __init__(

@@ -1,6 +1,6 @@
 """Entry-point spec of the per-env layout: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import BufferSpec
+from rlblocks.plugins import BufferSpec
 
 SPEC = BufferSpec(
     name="vector",

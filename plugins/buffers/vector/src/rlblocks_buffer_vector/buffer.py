@@ -4,7 +4,7 @@ Slots ``[e * sub_size, (e + 1) * sub_size)`` belong to env ``e`` (``sub_size = s
 and each env overwrites only its own oldest steps, so a fast env never pushes a slow env's
 episodes out of the buffer and each env's steps lie together in memory. It is a
 :class:`~rlblocks.replay.Layout`: storage, samplers, relabellers, writers, reads, returns and
-files are those of any :class:`~rlblocks.buffer.ReplayBuffer`.
+files are those of any :class:`~rlblocks.replay.ReplayBuffer`.
 
 Nothing but the data is stored per slot. Inside a sub-buffer an env's steps are consecutive
 slots (circularly), so the episode links follow from the done flags and each sub-buffer's write
@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.buffer import ReplayBuffer
-from rlblocks.layouts import EpisodeStats
+from rlblocks.replay import EpisodeStats, ReplayBuffer
 
 __all__ = ["PerEnvLayout", "VectorReplayBuffer"]
 
@@ -490,7 +489,7 @@ class PerEnvLayout:
 
 
 class VectorReplayBuffer(ReplayBuffer):
-    """A :class:`~rlblocks.buffer.ReplayBuffer` with the per-env layout (one circular
+    """A :class:`~rlblocks.replay.ReplayBuffer` with the per-env layout (one circular
     sub-buffer of ``size // num_envs`` slots per env); arguments as for ``ReplayBuffer``."""
 
     default_layout = PerEnvLayout

@@ -1,6 +1,6 @@
 """Entry-point spec of the dummy backend: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import EnvBackendSpec
+from rlblocks.plugins import EnvBackendSpec
 
 SPEC = EnvBackendSpec(
     name="dummy",

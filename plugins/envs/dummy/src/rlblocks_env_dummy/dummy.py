@@ -9,15 +9,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
-from rlblocks import env_state
-from rlblocks.errors import EnvWorkerError
-from rlblocks.vector_env import (
+from rlblocks.collect import (
     VectorEnvBase,
     as_env_ids,
     has_object_leaves,
     observation_mismatch,
     stack_observations,
 )
+from rlblocks.collect import _env_state as env_state
+from rlblocks.contracts import EnvWorkerError
 
 #: What every use of a closed vector env raises (the process backends say the same).
 _CLOSED = "this vector env is closed; build a new one"
@@ -205,7 +205,7 @@ class DummyVectorEnv(VectorEnvBase):
         self._call("set_attr", env_ids, lambda env: env.set_wrapper_attr(name, value))
 
     def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
-        """Each env's state as plain values (see :mod:`rlblocks.env_state`): ``{"env":
+        """Each env's state as plain values (see :mod:`rlblocks.collect`): ``{"env":
         snapshot or None, "why": why not, "needs_reset": whether its episode ended}``."""
         out = []
         for i in self._ids(env_ids).tolist():

@@ -1,6 +1,6 @@
 """Entry-point spec of the EnvPool backend: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import EnvBackendSpec
+from rlblocks.plugins import EnvBackendSpec
 from rlblocks_env_envpool.config import EnvPoolConfig
 
 SPEC = EnvBackendSpec(

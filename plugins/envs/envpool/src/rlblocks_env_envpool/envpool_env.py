@@ -19,8 +19,8 @@ import gymnasium as gym
 import numpy as np
 from attrs import define
 
-from rlblocks.errors import ConfigError, EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase, as_env_ids
+from rlblocks.collect import VectorEnvBase, as_env_ids
+from rlblocks.contracts import ConfigError, EnvWorkerError
 
 #: Wrappers ``gymnasium.make`` adds by itself; any other wrapper changes what the env returns,
 #: which EnvPool's C++ env would not reproduce.

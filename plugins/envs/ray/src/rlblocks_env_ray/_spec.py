@@ -6,7 +6,7 @@ from typing import Any
 
 from attrs import define, field, validators
 
-from rlblocks.plugins.spec import EnvBackendSpec
+from rlblocks.plugins import EnvBackendSpec
 
 
 def _positive_or_none(_inst: object, attribute: Any, value: float | None) -> None:

@@ -24,8 +24,8 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from rlblocks import env_state
-from rlblocks.vector_env import observation_mismatch
+from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import observation_mismatch
 
 Reply = tuple[Any, ...]
 

@@ -29,13 +29,8 @@ import ray
 from gymnasium.vector.utils import concatenate, create_empty_array
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
-from rlblocks.arraytree import put_rows, take_rows
-from rlblocks.errors import ConfigError, EnvWorkerError
-from rlblocks.vector_env import (
-    empty_observations,
-    has_object_leaves,
-    stack_observations,
-)
+from rlblocks.collect import empty_observations, has_object_leaves, stack_observations
+from rlblocks.contracts import ConfigError, EnvWorkerError, put_rows, take_rows
 from rlblocks_env_ray import session
 from rlblocks_env_ray.actor import EnvActor
 from rlblocks_env_subproc.grouping import WorkerGroups

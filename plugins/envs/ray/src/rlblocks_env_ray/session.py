@@ -21,7 +21,7 @@ from typing import Any
 
 import ray
 
-from rlblocks.errors import ConfigError
+from rlblocks.contracts import ConfigError
 
 #: ``ray.init`` arguments that only make sense when starting a Ray, not when connecting to one.
 START_ONLY = frozenset({

@@ -30,7 +30,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.errors import ConfigError
+from rlblocks.contracts import ConfigError
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.subproc import Request, SubprocVectorEnv, Worker
 from rlblocks_env_subproc.worker import check_observations

@@ -1,6 +1,6 @@
 """Entry-point spec of the subproc backend: imports nothing heavier than attrs."""
 
-from rlblocks.plugins.spec import EnvBackendSpec
+from rlblocks.plugins import EnvBackendSpec
 from rlblocks_env_subproc.config import SubprocConfig
 
 SPEC = EnvBackendSpec(

@@ -15,14 +15,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
-from rlblocks.arraytree import put_rows, take_rows
-from rlblocks.errors import EnvWorkerError
-from rlblocks.vector_env import VectorEnvBase, as_env_ids, observation_mismatch
+from rlblocks.collect import VectorEnvBase, as_env_ids, observation_mismatch
+from rlblocks.contracts import EnvWorkerError, put_rows, take_rows
 
 
 class WorkerGroups(VectorEnvBase):
     """Env-id routing and result joining for backends whose workers own contiguous env blocks
-    (the lifecycle dunders come from :class:`~rlblocks.vector_env.VectorEnvBase`)."""
+    (the lifecycle dunders come from :class:`~rlblocks.collect.VectorEnvBase`)."""
 
     def _ids(self, env_ids: Sequence[int] | np.ndarray | None) -> np.ndarray | None:
         """Validated env ids (None: every env, in order)."""
@@ -163,7 +162,7 @@ class WorkerGroups(VectorEnvBase):
 
     def snapshot(self, env_ids: Sequence[int] | np.ndarray | None = None) -> list[dict[str, Any]]:
         """Each env's state as plain values, taken in its worker (see
-        :mod:`rlblocks.env_state`): ``{"env": snapshot or None, "why": why not, "needs_reset":
+        :mod:`rlblocks.collect`): ``{"env": snapshot or None, "why": why not, "needs_reset":
         whether its episode ended}``. No step may be in flight."""
         ids = self._all_ids if env_ids is None else self._ids(env_ids)
         if np.count_nonzero(self._in_flight[ids]):

@@ -36,9 +36,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
-from rlblocks.arraytree import put_rows, take_rows
-from rlblocks.errors import ConfigError, EnvWorkerError
-from rlblocks.vector_env import empty_observations, has_object_leaves, stack_observations
+from rlblocks.collect import empty_observations, has_object_leaves, stack_observations
+from rlblocks.contracts import ConfigError, EnvWorkerError, put_rows, take_rows
 from rlblocks_env_subproc import worker as W
 from rlblocks_env_subproc.grouping import WorkerGroups
 from rlblocks_env_subproc.lifeline import Lifeline, register_parent_end

@@ -8,7 +8,7 @@ Protocol (parent -> worker, one pickled tuple per command; worker -> parent, one
     (GET_ATTR, slots | None, name)         -> ("ok", [value, ...])
     (SET_ATTR, slots | None, name, value)  -> ("ok", None)
     (SNAPSHOT, slots | None)               -> ("ok", [env snapshot or None, ...]) (see
-                                              rlblocks.env_state)
+                                              rlblocks.collect)
     (RESTORE, slots | None, snapshots)     -> ("ok", None)
     (CLOSE,)                               -> ("ok", None), then the worker exits
 
@@ -35,7 +35,7 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from rlblocks import env_state
+from rlblocks.collect import _env_state as env_state
 
 STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE, SNAPSHOT, RESTORE = range(8)
 COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close", "snapshot", "restore")

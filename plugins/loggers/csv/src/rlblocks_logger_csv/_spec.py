@@ -2,7 +2,7 @@
 
 from attrs import define
 
-from rlblocks.plugins.spec import LoggerSpec
+from rlblocks.plugins import LoggerSpec
 
 
 @define(kw_only=True)

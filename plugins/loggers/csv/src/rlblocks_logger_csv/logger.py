@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.plugins import hookimpl
 from rlblocks_logger_csv._spec import CsvConfig
 
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from rlblocks.errors import PluginLoadError
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.contracts import PluginLoadError
+from rlblocks.plugins import hookimpl
 from rlblocks_logger_mlflow._spec import MlflowConfig
 
 __all__ = ["MlflowConfig", "MlflowLogger", "flatten_params", "metric_key"]

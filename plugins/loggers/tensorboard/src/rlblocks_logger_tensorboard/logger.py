@@ -9,7 +9,7 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.plugins import hookimpl
 from rlblocks_logger_tensorboard._spec import TensorboardConfig
 
 

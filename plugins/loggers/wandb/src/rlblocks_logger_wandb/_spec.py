@@ -2,7 +2,7 @@
 
 from attrs import define, field, validators
 
-from rlblocks.plugins.spec import LoggerSpec
+from rlblocks.plugins import LoggerSpec
 
 MODES = ("online", "offline", "disabled")
 

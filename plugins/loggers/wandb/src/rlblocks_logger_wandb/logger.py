@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlblocks.errors import PluginLoadError
-from rlblocks.plugins.hookspecs import hookimpl
+from rlblocks.contracts import PluginLoadError
+from rlblocks.plugins import hookimpl
 from rlblocks_logger_wandb._spec import WandbConfig
 
 if TYPE_CHECKING:

@@ -1,0 +1,118 @@
+"""The toolkit algorithm plugins share: the policy bases (``BasePolicy`` and its on-policy,
+off-policy and value-based bases with their config classes), return math (GAE, n-step,
+discounted returns, the value mask), the optimizer step, target networks, exploration noise,
+normalisers, distributions, natural-gradient helpers, CUDA-graph capture and the entropy
+temperature. Networks are in :mod:`rlblocks.algo.nets`.
+
+Builds on ``contracts`` and ``plugins`` only, so it could be its own distribution.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlblocks._lazy import attach
+
+__all__ = [
+    "ActorCriticConfig",
+    "BasePolicy",
+    "Categorical",
+    "ContinuousActorCriticConfig",
+    "DeterministicActorCriticConfig",
+    "DiagGaussian",
+    "Distribution",
+    "EntropyTemperature",
+    "FiniteWatch",
+    "GaussianNoise",
+    "MultiCategorical",
+    "OUNoise",
+    "OffPolicyPolicy",
+    "OnPolicyConfig",
+    "OnPolicyPolicy",
+    "OptimizerStep",
+    "QLearningPolicy",
+    "Rollout",
+    "RunningMeanStd",
+    "StepGraph",
+    "TargetNetwork",
+    "ValueBasedConfig",
+    "ValueBasedPolicy",
+    "categorical_projection",
+    "conjugate_gradient",
+    "cosine_features",
+    "discounted_returns",
+    "episodic_returns",
+    "epsilon_greedy",
+    "fisher_vector_product",
+    "flat_grad",
+    "fraction_loss",
+    "gae",
+    "get_flat_params",
+    "graph_refusal",
+    "linear_decay",
+    "make_noise",
+    "make_optimizer",
+    "nstep_return",
+    "optimizers_deferred",
+    "quantile_huber_loss",
+    "quantile_midpoints",
+    "reverse_linear_scan",
+    "set_flat_params",
+    "value_loss",
+    "value_mask",
+]
+
+if TYPE_CHECKING:
+    from rlblocks.algo._cuda_graph import StepGraph, graph_refusal
+    from rlblocks.algo._distributional import (
+        categorical_projection,
+        cosine_features,
+        fraction_loss,
+        quantile_huber_loss,
+        quantile_midpoints,
+    )
+    from rlblocks.algo._distributions import (
+        Categorical,
+        DiagGaussian,
+        Distribution,
+        MultiCategorical,
+    )
+    from rlblocks.algo._natural_gradient import (
+        conjugate_gradient,
+        fisher_vector_product,
+        flat_grad,
+        get_flat_params,
+        set_flat_params,
+    )
+    from rlblocks.algo._noise import GaussianNoise, OUNoise, make_noise
+    from rlblocks.algo._normalize import RunningMeanStd
+    from rlblocks.algo._offpolicy import OffPolicyPolicy
+    from rlblocks.algo._offpolicy_config import (
+        ActorCriticConfig,
+        ContinuousActorCriticConfig,
+        DeterministicActorCriticConfig,
+    )
+    from rlblocks.algo._onpolicy import OnPolicyPolicy, Rollout, value_loss
+    from rlblocks.algo._onpolicy_config import OnPolicyConfig
+    from rlblocks.algo._optim import (
+        FiniteWatch,
+        OptimizerStep,
+        make_optimizer,
+        optimizers_deferred,
+    )
+    from rlblocks.algo._policy import BasePolicy
+    from rlblocks.algo._returns import (
+        discounted_returns,
+        episodic_returns,
+        gae,
+        nstep_return,
+        reverse_linear_scan,
+        value_mask,
+    )
+    from rlblocks.algo._schedules import linear_decay
+    from rlblocks.algo._target import TargetNetwork
+    from rlblocks.algo._temperature import EntropyTemperature
+    from rlblocks.algo._valuebased import QLearningPolicy, ValueBasedPolicy, epsilon_greedy
+    from rlblocks.algo._valuebased_config import ValueBasedConfig
+
+__getattr__, __dir__ = attach(__name__, __file__)

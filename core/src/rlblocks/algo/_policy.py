@@ -1,0 +1,267 @@
+"""BasePolicy: the part every algorithm shares (update cycle, state flags, action mapping).
+
+An algorithm subclasses it and writes ``forward`` and ``learn`` (and ``process_fn`` when its
+targets need the buffer's time structure, e.g. n-step or GAE). The seed's state table:
+
+=================  ==============  ==============
+state              ``training``    ``updating``
+=================  ==============  ==============
+collecting         True            False
+updating           True            True
+testing            False           False
+=================  ==============  ==============
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlblocks.algo._optim import FiniteWatch, OptimizerStep
+from rlblocks.contracts import (
+    Batch,
+    Buffer,
+    BufferAbilities,
+    ConfigError,
+    ViewRequirement,
+    training_views,
+)
+
+
+def _check_scalable(space: gym.spaces.Box) -> None:
+    """Scaling network actions from [-1, 1] to [low, high] needs finite bounds."""
+    bad = ~(np.isfinite(space.low) & np.isfinite(space.high))
+    if bad.any():
+        where = np.argwhere(bad).tolist()
+        raise ConfigError(
+            f"the action space {space} is unbounded at {where[:8]}: scaling network actions "
+            "from [-1, 1] to [low, high] needs finite bounds (NaN actions otherwise); bound the "
+            "env's action space, or turn scaling off where the algorithm has it "
+            "(--set algo.action_scaling=false)"
+        )
+
+
+class BasePolicy(nn.Module):
+    """Shared policy machinery. Subclasses implement :meth:`forward` and :meth:`learn`."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device = "cpu",
+        action_scaling: bool = True,
+        action_bound_method: str = "clip",
+    ) -> None:
+        super().__init__()
+        if action_bound_method not in {"clip", "tanh", "none"}:
+            raise ValueError(
+                f"action_bound_method={action_bound_method!r}; use 'clip', 'tanh' or 'none'"
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = torch.device(device)
+        self.updating = False
+        self.env_step = 0
+        #: Extra columns this policy's batches carry (RLlib's trajectory views); the collector
+        #: builds the acting ones, ``update`` the training ones. Empty: just the stored columns.
+        self.view_requirements: dict[str, ViewRequirement] = {}
+        self.action_scaling = action_scaling and isinstance(action_space, gym.spaces.Box)
+        if self.action_scaling:
+            _check_scalable(action_space)
+        self.action_bound_method = action_bound_method
+        self._rng = np.random.default_rng()
+        self._abilities: tuple[Any, BufferAbilities] = (None, BufferAbilities())
+        self.gradient_steps = 0
+        #: every optimizer by name: checkpointed and told the env step (LR schedules) by core
+        self.optim_steps: dict[str, OptimizerStep] = {}
+
+    # -- acting -------------------------------------------------------------------------------
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        """Return ``Batch(act=..., state=..., policy=...)`` for ``batch.obs`` of shape [B, ...]."""
+        raise NotImplementedError
+
+    def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
+        """Add exploration to actions chosen while collecting for training (default: none)."""
+        return act
+
+    def map_action(self, act: np.ndarray) -> np.ndarray:
+        """Turn network actions into env actions: for Box spaces bound them (``clip`` to
+        [-1, 1], or ``tanh``) and scale [-1, 1] to the space's [low, high] when
+        ``action_scaling``; without scaling ``clip`` clips to [low, high] itself."""
+        space = self.action_space
+        if not isinstance(space, gym.spaces.Box):
+            return act
+        if self.action_bound_method == "clip":
+            if self.action_scaling:
+                act = np.clip(act, -1.0, 1.0)
+            else:
+                act = np.clip(act, space.low, space.high)
+        elif self.action_bound_method == "tanh":
+            act = np.tanh(act)
+        if self.action_scaling:
+            low, high = space.low, space.high
+            act = low + (high - low) * (act + 1.0) / 2.0
+        return act.astype(space.dtype, copy=False)
+
+    #: the policy acts on a grid of a Box (discretised actions): random warm-up actions, drawn
+    #: in env units, are snapped to the grid before the env runs them, so the env executes
+    #: exactly the action the buffer stores
+    quantized_actions: bool = False
+
+    def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`map_action`: env actions back to network units (for random warm-up
+        actions, which are sampled in env units but stored in network units): unscaled to
+        [-1, 1] with ``action_scaling`` (0 on a dimension whose low equals its high), then
+        ``arctanh`` under ``tanh`` bounding (the bounds themselves map to +-arctanh(1 - 1e-6))."""
+        if not isinstance(self.action_space, gym.spaces.Box):
+            return act
+        if self.action_scaling:
+            low, high = self.action_space.low, self.action_space.high
+            span = np.where(high > low, high - low, np.inf)
+            act = (act - low) * 2.0 / span - (high > low)
+        if self.action_bound_method == "tanh":
+            act = np.arctanh(np.clip(act, -1.0 + 1e-6, 1.0 - 1e-6))
+        return act
+
+    def set_env_step(self, env_step: int) -> None:
+        """Told by the trainer before each collect; schedules (epsilon, lr) read ``env_step``."""
+        self.env_step = env_step
+        for step in self.optim_steps.values():
+            step.set_env_step(env_step)
+
+    def add_optimizer(self, name: str, step: OptimizerStep) -> OptimizerStep:
+        """Register an optimizer step under ``name`` (saved in checkpoints, follows its learning
+        rate schedule); returns it."""
+        self.optim_steps[name] = step
+        step.name = name
+        return step
+
+    def watch_finite(self, skip: bool = False) -> FiniteWatch:
+        """Watch the registered optimizers' losses and gradients and every parameter for NaN
+        and infinite values (the trainer does, checking once per iteration); with ``skip`` a
+        step whose loss or gradients are not finite is not applied. See
+        :class:`~rlblocks.algo.FiniteWatch`."""
+        return FiniteWatch(self.optim_steps, self.named_parameters(), skip=skip)
+
+    def schedule_stats(self) -> dict[str, float]:
+        """The current values of the policy's schedules, logged with each update's statistics:
+        ``lr/<name>`` of every registered optimizer. An algorithm with a schedule of its own
+        (DQN's exploration epsilon) extends it."""
+        return {f"lr/{name}": step.lr for name, step in self.optim_steps.items()}
+
+    def seed(self, seed: int | None) -> None:
+        """Seed the policy's own numpy generator (exploration noise)."""
+        self._rng = np.random.default_rng(seed)
+
+    # -- learning -----------------------------------------------------------------------------
+    def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
+        """Compute targets that need the buffer's time structure (n-step, GAE). Default: none."""
+        return batch
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        """One learning step on a processed batch; return scalar statistics."""
+        raise NotImplementedError
+
+    def post_process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> None:
+        """After learning: hand new priorities to buffers that take them
+        (:class:`~rlblocks.contracts.PrioritizedBuffer`)."""
+        if "td_error" in batch and self.buffer_abilities(buffer).prioritized:
+            td = batch.td_error
+            if isinstance(td, torch.Tensor):  # copied to the host only when a buffer wants it
+                td = td.detach().cpu().numpy()
+            buffer.update_priority(indices, td)  # type: ignore[attr-defined]
+
+    def buffer_abilities(self, buffer: Buffer) -> BufferAbilities:
+        """The optional abilities of ``buffer``, checked once per buffer (not per update)."""
+        known, abilities = self._abilities
+        if known is None or known() is not buffer:
+            abilities = BufferAbilities.of(buffer)
+            self._abilities = (weakref.ref(buffer), abilities)
+        return abilities
+
+    def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
+        """Sample, then ``process_fn -> learn -> post_process_fn``. ``sample_size=0`` uses the
+        whole buffer in time order (on-policy algorithms)."""
+        if buffer is None or len(buffer) == 0:
+            return {}
+        batch, indices = buffer.sample(sample_size)
+        if self.view_requirements:
+            # acting views come back as the collector stored them, the others from the links
+            views = training_views(
+                buffer,
+                indices,
+                self.view_requirements,
+                self.observation_space,
+                self.action_space,
+                batch=batch,
+            )
+            batch.update(views)
+        # A buffer that rewrites what it samples (hindsight relabelling) hands process_fn a view
+        # whose reads follow the rewritten rows, so n-step or GAE targets see the same data.
+        relabels = self.buffer_abilities(buffer).relabelling
+        source = buffer.batch_view(batch, indices) if relabels else buffer  # type: ignore[attr-defined]
+        return self._learn_sampled(batch, source, buffer, indices, **kwargs)
+
+    def _learn_sampled(
+        self, batch: Batch, source: Any, buffer: Buffer, indices: np.ndarray, **kwargs: Any
+    ) -> dict[str, Any]:
+        """``process_fn`` (reading ``source``) -> ``learn`` -> ``post_process_fn`` on a sampled
+        batch, with the updating flag set."""
+        self.updating = True
+        try:
+            batch = self.process_fn(batch, source, indices)
+            stats = self.learn(batch, **kwargs)
+            self.post_process_fn(batch, buffer, indices)
+        finally:
+            self.updating = False
+        return stats
+
+    # -- helpers ------------------------------------------------------------------------------
+    def as_tensor(self, x: Any, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A numpy array (or tensor) as a tensor on this policy's device, without a copy when
+        possible."""
+        return torch.as_tensor(x, dtype=dtype, device=self.device)
+
+    def extra_state(self) -> dict[str, Any]:
+        """Non-parameter state to checkpoint (optimizers, counters); override and extend."""
+        return {
+            "env_step": self.env_step,
+            "gradient_steps": self.gradient_steps,
+            "optimizers": {name: s.state_dict() for name, s in self.optim_steps.items()},
+            # exploration noise continues its stream on resume instead of restarting it
+            "rng": self._rng.bit_generator.state,
+            # a temporally correlated exploration process (OU noise) continues where it was
+            "noise": _noise_state(getattr(self, "noise", None)),
+        }
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+        self.env_step = int(state.get("env_step", 0))
+        self.gradient_steps = int(state.get("gradient_steps", 0))
+        saved = state.get("optimizers", {})
+        if isinstance(saved, list):  # checkpoints of rlblocks 0.1: optimizer states in order
+            saved = {n: {"optim": o} for n, o in zip(self.optim_steps, saved)}
+        for name, opt_state in saved.items():
+            if name in self.optim_steps:
+                self.optim_steps[name].load_state_dict(opt_state)
+        rng = state.get("rng")
+        if (
+            isinstance(rng, Mapping)
+            and rng.get("bit_generator") == type(self._rng.bit_generator).__name__
+        ):
+            self._rng.bit_generator.state = dict(rng)
+        noise = getattr(self, "noise", None)
+        saved_noise = state.get("noise")
+        if saved_noise is not None and hasattr(noise, "load_state_dict"):
+            noise.load_state_dict(saved_noise)
+
+
+def _noise_state(noise: Any) -> Any:
+    """An exploration-noise object's state (None when it has none to keep)."""
+    return noise.state_dict() if hasattr(noise, "state_dict") else None

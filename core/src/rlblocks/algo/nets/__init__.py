@@ -1,0 +1,59 @@
+"""Network bodies, encoders and heads shared by algorithms: one observation encoder for every
+gymnasium space, MLP / CNN / recurrent bodies, actor and critic heads, ensembles, noisy and
+distributional Q networks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlblocks._lazy import attach
+
+__all__ = [
+    "MLP",
+    "Actor",
+    "AtomQNetwork",
+    "Critic",
+    "DeterministicActor",
+    "EnsembleLinear",
+    "EnsembleMLP",
+    "FlattenEncoder",
+    "FractionProposal",
+    "ImageEncoder",
+    "ImplicitQuantileNetwork",
+    "NoisyLinear",
+    "ObsEncoder",
+    "QEnsemble",
+    "QNetwork",
+    "RecurrentBody",
+    "SquashedGaussianActor",
+    "State",
+    "activation_class",
+    "detach_state",
+    "is_image_space",
+    "make_encoder",
+    "noisy_mlp",
+    "obs_dim",
+    "obs_to_tensor",
+    "orthogonal_init",
+    "reset_noise",
+]
+
+if TYPE_CHECKING:
+    from rlblocks.algo.nets._actors import DeterministicActor, SquashedGaussianActor
+    from rlblocks.algo.nets._critics import EnsembleLinear, EnsembleMLP, QEnsemble
+    from rlblocks.algo.nets._encoders import (
+        FlattenEncoder,
+        ImageEncoder,
+        ObsEncoder,
+        is_image_space,
+        make_encoder,
+        obs_to_tensor,
+    )
+    from rlblocks.algo.nets._heads import Actor, Critic, orthogonal_init
+    from rlblocks.algo.nets._mlp import MLP, QNetwork, activation_class, obs_dim
+    from rlblocks.algo.nets._noisy import NoisyLinear, noisy_mlp, reset_noise
+    from rlblocks.algo.nets._qdist import AtomQNetwork, FractionProposal, ImplicitQuantileNetwork
+    from rlblocks.algo.nets._recurrent import RecurrentBody, State, detach_state
+
+__getattr__, __dir__ = attach(__name__, __file__)

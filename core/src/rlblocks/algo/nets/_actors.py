@@ -1,0 +1,102 @@
+"""Actors for continuous actions in off-policy algorithms: deterministic (DDPG, TD3) and
+tanh-squashed Gaussian (SAC, REDQ). Both take raw observations (as tensors), encode them with
+their own :class:`~rlblocks.algo.nets.ObsEncoder` and return actions in ``[-1, 1]`` — the
+policy's ``map_action`` scales them to the env's bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rlblocks.algo.nets._mlp import MLP
+
+__all__ = ["DeterministicActor", "SquashedGaussianActor"]
+
+_LOG_2 = math.log(2.0)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class DeterministicActor(nn.Module):
+    """``a = tanh(MLP(encoder(obs)))``, actions ``[B, act_dim]`` in ``[-1, 1]``."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        act_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.net = MLP(int(encoder.out_dim), hidden, act_dim, activation=activation)
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        return torch.tanh(self.net(self.encoder(obs)))
+
+
+class SquashedGaussianActor(nn.Module):
+    """A diagonal Gaussian whose samples go through ``tanh`` (SAC's policy, Haarnoja et al. 2018,
+    appendix C): the network outputs a mean and a state-dependent log standard deviation
+    (clamped to ``log_std_bounds``); ``forward`` returns reparameterised actions in ``[-1, 1]``
+    and their log-probabilities with the change-of-variables correction
+    ``log pi(a) = log N(u) - sum log(1 - tanh(u)^2)``, written in the stable form
+    ``2 (log 2 - u - softplus(-2u))``."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        act_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        activation: str = "relu",
+        log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.act_dim = act_dim
+        self.body = MLP(int(encoder.out_dim), hidden, activation=activation)
+        self.head = nn.Linear(self.body.out_dim, 2 * act_dim)
+        self.log_std_min, self.log_std_max = (float(b) for b in log_std_bounds)
+
+    def distribution(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, log_std)``, each ``[B, act_dim]``, before squashing."""
+        mean, log_std = self.head(self.body(self.encoder(obs))).chunk(2, dim=-1)
+        return mean, log_std.clamp(self.log_std_min, self.log_std_max)
+
+    def forward(
+        self, obs: Any, deterministic: bool = False, with_log_prob: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(act [B, act_dim], log_prob [B] or None)``; ``deterministic`` takes ``tanh(mean)``."""
+        mean, log_std = self.distribution(obs)
+        if deterministic:
+            u = mean
+            noise = None
+        else:
+            noise = torch.randn_like(mean)
+            u = mean + log_std.exp() * noise
+        act = torch.tanh(u)
+        if not with_log_prob:
+            return act, None
+        if noise is None:
+            noise = torch.zeros_like(mean)
+        return act, _squashed_log_prob(noise, log_std, u)
+
+    def log_prob(self, obs: Any, act: torch.Tensor, inside: float = 1.0 - 1e-6) -> torch.Tensor:
+        """``log pi(a|s)`` ``[B]`` of given actions in [-1, 1] (a dataset's: behaviour cloning,
+        offline RL), computed as for the actor's own samples at ``u = atanh(a)``; actions on the
+        bounds are read ``inside`` of them, where the density is finite."""
+        mean, log_std = self.distribution(obs)
+        u = torch.atanh(act.clamp(-inside, inside))
+        return _squashed_log_prob((u - mean) * torch.exp(-log_std), log_std, u)
+
+
+def _squashed_log_prob(noise: torch.Tensor, log_std: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The Gaussian's log density at standardised ``noise`` minus the tanh change of variables
+    ``sum log(1 - tanh(u)^2)`` (in its stable softplus form), summed over action dims."""
+    log_prob = (-0.5 * noise.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
+    return log_prob - (2.0 * (_LOG_2 - u - F.softplus(-2.0 * u))).sum(-1)

@@ -1,0 +1,110 @@
+"""Multi-layer perceptrons and the Q-value head (plain or dueling)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlblocks.contracts import validators
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+}
+# configs check names against rlblocks.contracts.validators.ACTIVATIONS (no torch there); a
+# test pins that the two agree
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    """Look up an activation by name (``relu``, ``tanh``, ``elu``, ``gelu``, ``silu``)."""
+    try:
+        return _ACTIVATIONS[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), validators.ACTIVATIONS, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        raise ValueError(
+            f"unknown activation {name!r}{hint} choose one of: {', '.join(validators.ACTIVATIONS)}"
+        ) from None
+
+
+def obs_dim(space: gym.Space) -> int:
+    """Flat input size of an observation space (Box and Discrete)."""
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    raise TypeError(
+        f"the default MLP encoder takes Box and Discrete observations, not {type(space).__name__}; "
+        "pass your own network"
+    )
+
+
+class MLP(nn.Sequential):
+    """``in -> hidden... -> out`` with an activation between layers (none after the last)."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: Sequence[int],
+        out_dim: int | None = None,
+        activation: str = "relu",
+    ) -> None:
+        act = activation_class(activation)
+        layers: list[nn.Module] = []
+        last = in_dim
+        for width in hidden:
+            layers += [nn.Linear(last, width), act()]
+            last = width
+        if out_dim is not None:
+            layers.append(nn.Linear(last, out_dim))
+            last = out_dim
+        super().__init__(*layers)
+        self.out_dim = last
+
+
+class QNetwork(nn.Module):
+    """Q-values for every discrete action; ``dueling`` splits value and advantage streams
+    (Q = V + A - mean(A)), which helps when many actions have similar values.
+
+    With an ``encoder`` (any module with ``out_dim``, e.g. :class:`~rlblocks.algo.nets.ObsEncoder`)
+    the network takes raw observations and trains the encoder with the Q loss; ``in_dim`` is
+    then the encoder's ``out_dim``."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        num_actions: int,
+        hidden: Sequence[int] = (128, 128),
+        dueling: bool = False,
+        activation: str = "relu",
+        encoder: nn.Module | None = None,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.dueling = dueling
+        if dueling:
+            body = list(hidden[:-1]) if len(hidden) > 1 else list(hidden)
+            head = hidden[-1]
+            self.body = MLP(in_dim, body, activation=activation)
+            self.value = MLP(self.body.out_dim, [head], 1, activation=activation)
+            self.advantage = MLP(self.body.out_dim, [head], num_actions, activation=activation)
+        else:
+            self.body = MLP(in_dim, hidden, num_actions, activation=activation)
+
+    def forward(self, obs: Any) -> torch.Tensor:
+        """``obs [B, in_dim]`` (or raw observations with an encoder) ``-> q [B, num_actions]``."""
+        x = self.encoder(obs) if self.encoder is not None else obs.flatten(1)
+        h = self.body(x)
+        if not self.dueling:
+            return h
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)

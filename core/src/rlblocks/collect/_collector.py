@@ -1,0 +1,732 @@
+"""The Collector: runs a policy in a vector env and writes every transition into a buffer.
+
+One ``collect`` call either gathers at least ``n_step`` env steps (RLlib's truncate-episodes
+mode: episodes continue across calls) or exactly ``n_episode`` whole episodes (complete-episodes
+mode: every env starts a fresh episode and no more than ``n_episode`` episodes are started). The
+collector resets finished envs itself, so no transition ever spans two episodes.
+
+Hot loop per vector step (N = number of active envs)::
+
+    obs [N, ...] -> policy.forward -> act [N] -> exploration_noise -> map_action -> env.step
+    -> buffer.add(obs, act, rew, terminated, truncated, obs_next[, policy, views, info])
+    -> reset finished envs
+
+A NaN or infinite reward or float observation stops the collect with NonFiniteError naming the
+env and its index, before it reaches the buffer (one reduction over each of the step's arrays
+finds it; only then are rows checked one by one).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks.collect._rows import (
+    NO_IDS,
+    reset_state_rows,
+    restarted_rows,
+    to_numpy,
+    to_numpy_tree,
+    vdot,
+)
+from rlblocks.collect._stats import CollectStats, EpisodeTally
+from rlblocks.contracts import (
+    ActingViews,
+    Batch,
+    Buffer,
+    ConfigError,
+    EpisodeCutBuffer,
+    NonFiniteError,
+    VectorEnv,
+    ViewingPolicy,
+    acting_requirements,
+    copy_history,
+    describe_change,
+    frame_stack_views,
+    put_rows,
+    space_has_tuple,
+    take_rows,
+    tuples_as_dicts,
+)
+
+#: steps of every env whose random actions one generator call draws (see _random_actions)
+_RANDOM_BLOCK = 256
+_RANDOM_BLOCK_VALUES = 1 << 16  # and at most this many action values
+
+
+
+
+
+
+
+
+
+
+def _info_keys(asked: Sequence[str], requirements: Mapping[str, Any]) -> tuple[str, ...]:
+    """The step-info keys to store: ``asked`` (checked), then those ``info.<key>`` views read."""
+    if isinstance(asked, str) or not all(isinstance(k, str) and k for k in asked):
+        raise ConfigError(f"info_keys must be a list of non-empty strings, got {asked!r}")
+    keys = list(asked)
+    for name, req in requirements.items():
+        top, _, rest = req.column(name).partition(".")
+        if top == "info" and rest:
+            keys.append(rest.partition(".")[0])
+    return tuple(dict.fromkeys(keys))
+
+
+class Collector:
+    """Collects transitions from ``envs`` with ``policy`` into ``buffer`` (which may be None,
+    e.g. for test collection). ``exploration`` applies the policy's exploration noise while the
+    policy is in training mode. ``frame_stack = k > 1``: the policy acts on the last ``k``
+    observations of each env stacked on axis 1 (the first one repeated at an episode's start),
+    while the buffer stores single observations; a buffer with ``stack_num = k`` gives training
+    the same stacks. ``info_keys``: keys of the envs' step infos stored with each step (as
+    ``info.<key>``, the info that came with ``obs_next``), besides any a policy's view
+    requirements read (``ViewRequirement("info.cost")``); every step must report them."""
+
+    def __init__(
+        self,
+        policy: Any,
+        envs: VectorEnv | gym.Env,
+        buffer: Buffer | None = None,
+        exploration: bool = True,
+        seed: int | None = None,
+        frame_stack: int = 1,
+        info_keys: Sequence[str] = (),
+    ) -> None:
+        self.policy = policy
+        if isinstance(envs, gym.Env | gym.vector.VectorEnv):
+            # as in Tianshou, one gymnasium env is welcome: run it as a vector env of one
+            from rlblocks.run import make_vector_env
+
+            envs = make_vector_env("dummy", envs)
+        # Tuple observations travel as dicts keyed "0", "1", ... (Batch turns tuples into arrays)
+        self.envs = TupleObsAsDict(envs) if space_has_tuple(envs.observation_space) else envs
+        self.buffer = buffer
+        self.exploration = exploration
+        self.num_envs = envs.num_envs
+        self.action_space: gym.Space = envs.action_space
+        self._rng = np.random.default_rng(seed)
+        #: env ids 0 .. num_envs - 1; ``active is self._all_ids`` marks a step of every env
+        self._all_ids = np.arange(self.num_envs)
+        self._all_ids.flags.writeable = False
+        # random actions of steps of every env, drawn many steps at a time (_random_actions)
+        self._random_block: np.ndarray | None = None
+        self._random_next = 0
+        space = self.action_space
+        self._uniform_actions = isinstance(space, gym.spaces.Discrete) or (
+            isinstance(space, gym.spaces.Box)
+            and bool(np.all(np.isfinite(space.low)))
+            and bool(np.all(np.isfinite(space.high)))
+        )
+        action_size = int(np.prod(space.shape)) if isinstance(space, gym.spaces.Box) else 1
+        self._block_steps = max(
+            1, min(_RANDOM_BLOCK, _RANDOM_BLOCK_VALUES // (self.num_envs * max(1, action_size)))
+        )
+        self._obs: Any = None  # current observation of every env [num_envs, ...]
+        self._state: Any = None
+        self._ep_return = np.zeros(self.num_envs)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        #: steps each env has taken through this collector (exact collects step the envs that
+        #: have taken fewest, so envs stay within one step of each other)
+        self._env_steps = np.zeros(self.num_envs, dtype=np.int64)
+        self._seed = seed
+        self.total_steps = 0
+        self.total_episodes = 0
+        self._store_policy = True
+        self._viewing = isinstance(policy, ViewingPolicy)
+        requirements = dict(policy.view_requirements if self._viewing else {})
+        #: the acting views built below; a later change to them is refused (_check_views)
+        self._acting_views = acting_requirements(requirements)
+        #: step-info keys stored with every step: the asked ones, then those views read
+        self.info_keys: tuple[str, ...] = _info_keys(info_keys, requirements)
+        self.frame_stack = int(frame_stack)
+        if self.frame_stack > 1:
+            requirements = frame_stack_views(self.frame_stack, requirements)
+        views = ActingViews(requirements, self.num_envs, envs.observation_space, self.action_space)
+        self._views: ActingViews | None = views if views else None
+        spec = getattr(envs, "spec", None)  # backends keep the env's gymnasium spec
+        #: names the env in errors
+        self.env_name = str(getattr(spec, "id", None) or type(envs).__name__)
+        #: obs -> the sum of its float entries (NaN or infinite when one of them is)
+        self._obs_total = _float_total_of(envs.observation_space)
+        #: the envs may come back with a made-up step of a restarted worker (_store_steps)
+        self._may_restart = bool(getattr(envs, "restart_failed", False))
+
+    def _store_steps(
+        self, data: dict[str, Any], ids: np.ndarray | None, infos: Any, cut: np.ndarray
+    ) -> None:
+        """``buffer.add(data, env_ids=ids)`` (``ids`` None: every env, in order) with the stored
+        info keys read from ``infos``, leaving out rows ``cut``: the made-up steps of envs whose
+        worker died and was restarted (``restart_failed``, see :func:`restarted_rows`); their
+        infos, which lack the env's keys, are not read.
+
+        Such a step (truncated, reward 0, the env's last observation again) never happened: it
+        is not stored, and the env's stored episode ends, truncated, at its last real step, so
+        the fresh episode after the restart does not link to it. A buffer that cannot end one
+        env's episode (no ``env_ids`` in its ``truncate_unfinished``) stores the made-up step,
+        which ends the episode as well."""
+        buffer = self.buffer
+        assert buffer is not None
+        every = self._all_ids if ids is None else ids
+        if not len(cut) or not _cuts_some_envs(buffer):
+            if self.info_keys:
+                data["info"] = self._info_columns(infos, every)
+            buffer.add(data, env_ids=ids)
+            return
+        keep = np.ones(len(every), dtype=bool)
+        keep[cut] = False
+        rows = np.flatnonzero(keep)
+        if len(rows):
+            kept = take_rows(data, rows)
+            if self.info_keys:
+                kept["info"] = self._info_columns([infos[j] for j in rows], every[rows])
+            buffer.add(kept, env_ids=every[rows])
+        buffer.truncate_unfinished(env_ids=every[cut])  # type: ignore[attr-defined]
+
+    def _info_columns(self, infos: Sequence[Mapping[str, Any]], env_ids: np.ndarray) -> dict:
+        """``{key: [N, ...] array}`` of the stored info keys from one step's infos."""
+        out = {}
+        for key in self.info_keys:
+            try:
+                out[key] = np.asarray([info[key] for info in infos])
+            except (KeyError, TypeError):
+                j = next((j for j, info in enumerate(infos)
+                          if not isinstance(info, Mapping) or key not in info), None)  # fmt: skip
+                if j is None:  # every step has the key: the values themselves failed
+                    raise
+                have = sorted(infos[j]) if isinstance(infos[j], Mapping) else infos[j]
+                raise ConfigError(
+                    f"info key {key!r} is missing from the step info of env {int(env_ids[j])} of "
+                    f"{self.env_name} (its info: {have}); stored info keys (info_keys, "
+                    "env.info_keys, views of info.<key>) must be reported by every step"
+                ) from None
+        return out
+
+    def _check_views(self) -> None:
+        """Refuse to collect when the policy's acting views are no longer those this collector
+        was built with: the histories it keeps per env (and the ``view_`` columns of its
+        buffer) are for those, so new ones would silently never reach ``forward``."""
+        if not self._viewing:
+            return
+        requirements = self.policy.view_requirements
+        if not requirements and not self._acting_views:
+            return  # the common case, checked per collect: nothing declared then or now
+        now = acting_requirements(requirements)
+        if now != self._acting_views:
+            raise ConfigError(
+                "the policy's acting views changed after this collector was built ("
+                f"{describe_change(self._acting_views, now)}); a collector keeps per-env "
+                "histories for the views it was built with, so set policy.view_requirements "
+                "before building the Collector (or build a new one). Views for training only "
+                "(used_for_acting=False) may change at any time"
+            )
+
+    # -- episode bookkeeping ------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        """Reset every env and forget partial episodes and recurrent state."""
+        seed = self._seed if seed is None else seed
+        # episodes cut here must not link to the fresh ones in the buffer: end them as
+        # truncated, which is also what they are (their obs_next is still a valid bootstrap)
+        if self._obs is not None and isinstance(self.buffer, EpisodeCutBuffer):
+            self.buffer.truncate_unfinished()
+        self._obs, _ = self.envs.reset(seed=seed)
+        if not math.isfinite(self._obs_total(self._obs)):
+            self._nonfinite(np.arange(self.num_envs), self._obs, None, "reset")
+        if self._views is not None:
+            self._views.begin_episode(np.arange(self.num_envs), self._obs)
+        self._seed = None  # seed once; later resets continue the envs' own RNG streams
+        self._state = None
+        self._ep_return[:] = 0
+        self._ep_len[:] = 0
+
+    # -- resuming -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What continuing this collector exactly needs: its random stream, counters and the
+        envs' snapshots with the episodes in progress (observations, partial returns,
+        recurrent state, acting-view histories). When an env cannot be snapshotted, ``envs``
+        is None and ``why`` says which layer: a resumed run then restarts the episodes.
+
+        Values are numpy arrays and plain Python values (see ``checkpoint.to_plain``)."""
+        out: dict[str, Any] = {
+            "rng": self._rng.bit_generator.state,
+            "seed": self._seed,
+            "random_block": self._random_block,
+            "random_next": self._random_next,
+            "total_steps": self.total_steps,
+            "total_episodes": self.total_episodes,
+            "env_steps": self._env_steps,
+            "envs": None,
+            "why": "",
+        }
+        blocker = self._why_no_snapshot()
+        take = None if blocker else getattr(self.envs, "snapshot", None)
+        entries = take() if callable(take) else None
+        if entries is None:
+            backend = type(_unwrapped_venv(self.envs)).__name__
+            out["why"] = blocker or f"the {backend} backend cannot snapshot its envs"
+            return out
+        missing = [e.get("why") or "no snapshot" for e in entries if e.get("env") is None]
+        if missing:
+            out["why"] = missing[0]
+            return out
+        out["envs"] = entries
+        out["episodes"] = {
+            "obs": self._obs,
+            "state": to_numpy_tree(self._state) if self._state is not None else None,
+            "state_is_tensor": _first_leaf_is_tensor(self._state),
+            "ep_return": self._ep_return,
+            "ep_len": self._ep_len,
+            "views": dict(self._views.history) if self._views is not None else None,
+        }
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> str:
+        """Continue from :meth:`state_dict`: the random stream and counters always; the envs
+        and their episodes when they were snapshotted. Returns "" when the episodes continue,
+        else why they restart (from a seed drawn from the continued stream, so a resumed run
+        is still reproducible)."""
+        self._rng.bit_generator.state = dict(state["rng"])
+        self._seed = state["seed"]
+        block = state.get("random_block")
+        self._random_block = None if block is None else np.asarray(block)
+        self._random_next = int(state.get("random_next", 0))
+        self.total_steps = int(state.get("total_steps", 0))
+        self.total_episodes = int(state.get("total_episodes", 0))
+        if state.get("env_steps") is not None:
+            self._env_steps = np.asarray(state["env_steps"], dtype=np.int64).copy()
+        entries = state.get("envs")
+        if entries is not None:
+            restore = getattr(self.envs, "restore", None)
+            if not callable(restore):
+                entries = None
+                why = f"the {type(_unwrapped_venv(self.envs)).__name__} backend cannot restore envs"
+            else:
+                restore(entries)
+        else:
+            why = str(state.get("why") or "the envs were not snapshotted")
+        if entries is None:
+            self._restart_episodes()
+            return why
+        episodes = state["episodes"]
+        self._obs = episodes["obs"]
+        saved = episodes.get("state")
+        if saved is not None and episodes.get("state_is_tensor", True):
+            saved = _as_torch_tree(saved, getattr(self.policy, "device", "cpu"))
+        self._state = saved
+        self._ep_return = np.asarray(episodes["ep_return"], dtype=np.float64).copy()
+        self._ep_len = np.asarray(episodes["ep_len"], dtype=np.int64).copy()
+        views = episodes.get("views")
+        if self._views is not None and views:
+            for column, hist in self._views.history.items():
+                if column in views:
+                    copy_history(hist, views[column])
+        return ""
+
+    def _why_no_snapshot(self) -> str:
+        """Why the envs cannot be snapshotted right now ("" when they can)."""
+        return ""
+
+    def _restart_episodes(self) -> None:
+        """Start every env afresh at the next collect, seeded from the collector's stream."""
+        if self._obs is not None or self._seed is None:
+            self._seed = int(self._rng.integers(2**31 - 1))
+        self._obs = None
+        self._state = None
+
+    def restart_episodes(self, seed: int) -> None:
+        """Start every env afresh at the next collect with ``seed`` (a resumed run whose
+        checkpoint has no collector state)."""
+        self._seed = int(seed)
+        self._obs = None
+        self._state = None
+
+    def _random_actions(self, n: int) -> np.ndarray:
+        """``n`` uniformly random actions. A step of every env takes the next row of a block
+        drawn for up to ``_RANDOM_BLOCK`` steps at once: one generator call per block instead of
+        one per step (a call costs nearly a tenth of a CartPole step of 8 envs)."""
+        if n != self.num_envs or not self._uniform_actions:
+            return self._draw_actions((n,))
+        i, block = self._random_next, self._random_block
+        if block is None or i == len(block):
+            block = self._random_block = self._draw_actions((self._block_steps, n))
+            i = 0
+        self._random_next = i + 1
+        return block[i]  # each row is handed out once, so callers may keep or change it
+
+    def _draw_actions(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Uniformly random actions ``[*shape, *action_shape]``; other spaces than Discrete and
+        bounded Box sample one action at a time (``shape`` is then ``(n,)``)."""
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):
+            return space.start + self._rng.integers(space.n, size=shape)
+        if self._uniform_actions:  # a Box with finite bounds
+            return self._rng.uniform(space.low, space.high, size=(*shape, *space.shape)).astype(
+                space.dtype
+            )
+        return np.stack([space.sample() for _ in range(shape[0])])
+
+    def _end_step(
+        self,
+        ids: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: Any,
+        tally: EpisodeTally,
+        made_up: np.ndarray = NO_IDS,
+    ) -> np.ndarray:
+        """Book one step of envs ``ids``: episode sums; for finished episodes their return and
+        length, a recurrent-state reset, and either an env reset (its first obs written into
+        ``obs_next``) or, once enough episodes were started, retirement. Returns retired ids.
+
+        ``ids`` may be ``self._all_ids`` (a step of every env in id order): the sums then
+        update whole arrays instead of gathering and scattering rows. Rows ``made_up`` are a
+        restarted worker's made-up steps (truncated): they never happened, so they are not
+        counted as steps, and the episodes they cut short are not counted as finished (in
+        ``n_episode`` mode another episode is started in their place)."""
+        every = ids is self._all_ids
+        tally.steps += len(ids)
+        if every:
+            self._ep_return += rew
+            self._ep_len += 1
+            self._env_steps += 1
+        else:
+            self._ep_return[ids] += rew
+            self._ep_len[ids] += 1
+            self._env_steps[ids] += 1
+        if len(made_up):
+            self._uncount(ids[made_up], rew[made_up], tally)
+        done = terminated | truncated
+        if not np.count_nonzero(done):
+            return NO_IDS
+        rows = np.flatnonzero(done)
+        finished = rows if every else ids[rows]
+        counted = finished
+        if len(made_up):
+            counted = finished[~np.isin(rows, made_up)]
+            if tally.n_episode is not None:  # cut short: another episode may start instead
+                tally.started -= len(finished) - len(counted)
+        tally.episodes += len(counted)
+        tally.returns.append(self._ep_return[counted])  # fancy indexing copies
+        tally.lengths.append(self._ep_len[counted])
+        self._ep_return[finished] = 0
+        self._ep_len[finished] = 0
+        if self._state is not None:
+            self._state = reset_state_rows(self._state, finished)
+        if tally.n_episode is not None:
+            # start no more episodes than were asked for: the rest of these envs retire
+            restart = max(0, min(len(finished), tally.n_episode - tally.started))
+            tally.started += restart
+            keep_rows, retired = rows[:restart], finished[restart:]
+        elif tally.closing:
+            keep_rows, retired = rows[:0], finished
+        else:
+            keep_rows, retired = rows, NO_IDS
+        if len(keep_rows):
+            keep = ids[keep_rows] if len(keep_rows) < len(finished) else finished
+            reset_obs, _ = self.envs.reset(keep)
+            if not math.isfinite(self._obs_total(reset_obs)):
+                self._nonfinite(keep, reset_obs, None, "reset")
+            if type(obs_next) is np.ndarray:
+                obs_next[keep_rows] = reset_obs
+            else:
+                put_rows(obs_next, keep_rows, reset_obs)
+            if self._views is not None:
+                self._views.begin_episode(keep, reset_obs)
+        return retired
+
+    def _uncount(self, env_ids: np.ndarray, rew: np.ndarray, tally: EpisodeTally) -> None:
+        """Take back the booking of made-up steps of envs ``env_ids`` (see :meth:`_end_step`)."""
+        tally.steps -= len(env_ids)
+        self._ep_return[env_ids] -= rew
+        self._ep_len[env_ids] -= 1
+        self._env_steps[env_ids] -= 1
+
+    def _nonfinite(self, ids: np.ndarray, obs: Any, rew: np.ndarray | None, call: str) -> None:
+        """Raise NonFiniteError naming the env whose reward or float observation is NaN or
+        infinite (called when the batch's sum is not finite)."""
+        rows = ~_finite_rows(obs, len(ids))
+        what = "observation"
+        rew_ok = np.ones(len(ids), dtype=bool) if rew is None else _finite_rows(rew, len(ids))
+        if not rew_ok.all():
+            rows, what = ~rew_ok, "reward"
+        if not rows.any():  # a sum or square of large values overflowed; every value is finite
+            return
+        bad = ids[rows].tolist()
+        others = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        got = (
+            f"the reward {rew[rows][0]}"  # type: ignore[index]
+            if what == "reward"
+            else "an observation with NaN or infinite values"
+        )
+        raise NonFiniteError(
+            f"env {self.env_name!r} at index {bad[0]}{others} returned {got} from {call}(); "
+            "fix the env or wrap it (env.wrappers) so that it returns finite values"
+        )
+
+    # -- the loop ----------------------------------------------------------------------------
+    def collect(
+        self,
+        n_step: int | None = None,
+        n_episode: int | None = None,
+        random: bool = False,
+        render: float | None = None,
+        *,
+        exact: bool = False,
+        fragment: int | None = None,
+        complete_episodes: bool = False,
+    ) -> CollectStats:
+        """Collect env steps in one of RLlib's batch modes, or ``n_episode`` whole episodes.
+
+        * ``n_step``: truncate-episodes mode. Every env steps each round, so this collects at
+          least ``n_step`` steps (rounded up to whole rounds); ``exact=True`` collects exactly
+          ``n_step``, the last round stepping only the envs that have stepped least.
+          Episodes in progress continue into the next call.
+        * ``fragment=L``: exactly ``L`` steps of every env (RLlib's ``rollout_fragment_length``;
+          ``L * num_envs`` steps in all).
+        * ``n_step`` with ``complete_episodes=True``: whole episodes only, at least ``n_step``
+          steps: every env starts a fresh episode, and once ``n_step`` steps are reached no new
+          episode starts while the running ones play to their ends.
+        * ``n_episode``: exactly that many whole episodes.
+
+        ``random`` uses uniformly random actions (warm-up). ``render`` renders every env and
+        sleeps that many seconds per step.
+        """
+        if fragment is not None:
+            if n_step is not None or n_episode is not None:
+                raise ValueError("pass fragment alone: it sets the number of steps itself")
+            if fragment <= 0:
+                raise ValueError(f"fragment must be positive, got {fragment}")
+            n_step, exact = int(fragment) * self.num_envs, True
+        if (n_step is None) == (n_episode is None):
+            raise ValueError("pass exactly one of n_step, fragment or n_episode")
+        if n_step is not None and n_step <= 0:
+            raise ValueError(f"n_step must be positive, got {n_step}")
+        if n_episode is not None and n_episode <= 0:
+            raise ValueError(f"n_episode must be positive, got {n_episode}")
+        if complete_episodes and (n_step is None or exact):
+            raise ValueError(
+                "complete_episodes takes n_step (the least number of steps) and collects whole "
+                "episodes, so it cannot be exact; for a number of episodes pass n_episode"
+            )
+        self._check_views()
+        start = time.perf_counter()
+        if n_episode is not None or complete_episodes or self._obs is None:
+            self.reset()
+        policy, envs, buffer = self.policy, self.envs, self.buffer
+        num_envs = self.num_envs
+
+        # Complete-episodes mode: start at most n_episode episodes, one per env at first.
+        # While every env is active, ``active`` is ``self._all_ids``: the env, the buffer and
+        # _end_step then take whole-array fast paths.
+        if n_episode is not None and n_episode < num_envs:
+            active = np.arange(n_episode)
+        else:
+            active = self._all_ids
+        tally = EpisodeTally(n_episode, started=len(active) if n_episode is not None else 0)
+        all_active = active is self._all_ids
+        obs_total = self._obs_total
+        use_policy = not random
+        explore = self.exploration and policy is not None and policy.training
+
+        with torch.inference_mode():
+            while True:
+                left = -1 if n_step is None else n_step - tally.steps
+                if exact and left < len(active):  # the last round: the envs that stepped least
+                    fewest = np.argsort(self._env_steps[active], kind="stable")
+                    active = np.sort(active[fewest[:left]])
+                    all_active = False
+                elif complete_episodes and left <= len(active):
+                    tally.closing = True  # this round makes the steps: episodes ending retire
+                obs = self._obs if all_active else take_rows(self._obs, active)
+                views = None if self._views is None else self._views.build(active)
+                policy_out = None
+                if use_policy:
+                    state = (
+                        self._state
+                        if all_active or self._state is None
+                        else take_rows(self._state, active)
+                    )
+                    batch = Batch(obs=obs)
+                    if views is not None:
+                        batch.update(views)
+                    result = policy(batch, state)
+                    act = to_numpy(result.act)
+                    if explore:
+                        act = policy.exploration_noise(act, result)
+                    env_act = policy.map_action(act)
+                    new_state = result.get("state", None)
+                    if new_state is not None:
+                        if self._state is None or all_active:
+                            self._state = new_state
+                        else:
+                            put_rows(self._state, active, new_state)
+                    policy_out = result.get("policy", None)
+                else:
+                    env_act = self._random_actions(len(active))
+                    act = policy.map_action_inverse(env_act) if policy is not None else env_act
+                    if policy is not None and getattr(policy, "quantized_actions", False):
+                        env_act = policy.map_action(act)  # the grid action the buffer stores
+                obs_next, rew, terminated, truncated, _info = envs.step(
+                    env_act, None if all_active else active
+                )
+                # one reduction per array finds a NaN or inf reward or observation before the
+                # buffer (see _array_total)
+                if not math.isfinite(obs_total(obs_next) + vdot(rew, rew)):
+                    self._nonfinite(active, obs_next, rew, "step")
+                made_up = restarted_rows(_info) if self._may_restart else NO_IDS
+                if buffer is not None:
+                    data = {
+                        "obs": obs,
+                        "act": act,
+                        "rew": rew,
+                        "terminated": terminated,
+                        "truncated": truncated,
+                        "obs_next": obs_next,
+                    }
+                    if policy_out is not None and self._store_policy:
+                        data["policy"] = to_numpy_tree(policy_out)
+                    if views is not None:  # training reads back what acting saw
+                        data.update(self._views.for_buffer(views))  # type: ignore[union-attr]
+                    if self._may_restart:  # info keys read there, made-up steps left out
+                        self._store_steps(data, None if all_active else active, _info, made_up)
+                    else:
+                        if self.info_keys:
+                            data["info"] = self._info_columns(_info, active)
+                        buffer.add(data, env_ids=None if all_active else active)
+                if render:
+                    envs.render(active)  # type: ignore[attr-defined]
+                    time.sleep(render)
+                if self._views is not None:
+                    self._views.record(active, act, rew, obs_next)
+                retired = self._end_step(
+                    active, rew, terminated, truncated, obs_next, tally, made_up
+                )
+                if all_active:
+                    self._obs = obs_next
+                else:
+                    put_rows(self._obs, active, obs_next)
+                if len(retired):
+                    active = active[~np.isin(active, retired)]
+                    all_active = False
+                if complete_episodes:
+                    if len(active) == 0:
+                        break
+                elif n_step is not None and tally.steps >= n_step:
+                    break
+                if n_episode is not None and (tally.episodes >= n_episode or len(active) == 0):
+                    break
+
+        if n_episode is not None or complete_episodes:
+            # envs that sat idle hold stale observations: the next collect starts afresh
+            self._obs = None
+        self.total_steps += tally.steps
+        self.total_episodes += tally.episodes
+        return tally.stats(time.perf_counter() - start)
+
+
+
+
+def _cuts_some_envs(buffer: Any) -> bool:
+    """Whether ``buffer.truncate_unfinished`` takes ``env_ids`` (ends some envs' episodes)."""
+    cut = getattr(buffer, "truncate_unfinished", None)
+    if cut is None:
+        return False
+    try:
+        return "env_ids" in inspect.signature(cut).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------
+class TupleObsAsDict:
+    """A vector env whose Tuple observations come back as dicts keyed ``"0"``, ``"1"``, ...;
+    everything else is the wrapped env's."""
+
+    def __init__(self, envs: Any) -> None:
+        self.wrapped = envs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        obs, infos = self.wrapped.reset(*args, **kwargs)
+        return tuples_as_dicts(obs), infos
+
+    def step(self, *args: Any, **kwargs: Any) -> Any:
+        obs, *rest = self.wrapped.step(*args, **kwargs)
+        return (tuples_as_dicts(obs), *rest)
+
+    def step_wait(self, *args: Any, **kwargs: Any) -> Any:
+        ids, obs, *rest = self.wrapped.step_wait(*args, **kwargs)
+        return (ids, tuples_as_dicts(obs), *rest)
+
+
+def _float_total_of(space: gym.Space) -> Callable[[Any], float]:
+    """How to sum the float entries of observations of ``space``."""
+    if isinstance(space, gym.spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        return _array_total
+    if isinstance(space, gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+        return _no_floats
+    return _float_sum
+
+
+def _array_total(x: Any) -> float:
+    """A number that is NaN or infinite when an entry of the float array ``x`` is: its dot
+    product with itself, which BLAS computes in half the time of a sum. It also overflows for
+    entries beyond about 1e19 (float32); the exact per-row check then finds nothing to report."""
+    return vdot(x, x) if type(x) is np.ndarray else _float_sum(x)
+
+
+def _no_floats(_x: Any) -> float:
+    return 0.0
+
+
+def _float_sum(x: Any) -> float:
+    """The sum of every float entry of an array or a dict of arrays: NaN or infinite when one
+    of them is (or, rarely, when a float32 sum overflows); other dtypes add nothing."""
+    if isinstance(x, np.ndarray):
+        return float(x.sum()) if x.dtype.kind == "f" else 0.0
+    if isinstance(x, dict | Batch):
+        return sum((_float_sum(v) for v in x.values()), 0.0)
+    return 0.0
+
+
+def _finite_rows(x: Any, n: int) -> np.ndarray:
+    """Whether each of the ``n`` rows of an array or dict of arrays is all finite."""
+    if isinstance(x, np.ndarray) and x.dtype.kind in "fc":
+        return np.isfinite(x.reshape(n, -1)).all(axis=1)
+    ok = np.ones(n, dtype=bool)
+    if isinstance(x, dict | Batch):
+        for v in x.values():
+            ok &= _finite_rows(v, n)
+    return ok
+
+
+def _unwrapped_venv(envs: Any) -> Any:
+    return envs.wrapped if isinstance(envs, TupleObsAsDict) else envs
+
+
+def _first_leaf_is_tensor(x: Any) -> bool:
+    while isinstance(x, dict | Batch) and len(x):
+        x = next(iter(x.values()))
+    return isinstance(x, torch.Tensor)
+
+
+def _as_torch_tree(x: Any, device: Any) -> Any:
+    """A recurrent state saved as arrays, back as tensors on the policy's device."""
+    if isinstance(x, dict):
+        return {k: _as_torch_tree(v, device) for k, v in x.items()}
+    return torch.as_tensor(x, device=device)
+
+
+
+

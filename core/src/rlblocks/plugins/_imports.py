@@ -1,0 +1,21 @@
+"""Config entries that name Python objects: ``"module:Name"`` or ``{path, kwargs}`` tables."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from rlblocks.contracts import ConfigError
+
+
+def import_entry(item: Any, where: str) -> tuple[Any, dict[str, Any]]:
+    """The object a config entry names and its kwargs; a ConfigError naming ``where`` (the
+    config field) when it cannot be imported."""
+    path = item["path"] if isinstance(item, Mapping) else item
+    kwargs = dict(item.get("kwargs", {})) if isinstance(item, Mapping) else {}
+    module, _, name = str(path).partition(":")
+    try:
+        return getattr(importlib.import_module(module), name), kwargs
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{where}: cannot import {path!r} ({exc})") from exc

@@ -1,0 +1,185 @@
+"""Runs: configs (attrs classes and their converter), composition by name (``make_*``), the
+experiment that builds and trains a run, checkpoints and run directories, the trained agent
+(``load``), the ``auto`` backend, env families and rlblocks' own envs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlblocks._lazy import attach
+
+__all__ = [
+    "ATARI_ENVS",
+    "DISCARDED_PREFIX",
+    "MASKED_CARTPOLE_ID",
+    "MUJOCO_ENVS",
+    "REPLACED_DIR",
+    "RESULT_FILE",
+    "TESTS_FILE",
+    "Agent",
+    "AgentIdObservation",
+    "AgentIdObservationAEC",
+    "BufferConfig",
+    "BufferGroup",
+    "EnvConfig",
+    "EpisodicLife",
+    "EvalResult",
+    "Experiment",
+    "ExperimentConfig",
+    "FireReset",
+    "GenerationStore",
+    "MaskedCartPole",
+    "MultiAgentCollector",
+    "MultiAgentVectorEnv",
+    "PolicyGroup",
+    "RunConfig",
+    "RunDirLock",
+    "SingleAgentParallelEnv",
+    "TestRecorder",
+    "TrainerConfig",
+    "atari100k_config",
+    "atari_env_config",
+    "atari_presets",
+    "atomic_write",
+    "build_config",
+    "check_env_id",
+    "check_env_spaces",
+    "check_file",
+    "choose_backend",
+    "command_line",
+    "current_command",
+    "default_run_dir",
+    "env_spaces",
+    "env_spec",
+    "for_mujoco",
+    "is_multiagent_id",
+    "latest_checkpoint",
+    "load",
+    "load_checkpoint",
+    "load_config_file",
+    "make_atari",
+    "make_auto_vector_env",
+    "make_buffer",
+    "make_env_fns",
+    "make_policy",
+    "make_vector_env",
+    "measure_env",
+    "measure_vector_env",
+    "multiagent_factory",
+    "option",
+    "parse_override",
+    "preflight",
+    "read_config",
+    "read_result",
+    "read_tests",
+    "refuse_existing_run",
+    "replaced_run_note",
+    "resolve_device",
+    "resolve_train_config",
+    "resume",
+    "run_label",
+    "save_checkpoint",
+    "seed_everything",
+    "spec_lookup",
+    "stacked_space",
+    "structure_options",
+    "to_dict",
+    "train",
+    "verify_run",
+    "write_config",
+    "write_json",
+]
+
+if TYPE_CHECKING:
+    from rlblocks.run._experiment import (
+        Experiment,
+        default_run_dir,
+        refuse_existing_run,
+        resolve_train_config,
+        resume,
+        seed_everything,
+        train,
+    )
+    from rlblocks.run._agent import Agent, EvalResult, load
+    from rlblocks.run._compose import (
+        check_env_id,
+        check_env_spaces,
+        env_spaces,
+        env_spec,
+        make_buffer,
+        make_env_fns,
+        make_policy,
+        make_vector_env,
+        preflight,
+        resolve_device,
+        spec_lookup,
+        stacked_space,
+    )
+    from rlblocks.run._config import (
+        build_config,
+        load_config_file,
+        parse_override,
+        read_config,
+        structure_options,
+        to_dict,
+        write_config,
+    )
+    from rlblocks.run._config_sections import (
+        BufferConfig,
+        EnvConfig,
+        ExperimentConfig,
+        RunConfig,
+        TrainerConfig,
+    )
+    from rlblocks.run._checkpoint import (
+        GenerationStore,
+        atomic_write,
+        check_file,
+        latest_checkpoint,
+        load_checkpoint,
+        save_checkpoint,
+        verify_run,
+        write_json,
+    )
+    from rlblocks.run._rundir import (
+        DISCARDED_PREFIX,
+        REPLACED_DIR,
+        RESULT_FILE,
+        TESTS_FILE,
+        RunDirLock,
+        TestRecorder,
+        read_result,
+        read_tests,
+        replaced_run_note,
+        run_label,
+    )
+    from rlblocks.run._env_families import (
+        ATARI_ENVS,
+        MUJOCO_ENVS,
+        atari100k_config,
+        atari_env_config,
+        atari_presets,
+        for_mujoco,
+    )
+    from rlblocks.run._atari import EpisodicLife, FireReset, make_atari
+    from rlblocks.run._envs import MASKED_CARTPOLE_ID, MaskedCartPole
+    from rlblocks.run._advice import command_line, current_command, option
+    from rlblocks.run._auto_backend import (
+        choose_backend,
+        make_auto_vector_env,
+        measure_env,
+        measure_vector_env,
+    )
+    from rlblocks.run._multiagent import (
+        BufferGroup,
+        MultiAgentCollector,
+        MultiAgentVectorEnv,
+        PolicyGroup,
+        SingleAgentParallelEnv,
+        is_multiagent_id,
+        multiagent_factory,
+    )
+    from rlblocks.run._pettingzoo_wrappers import AgentIdObservation, AgentIdObservationAEC
+
+__getattr__, __dir__ = attach(__name__, __file__)

@@ -1,0 +1,682 @@
+"""Components by name: the registry lookups and factories that build vector envs, buffers and
+policies from registry names and options, and the checks a run makes on a resolved config before
+it builds anything (env id, device, loggers, the algorithm against the env's spaces).
+
+``rlblocks.make_vector_env``, ``make_buffer`` and ``make_policy`` are these functions; a run
+(:mod:`rlblocks.run`) and a loaded agent (:mod:`rlblocks.run`) build through them, so a
+name means the same component everywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import operator
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks.contracts import BufferFileError, ConfigError, PluginLoadError
+from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
+from rlblocks.run import _config as cfg
+from rlblocks.run._advice import current_command, option
+from rlblocks.run._multiagent import (
+    is_multiagent_id,
+    multiagent_factory,
+)
+
+EnvSource = str | gym.Env | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
+
+
+def spec_lookup(kind: str, name: str) -> PluginSpec:
+    """The registry lookup configs use to find plugin option classes."""
+    return get_registry(kind).spec(name)
+
+
+def options_dict(options: Any) -> dict[str, Any]:
+    """A plugin's options (an attrs config instance, a mapping or None) as a plain dict."""
+    if options is None:
+        return {}
+    if attrs.has(type(options)):
+        return attrs.asdict(options, recurse=False)
+    return dict(options)
+
+
+def _config_options(kind: str, name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate keyword options against the plugin's config class (clear errors on typos)."""
+    spec = spec_lookup(kind, name)
+    if not options:
+        return options_dict(spec.config()) if spec.config is not None else {}
+    if spec.config is None:
+        raise ConfigError(f"{kind} {name!r} takes no options, got {sorted(options)}")
+    built = cfg.structure_options(spec.config, options, label=f"{kind} ({name})")
+    return options_dict(built)
+
+
+# -- building blocks ---------------------------------------------------------------------------
+def _env_count(num_envs: Any) -> int:
+    """``num_envs`` as an int, refused by name when it is not a whole number >= 1 (a 0 would
+    otherwise surface as a backend's "no env factory" error)."""
+    try:
+        n = operator.index(num_envs)
+    except TypeError:
+        n = 0
+    if isinstance(num_envs, bool) or n < 1:
+        raise ConfigError(
+            f"num_envs must be a whole number of at least 1, got {num_envs!r}; "
+            "it is how many copies of the env run side by side"
+        )
+    return n
+
+
+def make_env_fns(
+    env: EnvSource,
+    num_envs: int,
+    make_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
+) -> list[Callable[[], gym.Env]]:
+    """Env factories from a gymnasium id (``num_envs`` copies), one factory (``num_envs``
+    copies), a list of factories, or one env already made (``num_envs=1``: it cannot be
+    copied); ``wrappers`` (import paths or ``{"path", "kwargs"}`` tables, innermost first) wrap
+    every env."""
+    if isinstance(env, gym.vector.VectorEnv):
+        raise ConfigError(
+            f"env is a gymnasium vector env ({type(env).__name__}); rlblocks' vector envs reset "
+            "finished envs themselves instead of autoresetting, so pass what it was made from: "
+            "an env id, an env factory or a list of factories"
+        )
+    if isinstance(env, gym.Env):
+        if _env_count(num_envs) != 1:
+            raise ConfigError(
+                f"one env instance cannot make num_envs={num_envs} envs; pass a factory "
+                "(e.g. lambda: gym.make(...)) or an env id to get copies"
+            )
+        made = env
+        env = [lambda: made]
+    if isinstance(env, str) or callable(env):
+        num_envs = _env_count(num_envs)
+    if isinstance(env, str):
+        env_spec(env)
+        kwargs = dict(make_kwargs or {})
+        fns: list[Callable[[], gym.Env]] = [
+            lambda: make_gym_env(env, **kwargs) for _ in range(num_envs)
+        ]
+    elif callable(env):
+        fns = [env] * num_envs
+    else:
+        fns = list(env)
+        if not fns or not all(callable(f) for f in fns):
+            raise ConfigError(
+                "env must be a gymnasium id, an env factory or a non-empty list of factories"
+            )
+        if num_envs not in (1, len(fns)):  # 1: the default, a list brings its own count
+            raise ConfigError(
+                f"num_envs={num_envs} with a list of {len(fns)} env factories: the list makes "
+                f"one env per factory; pass num_envs={len(fns)} (or leave it out), or one "
+                "factory to get num_envs copies"
+            )
+    layers = [_wrapper(w) for w in wrappers]
+    if not layers:
+        return fns
+
+    def wrapped(fn: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+        def make() -> gym.Env:
+            e = fn()
+            for cls, kwargs in layers:
+                try:
+                    e = cls(e, **kwargs)
+                except Exception as exc:
+                    name = f"{cls.__module__}:{cls.__qualname__}"
+                    raise ConfigError(
+                        f"env.wrappers: {name} with kwargs {kwargs} failed: {exc}"
+                    ) from exc
+            return e
+
+        return make
+
+    return [wrapped(f) for f in fns]
+
+
+def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
+    """The wrapper class and kwargs of one ``env.wrappers`` entry."""
+    cls, kwargs = import_entry(item, "env.wrappers")
+    path = item["path"] if isinstance(item, Mapping) else item
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper | gym.ObservationWrapper)):
+        raise ConfigError(f"env.wrappers: {path!r} is not a gymnasium wrapper class")
+    return cls, kwargs
+
+
+def stacked_space(space: gym.Space, frames: int) -> gym.Space:
+    """What a policy sees when the buffer stacks ``frames`` observations (``stack_num``):
+    ``space`` itself for 1, else a Box of shape ``(frames, *space.shape)``; a Dict of Boxes
+    stacks each key so (a Dict of the stacked Boxes)."""
+    if frames <= 1:
+        return space
+    if isinstance(space, gym.spaces.Dict):
+        try:
+            return gym.spaces.Dict({k: stacked_space(sub, frames) for k, sub in space.items()})
+        except ConfigError:
+            pass  # named below for the whole space
+    if not isinstance(space, gym.spaces.Box):
+        raise ConfigError(
+            f"$.buffer.stack_num={frames} stacks observations, which needs a Box observation "
+            f"space or a Dict of Boxes; this env's is {space}"
+        )
+    low = np.broadcast_to(space.low, (frames, *space.shape))
+    high = np.broadcast_to(space.high, (frames, *space.shape))
+    return gym.spaces.Box(low, high, dtype=space.dtype)  # type: ignore[arg-type]
+
+
+#: gymnasium id namespaces whose envs a package registers when imported (gymnasium 1.x loads
+#: no env plugins by itself): namespace -> (module, how to install it)
+ENV_NAMESPACES: dict[str, tuple[str, str]] = {
+    "ALE": ("ale_py", "pip install 'rlblocks[atari]' (the Arcade Learning Environment, ale-py)"),
+    "rlblocks": ("rlblocks.run._envs", "it ships with rlblocks itself; reinstall rlblocks"),
+}
+
+
+def import_env_namespace(env_id: str) -> None:
+    """Import the package that registers ``env_id``'s namespace (``ALE/Pong-v5`` -> ale_py), so
+    that plain ids work in every process; a clear error when it is not installed."""
+    namespace = env_id.rpartition(":")[2].partition("/")[0] if "/" in env_id else ""
+    known = ENV_NAMESPACES.get(namespace)
+    if known is None or known[0] in sys.modules:
+        return
+    module, install = known
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(f"env {env_id!r} needs the {module} package: {install}") from exc
+
+
+def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
+    """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace; keyword
+    arguments the env does not take are named as a config problem (``env.make_kwargs``)."""
+    import_env_namespace(env_id)
+    try:
+        return gym.make(env_id, **kwargs)
+    except TypeError as exc:
+        if not kwargs or "argument" not in str(exc):
+            raise
+        raise ConfigError(
+            f"env {env_id!r} cannot be made with the keyword arguments {sorted(kwargs)}: {exc}; "
+            "fix env.make_kwargs (--set 'env.make_kwargs={...}')"
+        ) from None
+
+
+def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec:
+    """The registered spec of ``env_id``; ``"module:EnvId-v0"`` imports ``module`` first (as
+    ``gymnasium.make`` does), which runs its code: ``trusted=False`` (an id read from someone's run
+    directory) refuses to import a module that is not imported yet."""
+    module, sep, bare = env_id.rpartition(":")
+    if sep:
+        if module not in sys.modules and not trusted:
+            raise ConfigError(
+                f"the env {env_id!r} comes from the module {module!r}, and importing it runs its "
+                f"code; import it yourself first, or pass "
+                f"{option('trust_imports=True', '--trust-imports')} if you trust this run"
+            )
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(
+                f"env {env_id!r}: cannot import {module!r} ({exc}); is it installed or on "
+                "PYTHONPATH?"
+            ) from exc
+    import_env_namespace(env_id)
+    try:
+        return gym.spec(bare if sep else env_id)
+    except gym.error.Error as exc:
+        raise ConfigError(f"unknown gymnasium env id {env_id!r}: {exc}") from exc
+
+
+def check_env_id(env_id: str, trusted: bool = True) -> None:
+    """Refuse, with a clear error, an env id that no run could make: an unknown gymnasium id, a
+    namespace whose package is missing, a PettingZoo ``module:parallel_env`` that does not import.
+    ``trusted`` as in :func:`env_spec`."""
+    if is_multiagent_id(env_id):
+        multiagent_factory(env_id, trusted=trusted)
+    else:
+        env_spec(env_id, trusted=trusted)
+
+
+def make_vector_env(
+    backend: str,
+    env: EnvSource,
+    num_envs: int = 1,
+    seed: int | None = None,
+    make_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[Any] = (),
+    **options: Any,
+) -> Any:
+    """Build a vector env with the named backend, e.g. ``make_vector_env("dummy", "CartPole-v1",
+    num_envs=8, seed=0)``; with ``seed`` the envs are reset once, env ``i`` with ``seed + i``."""
+    cls = get_registry("env").load(backend)
+    venv = cls(
+        make_env_fns(env, num_envs, make_kwargs, wrappers),
+        **_config_options("env", backend, options),
+    )
+    if seed is not None:
+        try:
+            venv.reset(seed=seed)
+        except BaseException:
+            venv.close()  # its workers must not outlive a vector env nobody gets back
+            raise
+    return venv
+
+
+#: ``make_buffer`` options that belong to the buffer itself rather than to one of its parts
+_BUFFER_OWN = ("stack_num", "ignore_obs_next", "seed", "storage", "path")
+
+
+def make_buffer(
+    name: str,
+    size: int,
+    num_envs: int = 1,
+    *,
+    sampler: str | None = None,
+    relabel: str | None = None,
+    writer: str | None = None,
+    **options: Any,
+) -> Any:
+    """Build a replay buffer from parts by name, e.g.
+    ``make_buffer("vector", size=100_000, num_envs=8, sampler="prioritized", relabel="her",
+    storage="memmap", path="buf/", stack_num=4, alpha=0.6)``.
+
+    ``name`` names the layout (``"replay"``, ``"vector"``), or another part, which then goes on
+    that part's default layout (``make_buffer("prioritized", ...)``). ``options`` are the
+    buffer's own (``stack_num, ignore_obs_next, seed, storage, path``) and every chosen part's
+    (``rlblocks list buffer --details`` lists them); an unknown one is an error naming the
+    options there are."""
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise ConfigError(f"buffer size must be an int >= 1, got {size!r}")
+    from rlblocks.replay import ReplayBuffer, build_part, resolve_part_names
+
+    parts = resolve_part_names(name, sampler, relabel, writer)
+    own = {k: options.pop(k) for k in _BUFFER_OWN if k in options}
+    per_part: dict[str, dict[str, Any]] = {}
+    claimed: set[str] = set()
+    for kw, part_name in parts.items():
+        spec = spec_lookup("buffer", part_name)
+        fields = {a.name for a in attrs.fields(spec.config) if a.init} if spec.config else set()
+        mine = {k: v for k, v in options.items() if k in fields}
+        claimed |= mine.keys()
+        per_part[kw] = _config_options("buffer", part_name, mine)
+    unknown = sorted(set(options) - claimed)
+    if unknown:
+        known = sorted({*_BUFFER_OWN, *(k for d in per_part.values() for k in d)})
+        hints = {k: difflib.get_close_matches(k, known, n=1) for k in unknown}
+        said = ", ".join(
+            f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items()
+        )
+        raise ConfigError(
+            f"buffer option(s) {said} belong to none of its parts {dict(parts)}; the options "
+            f"are {known}"
+        )
+    size, num_envs = int(size), int(num_envs)
+    built = {kw: build_part(kw, n, per_part[kw], size, num_envs) for kw, n in parts.items()}
+    try:
+        return ReplayBuffer(size, num_envs, **own, **built)
+    except BufferFileError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"buffer {name!r}: {exc}") from exc
+
+
+def buffer_options(section: Any) -> dict[str, Any]:
+    """The keyword arguments of :func:`make_buffer` a config's buffer section gives (its own
+    fields and every part's options), without name, size and num_envs."""
+    out: dict[str, Any] = {
+        "sampler": section.sampler,
+        "relabel": section.relabel,
+        "writer": section.writer,
+        "stack_num": section.stack_num,
+        "ignore_obs_next": section.ignore_obs_next,
+        "storage": section.storage,
+        "path": section.path,
+    }
+    for part in (section.options or {}).values():
+        out.update(options_dict(part))
+    return out
+
+
+def make_policy(
+    name: str,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    device: str = "cpu",
+    config: Any = None,
+    state_space: gym.Space | None = None,
+    **fields: Any,
+) -> Any:
+    """Build an algorithm's policy by name; ``fields`` override its config's defaults.
+    ``state_space``: a multi-agent env's global state space, for policies whose constructor
+    takes one (centralised critics); others do not get it."""
+    reg = get_registry("algo")
+    spec = reg.spec(name)
+    _check_spaces(spec, observation_space, action_space, global_state=state_space is not None)
+    if isinstance(config, Mapping):  # a plain dict of fields, checked like a config file's
+        fields, config = {**config, **fields}, None
+    if config is None and spec.config is not None:
+        config = cfg.structure_options(spec.config, fields, label=f"algo ({name})")
+    elif fields:
+        config = attrs.evolve(config, **fields)
+    cls = reg.load(name)
+    extra: dict[str, Any] = {}
+    if "state_space" in inspect.signature(cls).parameters:
+        extra["state_space"] = state_space
+    policy = cls(observation_space, action_space, config=config, device=device, **extra)
+    _check_policy(policy, reg, name)
+    return policy
+
+
+def _check_policy(policy: Any, reg: Any, name: str) -> None:
+    """A plugin's policy must be a BasePolicy that writes its own ``forward`` and ``learn``:
+    said when it is built, naming the plugin, not as a NotImplementedError mid-run."""
+    from rlblocks.algo import BasePolicy
+
+    problem = None
+    if not isinstance(policy, BasePolicy):
+        problem = (
+            f"it built a {type(policy).__qualname__}, which is not an rlblocks.algo.BasePolicy; "
+            "subclass BasePolicy (or OffPolicyPolicy / OnPolicyPolicy), which the collector "
+            "and trainers rely on"
+        )
+    else:
+        missing = [m for m in ("forward", "learn")
+                   if getattr(type(policy), m) is getattr(BasePolicy, m)]  # fmt: skip
+        if missing:
+            problem = (
+                f"its policy {type(policy).__qualname__} does not implement "
+                f"{' and '.join(missing)}, which BasePolicy leaves to each algorithm"
+            )
+    if problem:
+        raise PluginLoadError(
+            f"the algo plugin {name!r} from {reg.resolve(name).describe_source()} is invalid: "
+            f"{problem}"
+        )
+
+
+def _handles(
+    spec: AlgoSpec, observation_space: gym.Space, action_space: gym.Space, global_state: bool
+) -> bool:
+    obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
+    return (
+        (global_state or not spec.needs_global_state)
+        and (not act_ok or type(action_space).__name__ in act_ok)
+        and (not obs_ok or type(observation_space).__name__ in obs_ok)
+    )
+
+
+def _algos_for(
+    observation_space: gym.Space, action_space: gym.Space, global_state: bool = False
+) -> str:
+    """The installed algorithms whose specs accept these spaces (and, without a global state,
+    need none), for an error message."""
+    # a broken plugin is left out: it must not hide the error being reported
+    specs = get_registry("algo").loadable_specs()
+    names = [
+        name for name, spec in specs.items()
+        if _handles(spec, observation_space, action_space, global_state)
+    ]  # fmt: skip
+    if not names:
+        return "no installed algorithm accepts these spaces"
+    return f"installed algorithms that accept these spaces: {', '.join(names)}"
+
+
+def _check_spaces(
+    spec: AlgoSpec,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    global_state: bool = False,
+) -> None:
+    """Refuse, naming the alternatives, an algorithm that cannot train on these spaces (or that
+    needs a multi-agent env's global state, ``global_state`` False)."""
+    if _handles(spec, observation_space, action_space, global_state):
+        return
+    obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
+    obs, act = type(observation_space).__name__, type(action_space).__name__
+    if spec.needs_global_state and not global_state:
+        raise ConfigError(
+            f"algo {spec.name!r} learns from a multi-agent env's global state, and this env has "
+            "none: train it on a PettingZoo env with state() (env.id = 'module:env_fn', e.g. "
+            f"'mpe2.simple_spread_v3:parallel_env'); "
+            f"{_algos_for(observation_space, action_space, global_state)}"
+        )
+    if act_ok and act not in act_ok:
+        problem = f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has {act}"
+    else:
+        problem = (
+            f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has {obs}"
+        )
+    raise ConfigError(
+        f"{problem}; {_algos_for(observation_space, action_space, global_state)} (the env's "
+        f"spaces: observation {obs}, action {act})"
+    )
+
+
+def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """Refuse a trainer this version lacks, and frame stacks an on-policy buffer would break."""
+    training = spec.training
+    if training not in {"off-policy", "on-policy", "offline"}:
+        raise ConfigError(
+            f"algo {c.algo_name!r} needs the {training} trainer, which this rlblocks version "
+            "does not ship yet"
+        )
+    check_offline(c, spec)
+    if c.trainer.async_collect:
+        check_async_collect(c, spec)
+    frames = c.buffer.stack_num
+    if frames > 1 and training == "on-policy":
+        raise ConfigError(
+            f"$.buffer.stack_num: {c.algo_name!r} trains on-policy from a buffer emptied "
+            "after every update, so stacks read from it would lose the frames before each "
+            "collect; stack frames in the env instead (env.wrappers = "
+            '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
+            f"{frames}}}) and leave buffer.stack_num at 1"
+        )
+
+
+def async_backends() -> list[str]:
+    """The installed vector-env backends that step envs asynchronously (their spec says so)."""
+    specs = get_registry("env").loadable_specs()
+    return [name for name, spec in specs.items() if getattr(spec, "supports_async", False)]
+
+
+def check_async_collect(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """``trainer.async_collect`` needs an off-policy, single-agent run that collects
+    ``step_per_collect`` steps, and a backend that can step some envs while others run."""
+    where = "$.trainer.async_collect"
+    if spec.training != "off-policy":
+        why = (
+            "an on-policy update must learn from steps its own policy acted, and steps still "
+            "running at an update would be stored after it"
+            if spec.training == "on-policy"
+            else "an offline run collects no env steps"
+        )
+        raise ConfigError(
+            f"{where}: algo {c.algo_name!r} trains {spec.training}: {why}; set "
+            "trainer.async_collect=false"
+        )
+    if is_multiagent_id(c.env.id):
+        raise ConfigError(
+            f"{where}: multi-agent envs are collected synchronously (their agents act on one "
+            f"env step together); {c.env.id!r} is a multi-agent env: set "
+            "trainer.async_collect=false"
+        )
+    t = c.trainer
+    if t.batch_mode != "truncate_episodes" or t.rollout_fragment_length is not None:
+        what = (
+            f"rollout_fragment_length={t.rollout_fragment_length}"
+            if t.rollout_fragment_length is not None
+            else f"batch_mode={t.batch_mode!r}"
+        )
+        raise ConfigError(
+            f"{where}: trainer.{what} steps every env together, which asynchronous collection "
+            "does not; use one or the other"
+        )
+    backend = c.env.backend
+    if backend == "auto" or backend not in get_registry("env"):
+        return  # auto is checked on the vector env it builds; an unknown name is named there
+    if not getattr(spec_lookup("env", backend), "supports_async", False):
+        raise ConfigError(f"{where}: {async_backend_problem(f'the {backend!r} backend')}")
+
+
+def async_backend_problem(what: str) -> str:
+    """Why ``what`` (a backend, described) cannot collect asynchronously, and which installed
+    backends can."""
+    able = async_backends()
+    fix = (
+        f"pick one that does with env.backend ({', '.join(able)})"
+        if able
+        else "install a backend plugin that does (rlblocks-env-subproc, for one)"
+    )
+    return f"{what} steps all its envs together; {fix}"
+
+
+def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """An offline algorithm needs a dataset and a gradient-step budget and takes no env step;
+    an online one refuses both (each would be ignored silently otherwise)."""
+    t = c.trainer
+    if spec.training != "offline":
+        if c.buffer.dataset is not None:
+            raise ConfigError(
+                f"$.buffer.dataset: algo {c.algo_name!r} trains {spec.training} from its own "
+                "env steps and learns from no dataset; remove buffer.dataset (--dataset), or "
+                "train an offline algorithm (`rlblocks list algo --details` shows training: "
+                "offline)"
+            )
+        if t.max_gradient_steps is not None:
+            raise ConfigError(
+                f"$.trainer.max_gradient_steps: algo {c.algo_name!r} trains {spec.training} and "
+                "its budget is trainer.max_env_steps (--max-env-steps); remove "
+                "max_gradient_steps (--max-gradient-steps), which only offline algorithms use"
+            )
+        return
+    if c.buffer.dataset is None:
+        raise ConfigError(
+            f"$.buffer.dataset: algo {c.algo_name!r} trains offline from a dataset and none is "
+            "given; pass --dataset FILE (buffer.dataset=FILE): an hdf5 file written by "
+            "ReplayBuffer.save_hdf5, or an online run's RUN_DIR/checkpoints/gen-N/buffer.h5"
+        )
+    if t.max_gradient_steps is None:
+        raise ConfigError(
+            f"$.trainer.max_gradient_steps: algo {c.algo_name!r} trains offline and its budget "
+            "is in gradient steps; pass --max-gradient-steps N (trainer.max_gradient_steps=N)"
+        )
+    if is_multiagent_id(c.env.id):
+        raise ConfigError(
+            f"$.env.id: offline training from a dataset is for single-agent envs; "
+            f"{c.env.id!r} is a multi-agent env"
+        )
+
+
+def preflight(config: cfg.ExperimentConfig) -> None:
+    """Check a resolved config as a run checks it before it trains, keeping nothing: the env id,
+    the device, the loggers and their options, the trainer the algorithm needs, frame stacking,
+    and whether the algorithm handles the env's spaces (one env is made with the run's wrappers
+    to read them, then closed). ``rlblocks train --dry-run`` runs it. What only a built run can
+    tell (a plugin's own checks on its envs or buffer) is left to the run."""
+    spec = spec_lookup("algo", config.algo_name)
+    check_env_id(config.env.id)
+    resolve_device(config.run.device)
+    logger_configs(config.run)
+    check_training(config, spec)
+    if spec.training == "offline" and not Path(str(config.buffer.dataset)).is_file():
+        raise ConfigError(
+            f"$.buffer.dataset: {config.buffer.dataset} is not a file; pass --dataset FILE with "
+            "an hdf5 file written by ReplayBuffer.save_hdf5"
+        )
+    check_env_spaces(spec, env_spaces(config))
+
+
+def check_env_spaces(spec: Any, spaces: tuple[gym.Space, gym.Space] | None) -> None:
+    """Refuse an algorithm (``spec``) that cannot take an env's ``(observation, action)``
+    spaces (from :func:`env_spaces`), as a run refuses it; None (a multi-agent env, checked per
+    agent as its run builds) passes."""
+    if spaces is not None:
+        _check_spaces(spec, *spaces)
+
+
+def env_spaces(config: cfg.ExperimentConfig) -> tuple[gym.Space, gym.Space] | None:
+    """The observation (frame stacking applied) and action spaces a run's algorithm gets from
+    ``config``'s env: one env is made with the run's wrappers to read them, then closed. None
+    for a multi-agent env, whose spaces are per agent."""
+    if is_multiagent_id(config.env.id):
+        return None
+    wrappers = [*config.env.wrappers, *config.env.train_wrappers]
+    (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)
+    env = make()
+    try:
+        return stacked_space(env.observation_space, config.buffer.stack_num), env.action_space
+    finally:
+        env.close()
+
+
+def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:
+    """Each of ``run.loggers`` with its options built from ``run.logger_options`` (None for a
+    logger without a config class): an unknown logger name, a bad option, options given to a
+    logger that takes none, or options for a logger not in the list raise ConfigError."""
+    built: dict[str, Any] = {}
+    for name in run.loggers:
+        spec = spec_lookup("logger", name)
+        options = dict(run.logger_options.get(name) or {})
+        if spec.config is None:
+            if options:
+                raise ConfigError(f"logger {name!r} takes no options, got {sorted(options)}")
+            built[name] = None
+        else:
+            label = f"logger ({name})"
+            built[name] = cfg.structure_options(
+                spec.config, options, label=label, root=f"$.run.logger_options.{name}"
+            )
+    unused = sorted(set(run.logger_options) - set(run.loggers))
+    if unused:
+        raise ConfigError(
+            f"run.logger_options names {unused}, which are not among run.loggers "
+            f"{list(run.loggers)}"
+        )
+    return built
+
+
+def _device_option(device: str) -> str:
+    """How the reader picks ``device``: the ``--device`` flag of train, resume and eval, a
+    ``--set`` of ``run.device`` for tune, the ``device`` argument in Python."""
+    if current_command() == "tune":
+        return f"--set run.device={device}"
+    return option(f"device={device!r}", f"--device {device}")
+
+
+def resolve_device(device: str) -> str:
+    """``device`` checked against what torch sees: ``"auto"`` is CUDA when torch has a GPU, else
+    the CPU; a misspelled or unavailable device is a one-line ConfigError."""
+    name = str(device).strip()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"unknown device {name!r}; use cpu, cuda, cuda:N, mps or auto") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(
+                f"device {name!r}: torch {torch.__version__} sees no CUDA GPU here; use "
+                f"{_device_option('cpu')} (or auto, which falls back to the CPU)"
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(
+                f"device {name!r}: only {torch.cuda.device_count()} CUDA device(s) here "
+                f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+            )
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"device {name!r}: torch sees no Apple GPU here; use cpu or auto")
+    elif dev.type not in {"cpu", "cuda", "mps"}:
+        raise ConfigError(f"device {name!r} is not supported; use cpu, cuda, cuda:N, mps or auto")
+    return str(dev)

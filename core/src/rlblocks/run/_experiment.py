@@ -1,0 +1,1465 @@
+"""Whole runs by name: resolve a config, build its components (through :mod:`rlblocks.run`),
+train, checkpoint, resume.
+
+``train("dqn")`` resolves a config (section defaults < the algorithm's defaults < a config file <
+keyword flags < ``--set`` overrides), builds every component through the plugin registries, runs
+the trainer and leaves a run directory that can be inspected and resumed::
+
+    RUN_DIR/config.json      resolved config (feed it back with --config)
+    RUN_DIR/plugins.json     versions of rlblocks, every plugin used, python, torch, gymnasium
+    RUN_DIR/logs/            logger output (tensorboard, csv)
+    RUN_DIR/checkpoints/     gen-NNNNNNNN/ (resume points: latest.pt, buffer.h5 of off-policy
+                             runs, MANIFEST.json with checksums), CURRENT (the committed one),
+                             best.pt (best test return) and best.pt.sha256
+
+An offline algorithm (spec ``training="offline"``) learns from the dataset ``buffer.dataset``
+(an hdf5 file of :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5`) with the
+:class:`~rlblocks.trainers.OfflineTrainer`: only test envs are made, the budget is
+``trainer.max_gradient_steps``, checkpoints record the dataset's size and sha256 (never a copy)
+and a resume reloads it from the path in ``config.json``.
+    RUN_DIR/result.json      best_test_return, solved, env_steps, gradient_steps, wall_seconds
+    RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlblocks.collect import AsyncCollector, Collector
+from rlblocks.contracts import (
+    AsyncVectorEnv,
+    BufferAbilities,
+    CheckpointError,
+    ConfigError,
+    DuplicateComponentError,
+    EpisodeCutBuffer,
+    UnknownComponentError,
+)
+from rlblocks.plugins import get_registry, make_plugin_manager
+from rlblocks.run import _config as cfg
+from rlblocks.run._advice import option
+from rlblocks.run._checkpoint import (
+    GenerationStore,
+    from_plain,
+    load_checkpoint,
+    save_checkpoint,
+    save_checkpoint_verified,
+    sidecar_of,
+    to_plain,
+    write_json_verified,
+)
+from rlblocks.run._compose import (
+    EnvSource,
+    async_backend_problem,
+    buffer_options,
+    check_env_id,
+    check_training,
+    env_spec,
+    logger_configs,
+    make_buffer,
+    make_env_fns,
+    make_policy,
+    make_vector_env,
+    options_dict,
+    resolve_device,
+    spec_lookup,
+    stacked_space,
+)
+from rlblocks.run._multiagent import (
+    BufferGroup,
+    MultiAgentCollector,
+    MultiAgentVectorEnv,
+    PolicyGroup,
+    group_agents,
+    is_multiagent_id,
+    multiagent_factory,
+    multiagent_wrappers,
+)
+from rlblocks.run._rundir import (
+    DISCARDED_PREFIX,
+    REPLACED_DIR,
+    RESULT_FILE,
+    RunDirLock,
+    TestRecorder,
+    read_result,
+    replaced_run_note,
+)
+from rlblocks.trainers import (
+    BaseTrainer,
+    ConsoleReporter,
+    OfflineTrainer,
+    OffPolicyTrainer,
+    OnPolicyTrainer,
+    TrainResult,
+)
+
+
+def envs_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
+    """An agent's observation and action spaces."""
+    return envs.observation_space(agent), envs.action_space(agent)
+
+
+# -- datasets of offline runs -------------------------------------------------------------------
+def dataset_fingerprint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The absolute path, size and sha256 of a dataset file: what an offline run's checkpoints
+    record so a resume can refuse a file that changed (a dataset is never copied into a run)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return {
+        "path": os.path.abspath(path),
+        "size": os.path.getsize(path),
+        "sha256": digest.hexdigest(),
+    }
+
+
+def _space_shapes(space: gym.Space) -> Any:
+    """The per-transition array shape(s) a buffer stores for ``space`` (a dict for Dict)."""
+    if isinstance(space, gym.spaces.Dict):
+        return {key: _space_shapes(sub) for key, sub in space.spaces.items()}
+    return tuple(space.shape) if space.shape is not None else None
+
+
+def _stored_shapes(value: Any) -> Any:
+    """The per-transition shapes of one stored row (``value`` has a leading batch axis)."""
+    if isinstance(value, Mapping) or hasattr(value, "keys"):
+        return {key: _stored_shapes(value[key]) for key in value.keys()}  # noqa: SIM118 (a Batch)
+    return tuple(np.asarray(value).shape[1:])
+
+
+def check_dataset_spaces(
+    buffer: Any, observation_space: gym.Space, action_space: gym.Space, path: str, env_id: str
+) -> None:
+    """Refuse a dataset whose observations or actions do not have the shapes of the env's
+    spaces (a dataset recorded on another env), naming both."""
+    layout = getattr(buffer, "layout", None)
+    first = np.arange(len(buffer)) if layout is None else np.arange(buffer.maxsize)
+    if layout is not None:
+        first = first[layout.valid_slots()]
+    row = buffer[first[:1]]
+    for what, key, space in (("observations", "obs", observation_space),
+                             ("actions", "act", action_space)):  # fmt: skip
+        want, have = _space_shapes(space), _stored_shapes(row[key])
+        if isinstance(space, gym.spaces.Discrete) and have in ((), (1,)):
+            continue
+        if want != have:
+            raise ConfigError(
+                f"$.buffer.dataset: the {what} in {path} have shape {have}, but env {env_id!r} "
+                f"has {space} (shape {want}); train on the env the dataset was recorded on "
+                "(--env), or pass a dataset recorded on this env"
+            )
+
+
+# -- runs ---------------------------------------------------------------------------------------
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _dist_versions(specs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gymnasium": gym.__version__,
+        "numpy": np.__version__,
+        "components": {},
+    }
+    for kind, name in specs:
+        try:  # the entry the run used, also for a qualified name@distribution
+            info: Any = get_registry(kind).resolve(name)
+        except (UnknownComponentError, DuplicateComponentError):
+            info = None
+        out["components"][f"{kind}:{name}"] = (
+            {"distribution": info.distribution, "version": info.version} if info else None
+        )
+    try:
+        out["rlblocks"] = metadata.version("rlblocks")
+    except metadata.PackageNotFoundError:
+        out["rlblocks"] = None
+    return out
+
+
+def default_run_dir(algo: str, env_id: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{algo}-{env_id.replace('/', '_')}-{stamp}"
+
+
+#: what a run writes into its directory (``--overwrite`` removes exactly these)
+RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5")
+RUN_DIRS = ("checkpoints", "logs")
+
+
+def set_aside_run(run_dir: Path) -> Path | None:
+    """Move the files of the run in ``run_dir`` into ``run_dir/.replaced-run`` (renames, on the
+    same file system) and return that folder; None when there was nothing to move. A folder
+    left there by a start that was killed is put back first, so no run is ever lost."""
+    held = run_dir / REPLACED_DIR
+    if held.is_dir():
+        put_back_run(run_dir, held)
+    names = [
+        p.name
+        for name in (*RUN_FILES, *RUN_DIRS)
+        for p in (run_dir / name, sidecar_of(run_dir / name))
+        if p.exists() or p.is_symlink()
+    ]
+    if not names:
+        return None
+    held.mkdir()
+    for name in names:
+        os.replace(run_dir / name, held / name)
+    return held
+
+
+def put_back_run(run_dir: Path, held: Path) -> None:
+    """Undo :func:`set_aside_run`: move every file in ``held`` back into ``run_dir`` (replacing
+    what a failed start wrote under the same names) and remove ``held``."""
+    for path in list(held.iterdir()):
+        target = run_dir / path.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(path, target)
+    held.rmdir()
+
+
+def discard_replaced_run(held: Path) -> None:
+    """Delete the run ``--overwrite`` set aside, once the new run has started. It is renamed
+    to a ``.discarded-run-*`` folder first, so a kill in the middle of the deletion never leaves
+    a half-deleted ``.replaced-run`` that a later ``--overwrite`` would put back as the old run
+    (what is left of a discarded one is deleted at the next start in that directory)."""
+    doomed = held.with_name(f"{DISCARDED_PREFIX}{uuid.uuid4().hex[:8]}")
+    try:
+        os.replace(held, doomed)
+    except OSError:
+        return  # gone already, or not ours to move: nothing is deleted under the old name
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Delete temporary files a killed run left behind (``.NAME.*.tmp`` of atomic writes) and
+    what is left of a set-aside run whose deletion was cut short (``.discarded-run-*``)."""
+    for leftover in run_dir.glob(f"{DISCARDED_PREFIX}*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "logs"):
+        if folder.is_dir():
+            for tmp in folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+
+@contextlib.contextmanager
+def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
+    """While training: the first SIGINT or SIGTERM asks the trainer to stop after the current
+    iteration (it then writes its checkpoint); a second one interrupts at once."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    finishing = False  # a signal came after the budget was met: the run ends on its own
+
+    def handler(signum: int, _frame: Any) -> None:
+        nonlocal finishing
+        name = signal.Signals(signum).name
+        if trainer.stop_requested or finishing:
+            raise KeyboardInterrupt
+        if _budget_met(trainer):
+            # this iteration ends the run anyway (its final test and checkpoint): a run that met
+            # its budget is finished, not interrupted
+            finishing = True
+            print(
+                f"\n{name}: the run has reached its budget ({trainer.budget_name}) and is "
+                "finishing (its final test and checkpoint); send it again to stop at once",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        trainer.request_stop(f"interrupted by {name}")
+        print(
+            f"\n{name}: stopping after this iteration and writing a checkpoint "
+            "(send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _budget_met(trainer: BaseTrainer) -> bool:
+    """Whether ``trainer`` has spent its budget (``trainer.budget`` of its
+    ``progress_counter``: env steps online, gradient steps offline)."""
+    budget = getattr(trainer, "budget", None)
+    state = getattr(trainer, "state", None)
+    return budget is not None and state is not None and trainer.progress >= int(budget)
+
+
+def _finished_not_interrupted(result: TrainResult, trainer: BaseTrainer) -> None:
+    """A stop signal that landed while the last iteration was spending the end of the budget:
+    the budget was met, so the run finished (the stop reason says so, as for a run left alone)."""
+    if str(result.stop_reason).startswith("interrupted") and _budget_met(trainer):
+        result.stop_reason = f"reached {trainer.budget_name}={trainer.budget}"
+        trainer.state.stop_reason = result.stop_reason
+
+
+def _flushing_denormals() -> bool:
+    """Whether CPU float arithmetic flushes subnormal numbers to zero right now."""
+    tiny = torch.full((1,), 1e-39, dtype=torch.float32)  # subnormal in float32
+    return float(tiny.mul(2.0)) == 0.0
+
+
+@contextlib.contextmanager
+def denormals_flushed(enabled: bool = True) -> Iterator[None]:
+    """Inside, CPU arithmetic treats subnormal floats as zero (``run.flush_denormals``); the
+    setting the process had is restored after. Nothing changes where the CPU cannot do it."""
+    if not enabled or _flushing_denormals() or not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
+class Experiment:
+    """One run built from an :class:`~rlblocks.run.ExperimentConfig`."""
+
+    def __init__(
+        self,
+        config: cfg.ExperimentConfig,
+        run_dir: str | os.PathLike[str] | None,
+        hooks: Iterable[object] = (),
+        env_factory: Callable[[], gym.Env] | None = None,
+        quiet: bool = False,
+        overwrite: bool = False,
+        train_fn: Callable[[int, int], None] | None = None,
+        test_fn: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.config = config
+        #: the trainer's ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)``
+        self.train_fn = train_fn
+        self.test_fn = test_fn
+        #: clear the files of an earlier run in ``run_dir`` first (``train --overwrite``)
+        self.overwrite = overwrite
+        #: no console output at all (runs driven by tune or --seeds report their own lines)
+        self.quiet = quiet
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.extra_hooks = list(hooks)
+        #: builds the envs instead of ``config.env.id`` (``train(env=callable)``)
+        self.env_factory = env_factory
+        self.algo_spec = spec_lookup("algo", config.algo_name)
+
+    def stop_reward(self) -> float | None:
+        c = self.config
+        if c.trainer.stop_reward is not None:
+            return c.trainer.stop_reward
+        if is_multiagent_id(c.env.id):
+            return None  # PettingZoo envs declare no reward threshold
+        try:
+            return env_spec(c.env.id).reward_threshold
+        except ConfigError:
+            return None
+
+    def build(self, resumed: bool = False) -> BaseTrainer:
+        c = self.config
+        seed = c.run.seed
+        seed_everything(seed)
+        if c.run.torch_threads > 0:
+            torch.set_num_threads(c.run.torch_threads)
+        # plugins are configured before anything is built (rlblocks_configure's contract)
+        self.pm = make_plugin_manager(self._hook_objects())
+        self.pm.hook.rlblocks_configure.call_historic(
+            kwargs={"config": cfg.to_dict(c), "run_dir": self.run_dir}
+        )
+        env_opts = options_dict(c.env.options)
+        source: EnvSource = self.env_factory if self.env_factory is not None else c.env.id
+        training = self.algo_spec.training
+        check_training(c, self.algo_spec)
+        if training == "offline":
+            return self._build_offline(source, env_opts, resumed)
+        frames = c.buffer.stack_num
+        multi = self.env_factory is None and is_multiagent_id(c.env.id)
+        if multi:
+            space_o, space_a = self._multiagent_envs()
+        else:
+            train_opts = dict(env_opts)
+            if c.trainer.async_collect and c.env.backend == "auto":
+                train_opts["asynchronous"] = True  # auto then picks among async backends
+            self.train_envs = make_vector_env(
+                c.env.backend,
+                source,
+                c.env.num_envs,
+                make_kwargs=c.env.make_kwargs,
+                wrappers=[*c.env.wrappers, *c.env.train_wrappers],
+                **train_opts,
+            )
+            self.test_envs = self._make_test_envs(source, env_opts)
+            space_o = stacked_space(self.train_envs.observation_space, frames)
+            space_a = self.train_envs.action_space
+        device = resolve_device(c.run.device)
+        #: multi-agent runs with env.policy_mapping: agent -> policy name (None: one policy)
+        self.agent_policy: dict[str, str] | None = None
+        if multi and len(set(c.env.policy_mapping.values())) > 1:
+            self.agent_policy = group_agents(self.train_envs.agents, c.env.policy_mapping)
+            self.policy = PolicyGroup({
+                name: make_policy(
+                    c.algo_name, *self._group_spaces(name), device=device, config=c.algo,
+                    state_space=self.train_envs.state_space,
+                )
+                for name in dict.fromkeys(self.agent_policy.values())
+            })  # fmt: skip
+        else:
+            self.policy = make_policy(
+                c.algo_name, space_o, space_a, device=device, config=c.algo,
+                state_space=self.train_envs.state_space if multi else None,
+            )  # fmt: skip
+        self.policy.seed(seed)
+        buffer_kwargs = buffer_options(c.buffer)
+        if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
+            if self.run_dir is None:
+                raise ConfigError(
+                    "$.buffer.path: storage='memmap' needs a directory for the array files; set "
+                    "buffer.path or give the run a directory"
+                )
+            buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
+        # a multi-agent run's buffer has one chain of steps per agent slot (env x agent)
+        lanes = self.train_envs.num_slots if multi else c.env.num_envs
+        if isinstance(self.policy, PolicyGroup):  # a buffer per policy
+            self.buffer = BufferGroup({
+                name: make_buffer(c.buffer.name, c.buffer.size, lanes, **{
+                    **buffer_kwargs,
+                    "path": None if buffer_kwargs["path"] is None
+                    else str(Path(buffer_kwargs["path"]) / name),
+                })
+                for name in self.policy
+            })  # fmt: skip
+            abilities = BufferAbilities.of(next(iter(self.buffer.values())))
+        else:
+            self.buffer = make_buffer(c.buffer.name, c.buffer.size, lanes, **buffer_kwargs)
+            abilities = BufferAbilities.of(self.buffer)
+        # off-policy recurrent learners sample windows from replay; on-policy ones (recurrent
+        # PPO) get the whole buffer in time order and cut their own windows
+        if self.algo_spec.recurrent and training == "off-policy" and not abilities.sequences:
+            raise ConfigError(
+                f"$.buffer.sampler: algo {c.algo_name!r} is recurrent and learns from sequences, "
+                "but the buffer samples single transitions; set buffer.sampler=sequence (and "
+                "buffer.length, the window)"
+            )
+        if abilities.seedable:
+            for i, member in enumerate(
+                self.buffer.values() if isinstance(self.buffer, BufferGroup) else [self.buffer]
+            ):
+                member.seed(seed + 7919 * i)
+        if abilities.env_attached:
+            self._attach_probe_env()
+        t = c.trainer
+        # train and test envs get disjoint seed ranges (a resumed run continues both streams)
+        if multi:
+            if c.env.info_keys:
+                raise ConfigError(
+                    "env.info_keys: storing step infos is not supported for multi-agent envs "
+                    "yet; remove it (or put the values in the agents' observations)"
+                )
+            self.train_collector = MultiAgentCollector(
+                self.policy, self.train_envs, self.buffer, mapping=self.agent_policy,
+                seed=seed, count_steps_by=t.count_steps_by,
+            )  # fmt: skip
+            self.test_collector = MultiAgentCollector(
+                self.policy, self.test_envs, None, mapping=self.agent_policy, exploration=False,
+                seed=seed + 100_000, count_steps_by=t.count_steps_by,
+            )  # fmt: skip
+            self._check_multiagent_buffer()
+        else:
+            collector_cls = Collector
+            if t.async_collect:
+                if not isinstance(self.train_envs, AsyncVectorEnv):  # auto chose such a backend
+                    what = getattr(self.train_envs, "auto_choice", None) or (
+                        f"the {c.env.backend!r} backend"
+                    )
+                    raise ConfigError(f"$.trainer.async_collect: {async_backend_problem(what)}")
+                collector_cls = AsyncCollector
+            self.train_collector = collector_cls(
+                self.policy, self.train_envs, self.buffer, seed=seed, frame_stack=frames,
+                info_keys=c.env.info_keys,
+            )  # fmt: skip
+            self.test_collector = Collector(
+                self.policy,
+                self.test_envs,
+                None,
+                exploration=False,
+                seed=seed + 100_000,
+                frame_stack=frames,
+            )
+        common: dict[str, Any] = {
+            **self._trainer_options(),
+            "max_env_steps": t.max_env_steps,
+            "test_in_training": t.test_in_training,
+            "batch_mode": t.batch_mode,
+            "rollout_fragment_length": t.rollout_fragment_length,
+        }
+        self.trainer: BaseTrainer
+        if training == "on-policy":
+            self.trainer = OnPolicyTrainer(
+                self.policy,
+                self.train_collector,
+                self.test_collector,
+                self.buffer,
+                step_per_collect=t.step_per_collect,
+                episode_per_collect=t.episode_per_collect,
+                repeat_per_collect=t.repeat_per_collect,
+                **common,
+            )
+        else:
+            self.trainer = OffPolicyTrainer(
+                self.policy,
+                self.train_collector,
+                self.test_collector,
+                self.buffer,
+                step_per_collect=t.step_per_collect,
+                update_per_step=t.update_per_step,
+                warmup_steps=t.warmup_steps,
+                **common,
+            )
+        self.trainer.run_dir = self.run_dir
+        return self.trainer
+
+    def _build_offline(
+        self, source: EnvSource, env_opts: dict[str, Any], resumed: bool
+    ) -> BaseTrainer:
+        """The run of an offline algorithm: its dataset as the buffer, test envs only (no
+        training env, no training collector) and an :class:`OfflineTrainer` whose budget and
+        schedules count gradient steps."""
+        c, t, seed = self.config, self.config.trainer, self.config.run.seed
+        self.train_envs: Any = None
+        self.train_collector: Any = None
+        self.test_envs = self._make_test_envs(source, env_opts)
+        self.buffer = self._load_dataset(resumed)
+        frames = int(getattr(self.buffer, "stack_num", 1))
+        if c.buffer.stack_num not in (1, frames):
+            raise ConfigError(
+                f"$.buffer.stack_num: the dataset {c.buffer.dataset} stacks {frames} frame(s) "
+                f"and the config asks for {c.buffer.stack_num}; leave buffer.stack_num out (the "
+                "dataset's own stacking is used)"
+            )
+        if frames != c.buffer.stack_num:  # config.json records it: rlblocks.load stacks so too
+            self.config = c = attrs.evolve(c, buffer=attrs.evolve(c.buffer, stack_num=frames))
+        space_o = stacked_space(self.test_envs.observation_space, frames)
+        space_a = self.test_envs.action_space
+        check_dataset_spaces(self.buffer, space_o, space_a, str(c.buffer.dataset), c.env.id)
+        self.policy = make_policy(
+            c.algo_name, space_o, space_a, device=resolve_device(c.run.device), config=c.algo
+        )
+        self.policy.seed(seed)
+        abilities = BufferAbilities.of(self.buffer)
+        if abilities.seedable:
+            self.buffer.seed(seed)
+        if abilities.env_attached:
+            self._attach_probe_env()
+        self.test_collector = Collector(
+            self.policy, self.test_envs, None, exploration=False, seed=seed + 100_000,
+            frame_stack=frames,
+        )  # fmt: skip
+        assert t.max_gradient_steps is not None  # check_training refuses a run without one
+        self.trainer = OfflineTrainer(
+            self.policy,
+            self.test_collector,
+            self.buffer,
+            max_gradient_steps=t.max_gradient_steps,
+            step_per_round=t.step_per_round,
+            **self._trainer_options(),
+        )
+        self.trainer.run_dir = self.run_dir
+        return self.trainer
+
+    def _make_test_envs(self, source: EnvSource, env_opts: dict[str, Any]) -> Any:
+        """The test envs: ``env.num_test_envs`` of the run's env with its shared wrappers (not
+        the training-only ones), online and offline alike."""
+        c = self.config
+        return make_vector_env(
+            c.env.backend,
+            source,
+            c.env.num_test_envs,
+            make_kwargs=c.env.make_kwargs,
+            wrappers=c.env.wrappers,
+            **env_opts,
+        )
+
+    def _attach_probe_env(self) -> None:
+        """Buffers that need the env's own functions (hindsight relabelling takes
+        ``compute_reward`` from a goal env) get a local instance of the run's env."""
+        c = self.config
+        self._probe_env = make_env_fns(
+            self.env_factory or c.env.id, 1, c.env.make_kwargs, c.env.wrappers
+        )[0]()
+        self.buffer.attach_env(self._probe_env)
+
+    def _trainer_options(self) -> dict[str, Any]:
+        """What every trainer takes alike from the config and the run: batch size, the test
+        schedule and stop rule, checkpoints (none without a run directory), hooks, the finite
+        check."""
+        t, saved = self.config.trainer, self.run_dir is not None
+        return {
+            "batch_size": t.batch_size,
+            "test_interval": t.test_interval,
+            "test_episodes": t.test_episodes,
+            "log_interval": t.log_interval,
+            "test_screen_episodes": t.test_screen_episodes,
+            "test_at_start": t.test_at_start,
+            "stop_reward": self.stop_reward(),
+            "checkpoint_interval": t.checkpoint_interval if saved else 0,
+            "plugin_manager": self.pm,
+            "checkpoint_fn": self.save if saved else None,
+            "best_fn": self.save_best if saved else None,
+            "on_nonfinite": t.on_nonfinite,
+            "train_fn": self.train_fn,
+            "test_fn": self.test_fn,
+        }
+
+    def _load_dataset(self, resumed: bool) -> Any:
+        """Read ``buffer.dataset`` into a buffer (never executing code the file names: HER's
+        ``compute_reward`` and the like are refused) and fingerprint it (size, sha256) so a
+        resume can tell whether it is still the file the run trained on."""
+        from rlblocks.replay import ReplayBuffer
+
+        c = self.config
+        path = Path(str(c.buffer.dataset))
+        if not path.is_file():
+            if resumed:
+                raise CheckpointError(
+                    f"the dataset {path} this run trained on is gone (config.json names it in "
+                    "buffer.dataset); put the file back, or point the run at a copy of it with "
+                    f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
+                )
+            raise ConfigError(
+                f"$.buffer.dataset: {path} is not a file; pass --dataset FILE with an hdf5 file "
+                "written by ReplayBuffer.save_hdf5 (or an online run's "
+                "checkpoints/gen-N/buffer.h5)"
+            )
+        self.dataset_fingerprint = dataset_fingerprint(path)
+        storage_path = None
+        if c.buffer.storage == "memmap":
+            if c.buffer.path is None and self.run_dir is None:
+                raise ConfigError(
+                    "$.buffer.path: storage='memmap' needs a directory for the array files; set "
+                    "buffer.path or give the run a directory"
+                )
+            storage_path = c.buffer.path or str(Path(str(self.run_dir)) / "buffer")
+        buffer = ReplayBuffer.load_hdf5(path, storage=c.buffer.storage, storage_path=storage_path)
+        if len(buffer) == 0:
+            raise ConfigError(
+                f"$.buffer.dataset: {path} holds no transitions; save a filled buffer "
+                "(ReplayBuffer.save_hdf5) and pass that file with --dataset"
+            )
+        return buffer
+
+    def _multiagent_envs(self) -> tuple[gym.Space, gym.Space]:
+        """Train and test envs of a PettingZoo ``env.id``; the spaces of the policy all agents
+        share (parameter sharing: one policy acts for every agent)."""
+        c = self.config
+        if c.buffer.stack_num > 1:
+            raise ConfigError(
+                "$.buffer.stack_num: multi-agent runs do not stack frames from the buffer; "
+                "stack them with a PettingZoo wrapper (env.wrappers) instead"
+            )
+        factory = multiagent_factory(c.env.id, c.env.make_kwargs)
+        train_w = multiagent_wrappers([*c.env.wrappers, *c.env.train_wrappers])
+        test_w = multiagent_wrappers(c.env.wrappers)
+
+        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> MultiAgentVectorEnv:
+            def make() -> Any:
+                env = factory()
+                for w in wrappers:
+                    env = w(env)
+                return env
+
+            return MultiAgentVectorEnv([make] * n)
+
+        self.train_envs = envs(c.env.num_envs, train_w)
+        self.test_envs = envs(c.env.num_test_envs, test_w)
+        agents = self.train_envs.agents
+        if len(set(c.env.policy_mapping.values())) > 1:  # each policy takes its own spaces
+            return envs_spaces(self.train_envs, agents[0])
+        obs = {repr(self.train_envs.observation_space(a)) for a in agents}
+        act = {repr(self.train_envs.action_space(a)) for a in agents}
+        if len(obs) > 1 or len(act) > 1:
+            raise ConfigError(
+                f"env {c.env.id!r}: the agents {agents} have different observation or action "
+                "spaces, and a run shares one policy among all agents unless env.policy_mapping "
+                "gives them policies of their own, e.g. --set 'env.policy_mapping="
+                f'{{"{agents[0]}": "first", "*": "others"}}\''
+            )
+        return envs_spaces(self.train_envs, agents[0])
+
+    def _group_spaces(self, name: str) -> tuple[gym.Space, gym.Space]:
+        """The spaces of policy ``name``'s agents, which must agree."""
+        envs = self.train_envs
+        mapping = group_agents(envs.agents, self.config.env.policy_mapping)
+        agents = [a for a in envs.agents if mapping[a] == name]
+        spaces = {(repr(envs.observation_space(a)), repr(envs.action_space(a))) for a in agents}
+        if len(spaces) > 1:
+            raise ConfigError(
+                f"$.env.policy_mapping: policy {name!r} acts for {agents}, whose observation or "
+                "action spaces differ; give them policies of their own"
+            )
+        return envs_spaces(envs, agents[0])
+
+    def _check_multiagent_buffer(self) -> None:
+        """An on-policy buffer must hold a whole collect of agent transitions."""
+        c, t = self.config, self.config.trainer
+        if self.algo_spec.training != "on-policy" or t.step_per_collect is None:
+            return
+        per_step = self.train_envs.num_agents if t.count_steps_by == "env_steps" else 1
+        lanes = self.train_envs.num_slots
+        need = (t.step_per_collect + c.env.num_envs) * per_step + lanes
+        if c.buffer.size < need:
+            raise ConfigError(
+                f"$.buffer.size: one collect of step_per_collect={t.step_per_collect} "
+                f"{t.count_steps_by} stores up to {need} agent transitions over "
+                f"{self.train_envs.num_agents} agents x {c.env.num_envs} envs; set buffer.size "
+                f">= {need}"
+            )
+
+    def _hook_objects(self) -> list[object]:
+        c = self.config
+        objs: list[object] = []
+        if not self.quiet:
+            offline = self.algo_spec.training == "offline"
+            total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
+            unit = "gradient step" if offline else "env step"
+            objs.append(ConsoleReporter(int(total or 0), progress=c.run.progress,
+                                        env_factory=c.env.factory, unit=unit))  # fmt: skip
+        log_dir = self.run_dir / "logs" if self.run_dir is not None else None
+        self.test_recorder: TestRecorder | None = None
+        if self.run_dir is not None:
+            self.test_recorder = TestRecorder(self.run_dir, lambda: self.trainer.state)
+            objs.append(self.test_recorder)
+        for name, options in logger_configs(c.run).items():
+            if log_dir is None:
+                raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
+            objs.append(get_registry("logger").load(name)(log_dir, options))
+        objs.extend(self.extra_hooks)
+        return objs
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def save(self, trainer: BaseTrainer) -> None:
+        """Write the resume point: policy weights and extra state, trainer counters, RNGs, the
+        buffer, and hook contributions (``best.pt`` is written by :meth:`save_best`)."""
+        assert self.run_dir is not None
+        ckpt_dir = self.run_dir / "checkpoints"
+        payload: dict[str, Any] = {
+            "format": 2,
+            "policy": self.policy.state_dict(),
+            "policy_extra": self.policy.extra_state(),
+            "trainer": trainer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            # the GPUs' own generators: a CUDA run draws its exploration and sampled actions there
+            "cuda_rng": (
+                torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+            ),
+            "python_rng": random.getstate(),
+            "numpy_rng": _numpy_rng_state(),
+            # random streams, counters, and the envs with their running episodes
+            "collectors": {
+                # an offline run has no training collector
+                "train": None if self.train_collector is None
+                else to_plain(self.train_collector.state_dict()),
+                "test": to_plain(self.test_collector.state_dict()),
+            },
+            "plugins": {},
+        }
+        if self.algo_spec.training == "offline":
+            # the dataset is never copied: its fingerprint, to check it on resume, and where the
+            # sampling stream stands, so a resumed run draws the batches it would have drawn
+            payload["dataset"] = dict(self.dataset_fingerprint)
+            rng = getattr(self.buffer, "rng", None)
+            if rng is not None:
+                payload["dataset_rng"] = json.dumps(rng.bit_generator.state)
+        self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
+        payload["plugins"] = to_plain(payload["plugins"])  # numpy arrays as loadable values
+        # an on-policy buffer is empty between updates: nothing worth saving
+        off_policy = self.algo_spec.training == "off-policy"
+        with_buffer = (
+            off_policy and self.config.run.save_buffer and trainer.buffer_abilities.persistent
+        )
+
+        def write(gen: Path) -> dict[str, Any]:
+            save_checkpoint(gen / "latest.pt", payload)
+            if with_buffer:
+                self.buffer.save_hdf5(gen / "buffer.h5")
+            return {
+                "env_step": int(trainer.state.env_step),
+                "gradient_step": int(trainer.state.gradient_step),
+            }
+
+        # the weights, trainer state and buffer of one moment, committed together
+        GenerationStore(ckpt_dir).commit(write)
+
+    def save_best(self, trainer: BaseTrainer) -> None:
+        """Write ``best.pt`` right after a test beat every earlier one: the weights that scored
+        it (and the policy's extra state), with the score and the env step."""
+        assert self.run_dir is not None
+        st = trainer.state
+        save_checkpoint_verified(
+            self.run_dir / "checkpoints" / "best.pt",
+            {
+                "format": 1,
+                "policy": self.policy.state_dict(),
+                "policy_extra": self.policy.extra_state(),
+                "test_return": float(st.best_test_return),
+                "env_step": int(st.env_step),
+            },
+        )
+
+    def restore(self, trainer: BaseTrainer) -> None:
+        assert self.run_dir is not None
+        gen = GenerationStore(self.run_dir / "checkpoints").latest_good(warn=_warn_stderr)
+        if gen is not None:
+            ckpt_file, buffer_file = gen / "latest.pt", gen / "buffer.h5"
+        else:  # the single-file layout of rlblocks 0.1
+            ckpt_file = self.run_dir / "checkpoints" / "latest.pt"
+            buffer_file = self.run_dir / "buffer.h5"
+            if not ckpt_file.is_file():
+                raise CheckpointError(
+                    f"{self.run_dir} has no checkpoint to continue from: the run stopped before "
+                    "its first one (every trainer.checkpoint_interval env steps); start it "
+                    f"again with `rlblocks train {self.config.algo_name} --run-dir "
+                    f"{self.run_dir} --overwrite`"
+                )
+        payload = load_checkpoint(ckpt_file)
+        try:
+            self.policy.load_state_dict(payload["policy"])
+        except RuntimeError as exc:
+            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+            detail = lines[1] if len(lines) > 1 else lines[0]
+            raise CheckpointError(
+                f"{ckpt_file} does not fit {self.config.algo_name}'s networks as configured "
+                f"({detail}); resume with the network settings the run was trained with"
+            ) from exc
+        self.policy.load_extra_state(payload.get("policy_extra", {}))
+        trainer.load_state_dict(payload["trainer"])
+        # a resumed run earns "solved" again at its next test (the stop reward may have changed)
+        trainer.state.solved = False
+        trainer.state.stop_reason = ""
+        if self.algo_spec.training == "offline":
+            self._check_dataset_unchanged(payload, ckpt_file)
+        if self.test_recorder is not None:
+            column = "gradient_steps" if self.algo_spec.training == "offline" else "env_step"
+            self.test_recorder.truncate_after(trainer.progress, column=column)
+        if "torch_rng" in payload:
+            torch.set_rng_state(payload["torch_rng"])
+        _set_cuda_rng_state(payload.get("cuda_rng"))
+        if "python_rng" in payload:
+            state = payload["python_rng"]
+            random.setstate((state[0], tuple(state[1]), state[2]))
+        if "numpy_rng" in payload:
+            _set_numpy_rng_state(payload["numpy_rng"])
+        self.pm.hook.rlblocks_checkpoint_load(checkpoint=from_plain(payload.get("plugins", {})))
+        collectors = payload.get("collectors")
+        if self.train_collector is None:  # offline: only the test envs continue
+            if isinstance(collectors, Mapping) and self._restore_collector(
+                self.test_collector, collectors["test"]
+            ):
+                _warn_stderr("the test envs start new episodes from a fresh seed")
+            return
+        if isinstance(collectors, Mapping):
+            restart = self._restore_collector(self.train_collector, collectors["train"])
+            if self._restore_collector(self.test_collector, collectors["test"]) and not restart:
+                _warn_stderr("the test envs start new episodes from a fresh seed")
+        else:  # a checkpoint of rlblocks 0.1: the collectors start new episodes
+            self.train_collector.restart_episodes(self.config.run.seed + 7919)
+            restart = "the checkpoint predates env snapshots"
+        if restart:
+            _warn_stderr(f"running training episodes restart on resume: {restart}")
+        if buffer_file.is_file() and trainer.buffer_abilities.persistent:
+            # into the run's own buffer, so it keeps its storage kind (memmap stays memmap)
+            self.buffer.read_hdf5(buffer_file)
+            # envs that restart their episodes: episodes left open in the file end here
+            if restart and isinstance(self.buffer, EpisodeCutBuffer):
+                self.buffer.truncate_unfinished()
+
+    def _check_dataset_unchanged(self, payload: Mapping[str, Any], ckpt_file: Path) -> None:
+        """A resumed offline run must learn from the very file it trained on: its size and
+        sha256 must match what the checkpoint recorded; then the sampling stream continues."""
+        saved = payload.get("dataset")
+        now = self.dataset_fingerprint
+        if not isinstance(saved, Mapping):
+            raise CheckpointError(
+                f"{ckpt_file} records no dataset, so this offline run cannot check that "
+                f"{now['path']} is the file it trained on; start it again with --overwrite"
+            )
+        if (saved.get("size"), saved.get("sha256")) != (now["size"], now["sha256"]):
+            raise CheckpointError(
+                f"the dataset {now['path']} changed since the run's checkpoint (then "
+                f"{saved.get('size')} bytes, sha256 {str(saved.get('sha256'))[:12]}..., now "
+                f"{now['size']} bytes, sha256 {now['sha256'][:12]}...); resume with the file the "
+                "run trained on (put it back, or point the run at a copy with `rlblocks resume "
+                f"{self.run_dir} --set buffer.dataset=FILE`), or train a new run on the new file"
+            )
+        rng_state = payload.get("dataset_rng")
+        rng = getattr(self.buffer, "rng", None)
+        if rng_state is not None and rng is not None:
+            rng.bit_generator.state = json.loads(rng_state)
+
+    def _reopen_finished_run(self) -> None:
+        """A finished run continued with a larger budget is live again until it writes a new
+        result: its ``result.json`` goes once the run is rebuilt and restored (a resume that
+        fails before that leaves the run as finished as it was)."""
+        if self.run_dir is not None:
+            (self.run_dir / RESULT_FILE).unlink(missing_ok=True)
+            sidecar_of(self.run_dir / RESULT_FILE).unlink(missing_ok=True)
+
+    def _restore_collector(self, collector: Collector, saved: Any) -> str:
+        """Continue ``collector`` from its checkpointed state; "" when its episodes continue,
+        else why they restart."""
+        try:
+            return collector.load_state_dict(from_plain(saved))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"the collector state in the checkpoint does not fit this run ({exc}); resume "
+                "with the env settings the run was trained with"
+            ) from exc
+
+    def run(self, resumed: bool = False) -> TrainResult:
+        """Build (and on resume restore) the run, train it, write its result. The run directory
+        is locked for the whole run; SIGINT and SIGTERM stop it after the current iteration
+        with a checkpoint (a second one stops at once)."""
+        lock = RunDirLock(self.run_dir) if self.run_dir is not None else None
+        # a new run in a directory without a run: what a failed start creates there goes again
+        before: set[str] | None = None
+        made_dir = self.run_dir is not None and not self.run_dir.exists()
+        rd = self.run_dir
+        if rd is not None and not resumed and not (rd / "config.json").is_file():
+            before = set(os.listdir(rd)) if rd.is_dir() else set()
+        had_lock = rd is not None and (rd / ".lock").exists()  # the lock file stays once made
+        self._started = False
+        self._replaced: Path | None = None  # the run --overwrite replaces, until this one starts
+        if lock is not None:
+            lock.acquire()
+        failed_start = False
+        try:
+            if rd is not None:
+                if self.overwrite and not resumed:
+                    self._replaced = set_aside_run(rd)
+                    if before is None:  # what the new run creates is measured from here
+                        before = {n for n in os.listdir(rd) if had_lock or n != ".lock"}
+                remove_stale_temporaries(rd)
+            return self._run(resumed)
+        except BaseException:
+            failed_start = not self._started
+            raise
+        finally:
+            if lock is not None:
+                lock.release()
+            if failed_start and rd is not None and before is not None:
+                _remove_failed_start(rd, before, made_dir)
+            if failed_start and rd is not None and self._replaced is not None:
+                put_back_run(rd, self._replaced)  # a failed start loses nothing
+
+    def _run(self, resumed: bool) -> TrainResult:
+        self.pm: Any = None
+        try:
+            trainer = self.build(resumed=resumed)
+            if resumed:
+                self.restore(trainer)
+                self._reopen_finished_run()
+        except BaseException as exc:
+            for venv in (getattr(self, "train_envs", None), getattr(self, "test_envs", None)):
+                if venv is not None:
+                    venv.close()
+            if self.pm is not None:
+                try:
+                    self.pm.hook.rlblocks_exception(exc=exc, where="setup")
+                except Exception as hook_error:
+                    raise hook_error from exc
+            raise
+        c = self.config
+        self._started = True  # from here on the run's files are its own
+        if self._replaced is not None:  # the new run is built: the one it replaces goes now
+            discard_replaced_run(self._replaced)
+            self._replaced = None
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            cfg.write_config(c, self.run_dir / "config.json")
+            write_json_verified(
+                self.run_dir / "plugins.json",
+                _dist_versions(
+                    [("algo", c.algo_name), ("env", c.env.backend), ("buffer", c.buffer.name)]
+                    + [("logger", n) for n in c.run.loggers]
+                ),
+            )
+        self.pm.hook.rlblocks_run_start(
+            config=cfg.to_dict(c), run_dir=self.run_dir, resumed=resumed
+        )
+        try:
+            with _graceful_signals(trainer), denormals_flushed(c.run.flush_denormals):
+                result = trainer.run()
+        finally:
+            if self.train_envs is not None:  # an offline run has none
+                self.train_envs.close()
+            self.test_envs.close()
+        _finished_not_interrupted(result, trainer)
+        result.run_dir = str(self.run_dir) if self.run_dir is not None else None
+        from rlblocks.run._agent import Agent
+
+        result.agent = Agent(self.policy, c, env_factory=self.env_factory)
+        if self.run_dir is not None:
+            write_json_verified(self.run_dir / "result.json", _json_safe(result.to_dict()))
+        self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)
+        return result
+
+
+def _remove_failed_start(run_dir: Path, before: set[str], made_dir: bool) -> None:
+    """Remove what a new run that failed before training created in ``run_dir`` (its lock,
+    its loggers' folders, buffer files): the entries that were not there before it, and the
+    directory itself when the run created it. Nothing that was there before is touched."""
+    import shutil
+
+    try:
+        created = [run_dir / name for name in os.listdir(run_dir) if name not in before]
+    except OSError:
+        return
+    for path in created:
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    if made_dir:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
+
+
+def _numpy_rng_state() -> dict[str, Any]:
+    """numpy's global generator state with plain lists (checkpoints hold no numpy objects)."""
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    return {"name": name, "key": key.tolist(), "pos": int(pos), "has_gauss": int(has_gauss),
+            "cached": float(cached)}  # fmt: skip
+
+
+def _set_numpy_rng_state(state: Mapping[str, Any]) -> None:
+    np.random.set_state((
+        state["name"], np.asarray(state["key"], dtype=np.uint32), state["pos"],
+        state["has_gauss"], state["cached"],
+    ))  # fmt: skip
+
+
+def _set_cuda_rng_state(states: list[torch.Tensor] | None) -> None:
+    """Continue the saved GPU generators (one state per device the run had initialised). A run
+    saved on more GPUs than this machine has, or resumed without one, draws afresh from the
+    seed on the GPUs it lacks, and says so."""
+    if not states:
+        return
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for index, state in enumerate(states[:have]):
+        torch.cuda.set_rng_state(state, index)
+    if have < len(states):
+        _warn_stderr(
+            f"the checkpoint holds the random streams of {len(states)} GPU(s) and this machine "
+            f"has {have}: the streams of the missing GPUs are not continued"
+        )
+
+
+def _warn_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def resolve_train_config(
+    algo: str,
+    *,
+    env: str | None = None,
+    seed: int | None = None,
+    stop_reward: float | None = None,
+    backend: str | None = None,
+    buffer: str | None = None,
+    num_envs: int | None = None,
+    loggers: Sequence[str] | None = None,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    run_dir: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
+    max_env_steps: int | None = None,
+    dataset: str | os.PathLike[str] | None = None,
+    max_gradient_steps: int | None = None,
+) -> cfg.ExperimentConfig:
+    """The config :func:`train` would run with these arguments, without running anything.
+
+    Layers apply in :func:`train`'s order (section defaults < the algorithm's defaults and its
+    presets for the env < ``config`` < the keyword arguments < ``overrides``). Nothing is built
+    or written, so a config can be checked, printed (``rlblocks train ... --dry-run``) or saved
+    for ``--config``. ``run.run_dir`` stays None when none is given: :func:`train` then picks a
+    fresh timestamped directory, so a saved config can start any number of runs. ``dataset``
+    (``buffer.dataset``) is recorded as an absolute path, so a resume finds it from anywhere.
+    An offline algorithm takes no env step, so ``trainer.max_env_steps`` is refused from every
+    layer (``max_env_steps``, ``overrides``, ``config``) as it would be ignored; only a config
+    that records the value the run has anyway (as every config rlblocks writes does) passes.
+    """
+    offline = spec_lookup("algo", algo).training == "offline"
+    if max_env_steps is not None and offline:
+        raise ConfigError(
+            f"max_env_steps: algo {algo!r} trains offline from a dataset and takes no env step; "
+            "give its budget in gradient steps instead (max_gradient_steps=N, "
+            "--max-gradient-steps N)"
+        )
+    if offline:
+        fix = option("max_gradient_steps=N", "--max-gradient-steps N")
+        _refuse_env_budget_overrides(algo, overrides, option("overrides", "--set"), fix)
+    flags: dict[str, dict[str, Any]] = {}
+
+    def put(section: str, key: str, value: Any) -> None:
+        if value is not None:
+            flags.setdefault(section, {})[key] = value
+
+    put("env", "id", env)
+    put("env", "backend", backend)
+    put("env", "num_envs", num_envs)
+    put("buffer", "name", buffer)
+    put("trainer", "stop_reward", stop_reward)
+    put("trainer", "max_env_steps", max_env_steps)
+    put("trainer", "max_gradient_steps", max_gradient_steps)
+    put("buffer", "dataset", os.fspath(dataset) if dataset is not None else None)
+    put("run", "seed", seed)
+    put("run", "device", device)
+    put("run", "progress", progress)
+    put("run", "loggers", list(loggers) if loggers is not None else None)
+    put("run", "run_dir", str(run_dir) if run_dir is not None else None)
+    if config is None or isinstance(config, Mapping):
+        file_data = dict(config) if config is not None else None
+    else:
+        file_data = cfg.load_config_file(config)
+    # an offline run's config file may record trainer.max_env_steps (every config rlblocks
+    # writes does): it is taken out, and refused below if it asks for anything but the value
+    # the run has anyway
+    file_budget = _pop_env_budget(file_data) if offline else _UNSET
+    resolved = absolute_dataset(cfg.build_config(
+        algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
+    ))  # fmt: skip
+    if file_budget is not _UNSET and file_budget != resolved.trainer.max_env_steps:
+        where = "config" if config is None or isinstance(config, Mapping) else (
+            f"the config file {os.fspath(config)}"
+        )  # fmt: skip
+        fix = option("max_gradient_steps=N", "--max-gradient-steps N")
+        raise _offline_env_budget_error(algo, f"{file_budget!r} ({where})", fix)
+    return resolved
+
+
+def _offline_env_budget_error(algo: str, setting: str, fix: str) -> ConfigError:
+    """The refusal of ``trainer.max_env_steps`` (``setting``: its value and where it was set)
+    for an offline algorithm, which takes no env step; ``fix`` is how to give its budget."""
+    return ConfigError(
+        f"$.trainer.max_env_steps: algo {algo!r} trains offline from a dataset and takes no env "
+        f"step, so trainer.max_env_steps={setting} would be ignored; remove it and give the "
+        f"budget in gradient steps, trainer.max_gradient_steps: {fix}"
+    )
+
+
+def _env_budget_override(override: Any) -> str | None:
+    """The value text of an override that sets ``trainer.max_env_steps``, else None."""
+    path, value = cfg.parse_override(override) if isinstance(override, str) else override
+    return repr(value) if tuple(path) == ("trainer", "max_env_steps") else None
+
+
+def _refuse_env_budget_overrides(
+    algo: str, overrides: Iterable[Any], origin: str, fix: str
+) -> None:
+    """An override of ``trainer.max_env_steps`` (any value) for the offline ``algo`` is refused:
+    the run takes no env step, so it would be ignored. ``origin`` names where overrides come
+    from (``--set``), ``fix`` how to give the budget in gradient steps."""
+    for override in overrides:
+        value = _env_budget_override(override)
+        if value is not None:
+            raise _offline_env_budget_error(algo, f"{value} ({origin})", fix)
+
+
+#: what :func:`_pop_env_budget` returns for a config file without ``trainer.max_env_steps``
+_UNSET = object()
+
+
+def _pop_env_budget(file_data: dict[str, Any] | None) -> Any:
+    """Take ``trainer.max_env_steps`` out of a config file's data (copying the table, not
+    changing the caller's) and return its value; ``_UNSET`` when the file does not set it."""
+    trainer = (file_data or {}).get("trainer")
+    if file_data is None or not isinstance(trainer, Mapping) or "max_env_steps" not in trainer:
+        return _UNSET
+    trainer = dict(trainer)
+    value = trainer.pop("max_env_steps")
+    file_data["trainer"] = trainer
+    return value
+
+
+def absolute_dataset(config: cfg.ExperimentConfig) -> cfg.ExperimentConfig:
+    """``config`` with ``buffer.dataset`` as an absolute path (what ``config.json`` records, so
+    a resume from another working directory reads the same file)."""
+    path = config.buffer.dataset
+    if path is None or os.path.isabs(path):
+        return config
+    buffer = attrs.evolve(config.buffer, dataset=os.path.abspath(path))
+    return attrs.evolve(config, buffer=buffer)
+
+
+def train(
+    algo: str,
+    *,
+    env: str | Callable[[], gym.Env] | None = None,
+    seed: int | None = None,
+    stop_reward: float | None = None,
+    backend: str | None = None,
+    buffer: str | None = None,
+    num_envs: int | None = None,
+    loggers: Sequence[str] | None = None,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    run_dir: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    progress: bool | None = None,
+    max_env_steps: int | None = None,
+    dataset: str | os.PathLike[str] | None = None,
+    max_gradient_steps: int | None = None,
+    hooks: Iterable[object] = (),
+    quiet: bool = False,
+    overwrite: bool = False,
+    train_fn: Callable[[int, int], None] | None = None,
+    test_fn: Callable[[int, int], None] | None = None,
+) -> TrainResult:
+    """Train ``algo`` (a registry name) and return the result.
+
+    Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
+    nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
+    are extra pluggy hook implementations (callbacks, custom loggers) for this run only;
+    ``quiet`` prints nothing (no progress, no summary). ``train_fn(epoch, env_step)`` and
+    ``test_fn(epoch, env_step)`` are the trainer's (Tianshou's): called before each training
+    collect and each test (see :class:`~rlblocks.trainers.BaseTrainer`). A ``run_dir`` that
+    already holds a run is refused (continue it with :func:`resume`) unless ``overwrite``
+    replaces that run's files.
+
+    ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
+    returns a new env on each call; the config then records the env's registered id when it has
+    one (for presets, the stop reward and ``rlblocks.load``), else the factory's import path, and
+    ``resume`` needs the factory again. The returned result's ``agent`` holds the final policy
+    (``rlblocks.load(result.run_dir)`` loads the best one).
+
+    An offline algorithm (``td3bc``) learns from ``dataset``, an hdf5 file of
+    :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5` (``buffer.dataset``), for
+    ``max_gradient_steps`` gradient steps (``trainer.max_gradient_steps``); it takes no env step
+    outside its tests, so ``max_env_steps`` is refused for it.
+    """
+    env_factory: Callable[[], gym.Env] | None = None
+    if env is not None and not isinstance(env, str):
+        if not callable(env):
+            raise ConfigError(f"env must be a gymnasium id or an env factory, got {env!r}")
+        env_factory, env = env, _factory_name(env)
+    resolved = resolve_train_config(
+        algo,
+        env=env,
+        seed=seed,
+        stop_reward=stop_reward,
+        backend=backend,
+        buffer=buffer,
+        num_envs=num_envs,
+        loggers=loggers,
+        config=config,
+        overrides=overrides,
+        run_dir=run_dir,
+        device=device,
+        progress=progress,
+        max_env_steps=max_env_steps,
+        dataset=dataset,
+        max_gradient_steps=max_gradient_steps,
+    )
+    if env_factory is not None:
+        resolved = attrs.evolve(
+            resolved, env=attrs.evolve(resolved.env, factory=_factory_path(env_factory))
+        )
+    rd = resolved.run.run_dir
+    if rd is None:
+        rd = str(default_run_dir(algo, resolved.env.id))
+        resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, run_dir=rd))
+    elif run_dir is None and not overwrite and (Path(rd) / "config.json").is_file():
+        # the directory came from a config (a run's own config.json names its run): reusing
+        # the settings is the likely wish, replacing that run almost never
+        new = option("run_dir=NEW", "--run-dir NEW")
+        cont = option(f"rlblocks.resume({rd!r})", f"`rlblocks resume {rd}`")
+        raise ConfigError(
+            f"the config sets run.run_dir={rd}, which already holds a run (a run's config.json "
+            f"names its own directory); for a new run with these settings pass {new}, to "
+            f"continue that run use {cont}"
+        )
+    refuse_existing_run(rd, overwrite)
+    return Experiment(
+        resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,
+        train_fn=train_fn, test_fn=test_fn,
+    ).run()  # fmt: skip
+
+
+def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False) -> None:
+    """A new run never lands on an old one unasked: ``run_dir`` holding a run is refused unless
+    ``overwrite``; a path that is a file (or under one) is refused too."""
+    for part in (Path(run_dir), *Path(run_dir).parents):
+        if part.exists() and not part.is_dir():
+            raise ConfigError(
+                f"run directory {run_dir}: {part} is a file, not a directory; pick another "
+                "--run-dir"
+            )
+    replaced = replaced_run_note(run_dir)
+    if replaced and not overwrite:
+        replace = option("overwrite=True", "--overwrite")
+        raise ConfigError(
+            f"{replaced}; a new run there is refused until one or the other is done (or pass "
+            f"{replace}, which puts the earlier run back and replaces it)"
+        )
+    if (Path(run_dir) / "config.json").is_file() and not overwrite:
+        cont = option(f"rlblocks.resume({str(run_dir)!r})", f"`rlblocks resume {run_dir}`")
+        replace = option("overwrite=True", "--overwrite")
+        raise ConfigError(
+            f"{run_dir} already holds a run; continue it with {cont}, or pass {replace} to "
+            "replace it"
+        )
+
+
+def _factory_name(factory: Callable[[], gym.Env]) -> str:
+    """The id a factory's env registered under, else ``module:qualname`` of the factory."""
+    probe = factory()
+    try:
+        spec = getattr(probe, "spec", None)
+        if spec is not None and spec.id:
+            return str(spec.id)
+    finally:
+        probe.close()
+    return _factory_path(factory)
+
+
+def _factory_path(factory: Callable[[], gym.Env]) -> str:
+    """``module:qualname`` of an env factory (for the record; never imported back)."""
+    module = getattr(factory, "__module__", None) or "factory"
+    return f"{module}:{getattr(factory, '__qualname__', type(factory).__name__)}"
+
+
+def factory_env_message(config: Any, what: str, how: str) -> str:
+    """The refusal for ``what`` (evaluating, resuming...) a run whose envs came from a factory
+    without that factory: ``how`` says how to pass it."""
+    return (
+        f"this run was trained on envs made by the factory {config.env.factory} (env.id "
+        f"{config.env.id} is only what it makes, without its wrappers or settings); {what} "
+        f"needs it again: {how}"
+    )
+
+
+def resume(
+    run_dir: str | os.PathLike[str],
+    overrides: Sequence[str] = (),
+    hooks: Iterable[object] = (),
+    trust_imports: bool = False,
+    env: Callable[[], gym.Env] | None = None,
+    train_fn: Callable[[int, int], None] | None = None,
+    test_fn: Callable[[int, int], None] | None = None,
+) -> TrainResult:
+    """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
+    (Callables are not saved with a run: pass ``train_fn``/``test_fn`` again to keep them.)
+
+    ``overrides`` (``"trainer.max_env_steps=200000"``; ``"trainer.max_gradient_steps=..."`` for
+    an offline run) change the saved config, e.g. to train a finished run for longer. An
+    offline run reloads its dataset from ``buffer.dataset`` and refuses a file that changed. An
+    env id of the form ``module:EnvId`` is imported only when the module is imported already or
+    with ``trust_imports`` (importing runs the module's code). A run trained on an env factory
+    needs it again as ``env``."""
+    run_dir = Path(run_dir)
+    config_file = run_dir / "config.json"
+    replaced = replaced_run_note(run_dir)
+    if not config_file.is_file():
+        raise CheckpointError(
+            f"{run_dir} is not a run directory: no config.json in it"
+            + (f"; {replaced}" if replaced else "")
+        )
+    if replaced:  # the run resumes; the earlier one stays where it is until restored or deleted
+        _warn_stderr(replaced)
+    resolved = cfg.read_config(config_file, spec_lookup)
+    if env is None:
+        if resolved.env.factory is not None:
+            raise ConfigError(factory_env_message(
+                resolved, "resuming it", f"rlblocks.resume({str(run_dir)!r}, env=<the factory>)"
+            ))  # fmt: skip
+        check_env_id(resolved.env.id, trusted=trust_imports)
+    finished = _finished(run_dir)
+    if spec_lookup("algo", resolved.algo_name).training == "offline":
+        _refuse_env_budget_overrides(
+            resolved.algo_name,
+            overrides,
+            option("overrides", "--max-env-steps or --set"),
+            option("overrides=['trainer.max_gradient_steps=N']", "--max-gradient-steps N"),
+        )
+    if overrides:
+        resolved = absolute_dataset(cfg.build_config(
+            resolved.algo_name,
+            file_data=cfg.to_dict(resolved),
+            overrides=list(overrides),
+            spec_lookup=spec_lookup,
+        ))  # fmt: skip
+    if finished is not None:
+        offline = spec_lookup("algo", resolved.algo_name).training == "offline"
+        env_steps, gradient_steps, reason = finished
+        steps = gradient_steps if offline else env_steps
+        field, flag, unit = (
+            ("max_gradient_steps", "--max-gradient-steps", "gradient steps")
+            if offline else ("max_env_steps", "--max-env-steps", "env steps")
+        )  # fmt: skip
+        if int(getattr(resolved.trainer, field) or 0) <= steps:
+            budget = max(2 * steps, steps + 1)
+            how = option(
+                f"rlblocks.resume({str(run_dir)!r}, overrides=['trainer.{field}={budget}'])",
+                f"rlblocks resume {run_dir} {flag} {budget}",
+            )
+            raise ConfigError(
+                f"{run_dir} finished ({reason}) at {steps} {unit}; to train it further give "
+                f"it a larger budget: {how}"
+            )
+    # a finished run's result.json goes once the run is rebuilt (Experiment._reopen_finished_run)
+    return Experiment(
+        resolved, run_dir, hooks=hooks, env_factory=env, train_fn=train_fn, test_fn=test_fn
+    ).run(resumed=True)
+
+
+def _finished(run_dir: Path) -> tuple[int, int, str] | None:
+    """(env steps, gradient steps, stop reason) of a run that wrote its result, else None; a
+    damaged ``result.json`` is a CheckpointError (``rlblocks describe`` says the same)."""
+    data = read_result(run_dir)
+    if data is None:
+        return None
+    return (
+        int(data["env_steps"]),
+        int(data.get("gradient_steps") or 0),
+        str(data.get("stop_reason") or "finished"),
+    )

@@ -1,0 +1,270 @@
+"""Reading runs back: the test record every run directory keeps, learning-curve plots over
+several runs, and readable descriptions of a run directory and of an algorithm's config.
+
+Every run with a directory appends one row per test to ``RUN_DIR/tests.csv`` (env step, wall
+seconds, gradient steps, mean/std/min/max test return, mean length, episodes, and whether it was
+a screen: the first few episodes of a test that ended it early because the stop reward was out
+of reach), whatever loggers it uses, so ``rlblocks plot`` works on any run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlblocks.contracts import CheckpointError, ConfigError
+from rlblocks.plugins import hookimpl
+from rlblocks.run._advice import option
+from rlblocks.run._checkpoint import (
+    check_file,
+    sidecar_of,
+    verify_file,
+    write_verified,
+)
+
+TESTS_FILE = "tests.csv"
+TEST_COLUMNS = (
+    "env_step",
+    "wall_seconds",
+    "gradient_steps",
+    "return_mean",
+    "return_std",
+    "return_min",
+    "return_max",
+    "length_mean",
+    "episodes",
+    "screen",
+)
+
+
+class TestRecorder:
+    """A hook object that appends each test of a run to ``RUN_DIR/tests.csv``."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, run_dir: Path, trainer_state: Any) -> None:
+        self.path = Path(run_dir) / TESTS_FILE
+        self._state = trainer_state  # a callable returning the trainer's live TrainerState
+
+    def truncate_after(self, step: int, column: str = "env_step") -> None:
+        """Drop rows whose ``column`` is past ``step`` (a resumed run repeats the steps after its
+        checkpoint); offline runs count ``gradient_steps``, as they take no env step."""
+        if not self.path.is_file():
+            return
+        rows = [r for r in read_tests(self.path.parent) if r[column] <= step]
+        self._write(rows)
+
+    def _write(self, rows: Sequence[Mapping[str, float]]) -> None:
+        """Rewrite the file with ``rows``: atomically, with a checksum sidecar."""
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(TEST_COLUMNS)
+        for r in rows:
+            w.writerow([_fmt(r.get(c, math.nan)) for c in TEST_COLUMNS])
+        text = buf.getvalue()
+        write_verified(self.path, lambda fh: fh.write(text), "w")
+
+    @hookimpl
+    def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
+        self._append(stats, env_step, screen=False)
+
+    @hookimpl
+    def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
+        if namespace == "test_screen":  # a screen that ended its test early: a short test
+            # ``step`` is the trainer's progress (gradient steps offline): the row's env_step is
+            # the env step, as for every other test
+            env_step = getattr(self._state(), "env_step", None)
+            self._append(scalars, step if env_step is None else int(env_step), screen=True)
+
+    def _append(self, stats: Mapping[str, Any], env_step: int, screen: bool) -> None:
+        st = self._state()
+        row = {
+            "env_step": int(env_step),
+            "wall_seconds": float(getattr(st, "wall_seconds", math.nan)),
+            "gradient_steps": int(getattr(st, "gradient_step", 0)),
+            "return_mean": stats.get("return_mean", math.nan),
+            "return_std": stats.get("return_std", math.nan),
+            "return_min": stats.get("return_min", math.nan),
+            "return_max": stats.get("return_max", math.nan),
+            "length_mean": stats.get("length_mean", math.nan),
+            "episodes": int(stats.get("n_episode", 0)),
+            "screen": int(screen),
+        }
+        # the whole (small) file is rewritten, so it and its checksum always agree
+        rows = read_tests(self.path.parent) if self.path.is_file() else []
+        self._write([*rows, row])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    v = float(v)
+    return "nan" if math.isnan(v) else repr(v)
+
+
+def read_tests(run_dir: str | os.PathLike[str]) -> list[dict[str, float]]:
+    """The rows of a run's ``tests.csv`` as dicts of floats (env steps as ints)."""
+    path = Path(run_dir) / TESTS_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{run_dir} has no {TESTS_FILE}: no test finished in it yet (or it is not a run "
+            "directory)"
+        )
+    check_file(path)
+    out = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for k, row in enumerate(csv.DictReader(f)):
+            try:
+                rec = {c: float(row[c]) for c in TEST_COLUMNS if row.get(c) not in (None, "")}
+                for c in ("env_step", "episodes", "screen", "gradient_steps"):
+                    if c in rec:
+                        rec[c] = int(rec[c])
+            except (KeyError, ValueError) as exc:
+                raise CheckpointError(f"{path}, row {k + 2}: damaged ({exc})") from exc
+            out.append(rec)
+    return out
+
+
+RESULT_FILE = "result.json"
+
+
+def read_result(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A run's ``result.json`` (what a finished run wrote), or None when it has none. A damaged
+    one is a CheckpointError that says what ``rlblocks resume`` and ``describe`` both say: the
+    run's state is unknown until the file is restored or removed."""
+    path = Path(run_dir) / RESULT_FILE
+    if not path.is_file():
+        return None
+    problem = ""
+    data: Any = None
+    if verify_file(path):
+        problem = f"its size or checksum differs from {sidecar_of(path).name}"
+    else:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problem = str(exc)
+        else:
+            if not isinstance(data, dict) or not isinstance(data.get("env_steps"), int | float):
+                problem = "it holds no env_steps count"
+    if problem:
+        sidecar = sidecar_of(path)
+        delete = f"delete it and {sidecar.name}" if sidecar.is_file() else "delete it"
+        raise CheckpointError(
+            f"{path} is damaged ({problem}), so whether the run finished is unknown; restore it "
+            f"from a copy, or {delete} to continue the run from its last checkpoint"
+        )
+    return data
+
+
+def run_label(run_dir: str | os.PathLike[str]) -> tuple[str, str]:
+    """(algo, env id) of a run, from its ``config.json``."""
+    path = Path(run_dir) / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return str(data["algo_name"]), str(data["env"]["id"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{run_dir}: cannot read the run's config.json ({exc})") from exc
+
+
+#: the folder inside a run directory where ``train --overwrite`` keeps the run it replaces until
+#: the new run has been built (from which a failed start puts it back); one that a killed start
+#: left behind holds the earlier run, which is no run of its own
+REPLACED_DIR = ".replaced-run"
+#: a set-aside run being deleted once the new run has started (renamed first, so a kill during
+#: the deletion leaves no half-deleted ``.replaced-run``); never a run, deleted at the next start
+DISCARDED_PREFIX = ".discarded-run-"
+
+
+def replaced_run_note(run_dir: str | os.PathLike[str]) -> str | None:
+    """What ``run_dir/.replaced-run`` is, when a start with ``--overwrite`` that was killed
+    left one (and no run holds the directory now): the earlier run, kept there, and how to
+    restore or discard it; None when there is none."""
+    held = Path(run_dir) / REPLACED_DIR
+    if not held.is_dir() or RunDirLock.holder(run_dir) is not None:
+        return None  # nothing set aside, or a start running now that deals with it itself
+    return (
+        f"an earlier run is kept in {held}: a start with {option('overwrite=True', '--overwrite')}"
+        " was interrupted before its new run began, so the run it replaces was set aside, not "
+        f"deleted; to restore it, move everything in {held} back into {run_dir} (replacing what "
+        f"has the same name) and delete the empty {REPLACED_DIR}; to discard it, delete {held}"
+    )
+
+
+class RunDirLock:
+    """An exclusive lock on a run directory (``RUN_DIR/.lock``, an OS file lock that dies with
+    its process), so two runs never write one directory at once."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / ".lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock, as before
+            self._fd = fd
+            return
+        # a short retry: holder() (rlblocks describe) probes the lock for an instant
+        deadline = time.monotonic() + 0.5
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+            holder = _lock_pid(fd)
+            os.close(fd)
+            raise ConfigError(
+                f"run directory {self.path.parent} is in use by another run (pid {holder}); "
+                "wait for it to finish or pick another --run-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    @staticmethod
+    def holder(run_dir: str | os.PathLike[str]) -> str | None:
+        """The pid of the run that holds ``run_dir`` now (``"?"`` if it wrote none), or None.
+        The probe takes a shared lock for an instant, which :meth:`acquire`'s retry rides out;
+        without POSIX locks it cannot tell and says None."""
+        try:
+            import fcntl
+        except ImportError:
+            return None
+        try:
+            fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return _lock_pid(fd)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the lock
+            self._fd = None
+
+
+def _lock_pid(fd: int) -> str:
+    """The pid a lock holder wrote into the lock file (``"?"`` if none)."""
+    return os.read(fd, 64).decode(errors="replace").strip() or "?"

@@ -1,0 +1,585 @@
+"""Reading runs back for people: learning-curve plots over several runs, and readable
+descriptions of a run directory and of an algorithm's config (``rlblocks plot`` and
+``rlblocks describe``)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import json
+import math
+import os
+import textwrap
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from rlblocks.contracts import CheckpointError, ConfigError
+from rlblocks.run import (
+    DISCARDED_PREFIX,
+    REPLACED_DIR,
+    RESULT_FILE,
+    TESTS_FILE,
+    GenerationStore,
+    RunDirLock,
+    option,
+    read_result,
+    read_tests,
+    replaced_run_note,
+    run_label,
+)
+from rlblocks.run._checkpoint import check_file
+from rlblocks.trainers import time_split
+
+
+def find_runs(
+    paths: Sequence[str | os.PathLike[str]], set_aside: list[Path] | None = None
+) -> list[tuple[Path, bool]]:
+    """The run directories that ``paths`` name, each once, in order, with whether it was named
+    itself: a run directory (it holds a ``config.json``) stands for itself, any other folder for
+    every run directory below it (sorted; a run's own folders are not searched), so
+    ``rlblocks plot runs`` plots every run under ``runs/``. A ``.replaced-run`` folder (a run an
+    interrupted ``--overwrite`` set aside) is no run: it is not searched, and goes into
+    ``set_aside`` when that list is given."""
+    found: dict[Path, tuple[Path, bool]] = {}  # keyed by the resolved path: a run counts once
+    for p in map(Path, paths):
+        if (p / "config.json").is_file():
+            found[p.resolve()] = (p, True)
+            continue
+        if not p.is_dir():
+            what = "a file, not a run directory" if p.exists() else "no such run directory"
+            raise CheckpointError(f"{p}: {what}")
+        below, aside = [], []
+        for root, dirs, files in os.walk(p):
+            if REPLACED_DIR in dirs:
+                aside.append(Path(root) / REPLACED_DIR)
+                dirs.remove(REPLACED_DIR)
+            dirs[:] = [d for d in dirs if not d.startswith(DISCARDED_PREFIX)]  # being deleted
+            if "config.json" in files:
+                below.append(Path(root))
+                dirs.clear()
+            dirs.sort()
+        if set_aside is not None:
+            set_aside += [a for a in sorted(aside) if a not in set_aside]
+        if not below:
+            notes = [n for n in (replaced_run_note(a.parent) for a in sorted(aside)) if n]
+            if notes:  # only a run set aside: what to do with it is the advice
+                raise CheckpointError(
+                    f"{p} holds no run (no config.json in or below it); " + "; ".join(notes)
+                )
+            raise CheckpointError(
+                f"{p} is not a run directory (no config.json) and holds none; name the "
+                "directories that `rlblocks train` wrote (each has a config.json)"
+            )
+        for run in sorted(below):
+            found.setdefault(run.resolve(), (run, False))
+    return list(found.values())
+
+
+def bootstrap_band(
+    curves: np.ndarray, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over runs (axis 0) and a percentile-bootstrap confidence band of that mean at
+    every point (runs resampled with replacement). NaN marks a run without a value at a point
+    (before its first test): the mean there is over the runs that have one."""
+    import warnings
+
+    curves = np.asarray(curves, dtype=np.float64)
+    with warnings.catch_warnings():  # a point no (resampled) run has a value at stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(curves, axis=0)
+        n = curves.shape[0]
+        if n < 2:
+            return mean, mean.copy(), mean.copy()
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(resamples, n))
+        means = np.nanmean(curves[idx], axis=1)
+        lo = np.nanpercentile(means, 100 * (1 - confidence) / 2, axis=0)
+        hi = np.nanpercentile(means, 100 * (1 + confidence) / 2, axis=0)
+    return mean, lo, hi
+
+
+def plot_runs(
+    run_dirs: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    x: str = "env_steps",
+    title: str | None = None,
+) -> dict[str, int]:
+    """Plot the test-return curves of ``run_dirs`` (run directories, or folders holding some:
+    see :func:`find_runs`; each run once) into the PNG ``out``: one curve per (algorithm, env)
+    group, the mean over its runs with a 95% bootstrap band; a run that stopped
+    before the others (solved) holds its last test return. Returns the number of runs per group
+    label."""
+    if x not in {"env_steps", "wall_seconds"}:
+        raise ConfigError(f"x must be env_steps or wall_seconds, got {x!r}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigError("plotting needs matplotlib: pip install 'rlblocks[plot]'") from exc
+    if not run_dirs:
+        raise ConfigError("no run directories to plot")
+    groups: dict[str, list[list[dict[str, float]]]] = {}
+    skipped, unreadable = [], []
+    set_aside: list[Path] = []
+    for rd, named in find_runs(run_dirs, set_aside):
+        if not named and not (rd / TESTS_FILE).is_file():
+            skipped.append(str(rd))  # found in a folder, e.g. a run that is still warming up
+            continue
+        try:
+            algo, env = run_label(rd)
+        except CheckpointError as exc:
+            if named:  # asked for by name: the user must hear why it cannot be plotted
+                raise
+            unreadable.append(str(exc))  # found in a folder: plot the others, say which
+            continue
+        try:
+            rows = read_tests(rd)
+        except CheckpointError as exc:
+            if named:
+                raise
+            unreadable.append(str(exc))
+            continue
+        if rows:
+            groups.setdefault(f"{algo} on {env}", []).append(rows)
+    if skipped:
+        warnings.warn(
+            f"not plotted, no test finished in them yet: {', '.join(skipped)}", stacklevel=2
+        )
+    if unreadable:
+        warnings.warn(f"not plotted: {'; '.join(unreadable)}", stacklevel=2)
+    if set_aside:
+        overwrite = option("overwrite=True", "--overwrite")
+        warnings.warn(
+            f"not plotted: {', '.join(map(str, set_aside))}, an earlier run set aside by an "
+            f"interrupted start with {overwrite}, not a run of its own (`rlblocks describe` of "
+            "the run directory above it says how to restore or discard it)",
+            stacklevel=2,
+        )
+    if not groups:
+        damaged = f" ({len(unreadable)} unreadable: see the warning)" if unreadable else ""
+        raise CheckpointError(f"none of the runs has a finished test to plot{damaged}")
+    column = "env_step" if x == "env_steps" else "wall_seconds"
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    counts = {}
+    for label, runs in sorted(groups.items()):
+        xs = [np.array([r[column] for r in rows], dtype=np.float64) for rows in runs]
+        ys = [np.array([r["return_mean"] for r in rows], dtype=np.float64) for rows in runs]
+        # a run that stopped earlier (solved) holds its last test return to the group's end;
+        # before its first test a run has no value (NaN), never a later test's
+        grid = np.unique(np.concatenate(xs))
+        curves = np.stack([np.interp(grid, a, b, left=np.nan) for a, b in zip(xs, ys)])
+        mean, lo, hi = bootstrap_band(curves)
+        (line,) = ax.plot(grid, mean, label=f"{label} ({len(runs)} run{'s' * (len(runs) > 1)})")
+        if len(runs) > 1:
+            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.25)
+        counts[label] = len(runs)
+    ax.set_xlabel("env steps" if x == "env_steps" else "wall seconds")
+    ax.set_ylabel("test return")
+    ax.set_title(title or "test return (mean over runs, 95% bootstrap band)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    out = Path(out)
+    formats = fig.canvas.get_supported_filetypes()
+    if out.suffix and out.suffix[1:].lower() not in formats:
+        plt.close(fig)
+        raise ConfigError(
+            f"cannot write a plot as {out.suffix!r}; use one of "
+            f"{', '.join('.' + f for f in sorted(formats))}"
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return counts
+
+
+# -- describing an algorithm's config ---------------------------------------------------------
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under each field of an attrs class (and its bases)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not attrs.has(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for a, b in itertools.pairwise(body):
+            if (
+                isinstance(a, ast.AnnAssign)
+                and isinstance(a.target, ast.Name)
+                and isinstance(b, ast.Expr)
+                and isinstance(b.value, ast.Constant)
+                and isinstance(b.value.value, str)
+            ):
+                docs[a.target.id] = " ".join(inspect.cleandoc(b.value.value).split())
+    return docs
+
+
+def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
+    """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
+    default env), with its type, its class default, the value the run gets, and its meaning."""
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import check_env_id, spec_lookup
+
+    spec = spec_lookup("algo", algo)
+    if env:
+        check_env_id(env)  # a typo is named, not described as if it were an env
+    flags = {"env": {"id": env}} if env else {}
+    resolved = cfg.build_config(algo, flags=flags, spec_lookup=spec_lookup)
+    # an env the algorithm cannot take is refused as `rlblocks train` refuses it
+    unchecked = _check_fits_env(spec, resolved) if env else None
+    env_id = resolved.env.id
+    lines = [
+        f"{algo}: {spec.summary}",
+        f"values for env {env_id} (class default shown where the algorithm or its preset for "
+        "this env sets another); set any with --set SECTION.FIELD=VALUE",
+    ]
+    if unchecked:
+        lines.append(unchecked)
+    presets = [p for p in (getattr(spec, "env_defaults", None) or {})]
+    if presets:
+        lines.append(f"env presets: {', '.join(presets)}")
+    for section in ("algo", "trainer", "env", "buffer", "run"):
+        obj = resolved.algo if section == "algo" else getattr(resolved, section)
+        if obj is None or not attrs.has(type(obj)):
+            continue
+        lines += ["", f"[{section}]  ({type(obj).__name__})"]
+        docs = field_docs(type(obj))
+        for a in attrs.fields(type(obj)):
+            value = getattr(obj, a.name)
+            if attrs.has(type(value)):
+                continue  # a plugin's options: listed by its own section below
+            default = _field_default(a)
+            shown = _short(value)
+            type_name = _type_name(a.type)
+            head = f"  {a.name} = {shown}"
+            tail = f"{type_name}"
+            if default is not attrs.NOTHING and _short(default) != shown:
+                tail += f", default {_short(default)}"
+            lines.append(f"{head}    ({tail})")
+            doc = docs.get(a.name)
+            if doc:
+                lines += textwrap.wrap(
+                    doc, width=width, initial_indent="      ", subsequent_indent="      "
+                )
+        opts = getattr(obj, "options", None)
+        if opts is not None and attrs.has(type(opts)):
+            lines += [f"  options of {section} ({type(opts).__name__}):"]
+            odocs = field_docs(type(opts))
+            for a in attrs.fields(type(opts)):
+                lines.append(f"    {a.name} = {_short(getattr(opts, a.name))}")
+                if odocs.get(a.name):
+                    lines += textwrap.wrap(
+                        odocs[a.name], width=width, initial_indent="        ",
+                        subsequent_indent="        ",
+                    )  # fmt: skip
+    return "\n".join(lines)
+
+
+def _check_fits_env(spec: Any, config: Any) -> str | None:
+    """Refuse an algorithm (``spec``) that cannot take the spaces of ``config``'s env, with the
+    check and the message of a run (one env is made with the run's wrappers, then closed). An
+    env that cannot be made here (a missing dependency) leaves the spaces unchecked: the line
+    returned says so (the config's values are still worth showing)."""
+    import gymnasium as gym
+
+    from rlblocks.contracts import RlblocksError
+    from rlblocks.run._compose import check_env_spaces, env_spaces
+
+    try:
+        spaces = env_spaces(config)
+    except (RlblocksError, gym.error.Error, ImportError) as exc:  # a missing dependency
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"the algorithm's fit to the env's spaces is not checked: {first}"
+    check_env_spaces(spec, spaces)
+    return None
+
+
+def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
+    """A run directory in a few lines: what ran (algorithm, env, seed, device, the versions it
+    ran with), where it stands (finished and why, running, or stopped with the command that
+    continues it), its tests, its checkpoints, and every setting that differs from what the
+    installed algorithm would use on that env by default. It reads the run's small files only:
+    no checkpoint is loaded and nothing in the directory is executed."""
+    run = Path(run_dir)
+    if not (run / "config.json").is_file():
+        replaced = replaced_run_note(run)
+        raise CheckpointError(
+            f"{run} is not a run directory: no config.json in it (pass a run directory, or an "
+            "algorithm name to see its config fields)" + (f"; {replaced}" if replaced else "")
+        )
+    f = _RunFacts(run)
+    made_by = f" (envs from the factory {f.factory})" if f.factory else ""
+    lines = [f"{run}: {f.algo} on {f.env_id}{made_by}, seed {f.seed}, device {f.device}"]
+    if f.dataset:
+        lines.append(f"offline, from the dataset {f.dataset}")
+    if f.versions:
+        v = f.versions
+        parts = [f"rlblocks {v.get('rlblocks', '?')}"]
+        parts += [f"{c.get('distribution', k)} {c.get('version', '?')}" if c else k
+                  for k, c in v.get("components", {}).items()]  # fmt: skip
+        parts += [f"{k} {v[k]}" for k in ("torch", "gymnasium", "python") if k in v]
+        lines.append("ran with: " + ", ".join(parts))
+    r = f.result
+    if r is not None:
+        lines.append(
+            f"{f.status()}: {r.get('stop_reason') or 'done'}; {r.get('env_steps')} env steps, "
+            f"{r.get('gradient_steps')} gradient steps, {_seconds(r.get('wall_seconds'))}"
+        )
+        split = time_split(r)
+        if split is not None:
+            lines.append(split)
+    elif f.holder is None and f.gens and not f.result_problem:
+        how = (f"rlblocks.resume({str(run)!r}, env=<the factory>)" if f.factory
+               else f"rlblocks resume {run}")  # fmt: skip
+        lines.append(f"{f.status()}; continue it: {how}")
+    else:
+        lines.append(f.status())
+    if f.tests_problem:
+        lines.append(f"tests: {TESTS_FILE} is damaged, so they are not shown (see the note)")
+    elif f.tests:
+        best, last = f.best_test(), f.tests[-1]
+        lines.append(
+            f"tests: {len(f.tests)}; last at {f.step_name} {last[f.step_column]}: "
+            f"{_num(last['return_mean'])} +- {_num(last.get('return_std', math.nan))} over "
+            f"{last.get('episodes', '?')} episodes; best {_num(best['return_mean'])} at "
+            f"{f.step_name} {best[f.step_column]}"
+        )
+    else:
+        lines.append("tests: none finished yet")
+    ckpts = []
+    if (run / "checkpoints" / "best.pt").is_file():
+        ckpts.append("best.pt (the weights of the best test; rlblocks eval uses it)")
+    if f.gens:
+        buffer = ", with the replay buffer" if (f.gens[0] / "buffer.h5").is_file() else ""
+        ckpts.append(f"{f.gens[0].name}{f.at_step()} (the resume point{buffer})")
+    lines.append("checkpoints: " + ("; ".join(ckpts) if ckpts else "none"))
+    lines += _settings_changed(f.algo, f.env_id, f.data, width)
+    lines += [f"note: {n}" for n in f.notes]
+    return _wrap(lines, width)
+
+
+def describe_runs(folder: str | os.PathLike[str], width: int = 100) -> str:
+    """One line per run directory below ``folder`` (the seed runs of ``train --seeds``, a
+    folder of runs): algorithm, env, seed, where it stands and its best test."""
+    folder = Path(folder)
+    set_aside: list[Path] = []
+    found = find_runs([folder], set_aside)
+    lines = [f"{folder}: {len(found)} run(s); `rlblocks describe RUN_DIR` tells more of one"]
+    runs = {run.resolve() for run, _ in found}
+    for held in set_aside:  # a run's own is a note of that run's line
+        if held.parent.resolve() not in runs:
+            name = held.relative_to(folder) if held.is_relative_to(folder) else held
+            note = replaced_run_note(held.parent) or "set aside by a start running now"
+            lines += [f"  {name}: not a run of its own", f"    note: {note}"]
+    for run, _ in found:
+        name = run.relative_to(folder) if run.is_relative_to(folder) else run
+        try:
+            f = _RunFacts(run)
+        except CheckpointError as exc:  # one damaged run must not hide the others
+            lines.append(f"  {name}: unreadable ({exc})")
+            continue
+        best = f.best_test()
+        score = f"best test {_num(best['return_mean'])}" if best else "no test yet"
+        if f.tests_problem:
+            score = f"{TESTS_FILE} is damaged"
+        lines.append(f"  {name}: {f.algo} on {f.env_id}, seed {f.seed}; {f.status()}; {score}")
+        lines += [f"    note: {n}" for n in f.notes]
+    return _wrap(lines, width)
+
+
+class _RunFacts:
+    """What a run directory's small files say: config, versions, result, checkpoint
+    generations, the lock's holder, full tests; problems met on the way in ``notes``."""
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self.notes: list[str] = []
+        data = _read_json(run / "config.json", self.notes)
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{run}: {self.notes[-1] if self.notes else 'bad config.json'}")
+        self.data = data
+        self.algo = str(data.get("algo_name", "?"))
+        env = data.get("env") if isinstance(data.get("env"), dict) else {}
+        rs = data.get("run") if isinstance(data.get("run"), dict) else {}
+        self.env_id, self.seed, self.device = env.get("id", "?"), rs.get("seed"), rs.get("device")
+        #: the env factory a run trained with (train(env=callable)), or None
+        self.factory = env.get("factory")
+        buffer = data.get("buffer") if isinstance(data.get("buffer"), dict) else {}
+        #: the dataset of an offline run (its progress is in gradient steps), or None
+        self.dataset = buffer.get("dataset")
+        #: the tests.csv column and the wording of the run's progress
+        self.step_column, self.step_name = (
+            ("gradient_steps", "gradient step") if self.dataset else ("env_step", "env step")
+        )
+        self.versions = self._optional("plugins.json")
+        #: what is wrong with result.json (resume refuses the run until it is restored or gone)
+        self.result_problem = ""
+        try:
+            self.result = read_result(run)
+        except CheckpointError as exc:
+            self.result, self.result_problem = None, str(exc)
+            self.notes.append(str(exc))
+        store = GenerationStore(run / "checkpoints")
+        self.gens = store.candidates()  # [0]: the one resume loads if it is whole
+        self.gen_step = None
+        if self.gens:
+            try:
+                key = "gradient_step" if self.dataset else "env_step"
+                self.gen_step = store.manifest(self.gens[0]).get(key)
+            except (OSError, ValueError):
+                self.notes.append(f"checkpoints/{self.gens[0].name}/MANIFEST.json is unreadable")
+        self.holder = RunDirLock.holder(run) if self.result is None else None
+        tests: list[dict[str, float]] = []
+        #: what is wrong with tests.csv ("" when it reads or is not there yet)
+        self.tests_problem = ""
+        try:
+            tests = read_tests(run) if (run / TESTS_FILE).is_file() else []
+        except CheckpointError as exc:
+            self.tests_problem = str(exc)
+            self.notes.append(str(exc))
+        self.tests = [t for t in tests if not t.get("screen")]
+        replaced = replaced_run_note(run)
+        if replaced:
+            self.notes.append(replaced)
+
+    def _optional(self, name: str) -> Any:
+        return _read_json(self.run / name, self.notes) if (self.run / name).is_file() else None
+
+    def at_step(self) -> str:
+        return f" at {self.step_name} {self.gen_step}" if self.gen_step is not None else ""
+
+    def best_test(self) -> dict[str, float] | None:
+        return max(self.tests, key=lambda t: t["return_mean"]) if self.tests else None
+
+    def status(self) -> str:
+        if self.result_problem:
+            return f"state unknown: {RESULT_FILE} is damaged (see the note)"
+        if self.result is not None:
+            return "finished (solved)" if self.result.get("solved") else "finished"
+        if self.holder is not None:
+            return f"running now (pid {self.holder} holds the run directory)"
+        if self.gens:
+            return f"not finished: its last checkpoint is{self.at_step()}"
+        return "not finished, and no checkpoint was written: train it again"
+
+
+def _wrap(lines: list[str], width: int) -> str:
+    """Lines longer than ``width`` go on indented under themselves."""
+    wrapped = []
+    for line in lines:
+        lead = " " * (len(line) - len(line.lstrip()))
+        parts = textwrap.wrap(line, width=width, subsequent_indent=lead + "    ",
+                              break_on_hyphens=False, break_long_words=False)  # fmt: skip
+        wrapped += parts or [""]
+    return "\n".join(wrapped)
+
+
+def _read_json(path: Path, notes: list[str]) -> Any:
+    """A run's JSON file, or None with what is wrong with it in ``notes``."""
+    try:
+        check_file(path)
+    except CheckpointError as exc:
+        notes.append(str(exc))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        notes.append(f"{path.name} is unreadable ({exc})")
+        return None
+
+
+def _settings_changed(algo: str, env_id: str, data: Mapping[str, Any], width: int) -> list[str]:
+    """Lines naming each config value of the run that differs from the installed algorithm's
+    default for ``env_id`` (presets included)."""
+    from rlblocks.contracts import RlblocksError
+    from rlblocks.run import _config as cfg
+    from rlblocks.run import spec_lookup
+
+    try:
+        default = cfg.to_dict(
+            cfg.build_config(algo, flags={"env": {"id": env_id}}, spec_lookup=spec_lookup)
+        )
+    except RlblocksError as exc:
+        return [f"settings: cannot compare with {algo}'s defaults here ({exc}); config.json "
+                "holds every value"]  # fmt: skip
+    saved, base = _leaves(data), _leaves(default)
+    changed = [
+        (path, value) for path, value in saved.items()
+        if path not in ("algo_name", "run.seed", "run.run_dir")
+        and base.get(path, _MISSING) != value
+    ]  # fmt: skip
+    if not changed:
+        return [f"settings: {algo}'s defaults for {env_id}"]
+    out = [f"settings that differ from {algo}'s defaults for {env_id} (--set SECTION.FIELD):"]
+    for path, value in changed:
+        was = base.get(path, _MISSING)
+        tail = "not a default field" if was is _MISSING else f"default {_short(was)}"
+        out.append(f"  {path} = {_short(value)}    ({tail})")
+    return out
+
+
+_MISSING = object()
+
+
+def _leaves(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts flattened to dotted paths (lists and other values are leaves)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(_leaves(v, path + "."))
+        else:
+            out[path] = v
+    return out
+
+
+def _num(x: Any) -> str:
+    try:
+        return f"{float(x):.4g}" if math.isfinite(float(x)) else "nan"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def _seconds(x: Any) -> str:
+    try:
+        s = float(x)
+    except (TypeError, ValueError):
+        return "? s"
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _field_default(a: Any) -> Any:
+    d = a.default
+    if isinstance(d, attrs.Factory):  # type: ignore[arg-type]
+        return d.factory() if not d.takes_self else attrs.NOTHING
+    return d
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str) if isinstance(value, list | dict | tuple) else str(value)
+    if isinstance(value, str):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type_name(t: Any) -> str:
+    if t is None:
+        return "any"
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__name__", None) or str(t).replace("typing.", "")
+
+
+# -- who holds a run directory ----------------------------------------------------------------

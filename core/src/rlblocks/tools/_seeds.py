@@ -1,0 +1,255 @@
+"""Several seeds of one run: in parallel processes or on a Ray cluster, then a summary of the
+final returns that is honest about the spread (Agarwal et al., 2021, "Deep RL at the edge of the
+statistical precipice": the interquartile mean and 95% bootstrap confidence intervals).
+
+``rlblocks train dqn --seeds 0-4 --workers 2`` writes ``RUN_DIR/seed-0`` ... ``seed-4`` and
+``RUN_DIR/summary.json``. The intervals come from ``scipy.stats.bootstrap`` (percentile
+method) over the seeds; with one task, the stratified bootstrap of the paper is this plain
+bootstrap.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlblocks.contracts import ConfigError
+
+__all__ = ["parse_seeds", "summarize", "train_seeds"]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"1,5,9"``; ``"0-2,10"``; duplicates refused."""
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        lo, sep, hi = part.partition("-")
+        try:
+            if sep:
+                a, b = int(lo), int(hi)
+                if b < a:
+                    raise ValueError
+                seeds += list(range(a, b + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ConfigError(
+                f"seeds {text!r}: write a range or a list, e.g. 0-4 or 0,3,7"
+            ) from None
+    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise ConfigError(f"seeds {text!r}: seeds must be distinct and non-negative")
+    return seeds
+
+
+def _interval(x: np.ndarray, statistic: Callable[..., Any], seed: int) -> tuple[float, float]:
+    if len(x) < 2 or float(np.ptp(x)) == 0.0:
+        v = float(statistic(x, axis=0))
+        return v, v
+    try:
+        from scipy import stats
+    except ImportError as exc:
+        raise ConfigError(
+            "confidence intervals over seeds need scipy: pip install 'rlblocks[stats]'"
+        ) from exc
+    res = stats.bootstrap(
+        (x,), statistic, confidence_level=0.95, n_resamples=5000, method="percentile",
+        random_state=np.random.default_rng(seed),
+    )  # fmt: skip
+    ci = res.confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def iqm(x: np.ndarray, axis: int = 0) -> Any:
+    """Interquartile mean: the mean of the middle 50% of the values."""
+    from scipy import stats
+
+    return stats.trim_mean(x, 0.25, axis=axis)
+
+
+def summarize(scores: Sequence[float], seed: int = 0) -> dict[str, Any]:
+    """Mean, median, IQM (each with a 95% bootstrap interval), std, min and max of ``scores``."""
+    x = np.asarray([s for s in scores if s is not None and math.isfinite(s)], dtype=np.float64)
+    if len(x) == 0:
+        return {"n": 0}
+    out: dict[str, Any] = {"n": len(x)}
+    for name, fn in (("mean", np.mean), ("median", np.median), ("iqm", iqm)):
+        out[name] = float(fn(x, axis=0))
+        out[f"{name}_ci95"] = list(_interval(x, fn, seed))
+    out["std"] = float(x.std(ddof=1)) if len(x) > 1 else 0.0
+    out["min"], out["max"] = float(x.min()), float(x.max())
+    return out
+
+
+def _train_one(algo: str, seed: int, run_dir: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One seed's run (in a worker process); the result as plain data."""
+    from rlblocks.run import train
+
+    result = train(algo, seed=seed, run_dir=run_dir, **kwargs)
+    return {"seed": seed, **result.to_dict()}
+
+
+def train_seeds(
+    algo: str,
+    seeds: Sequence[int],
+    run_dir: str | os.PathLike[str],
+    workers: int | None = None,
+    ray_address: str | None = None,
+    report: Callable[[str], None] = print,
+    **train_kwargs: Any,
+) -> dict[str, Any]:
+    """Train ``algo`` once per seed into ``run_dir/seed-N`` (``workers`` processes at a time,
+    or as Ray tasks on the cluster at ``ray_address``; ``"local"`` starts a local Ray), then
+    summarise the final and best test returns into ``run_dir/summary.json``."""
+    from rlblocks.run import write_json
+
+    if not seeds:
+        raise ConfigError("no seeds to train")
+    base = Path(run_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    kwargs = dict(train_kwargs)
+    kwargs["progress"] = False
+    kwargs["quiet"] = True
+    if len(seeds) > 1:  # one torch thread per run unless asked otherwise
+        overrides = list(kwargs.get("overrides") or ())
+        if not any(o.startswith("run.torch_threads=") for o in overrides):
+            overrides.append("run.torch_threads=1")
+        kwargs["overrides"] = overrides
+    jobs = [(algo, s, str(base / f"seed-{s}"), kwargs) for s in seeds]
+    results: list[dict[str, Any]] = []
+    failures: list[str] = []
+    interrupted: list[int] = []
+    failed_seeds: list[int] = []
+
+    def done(seed: int, res: dict[str, Any] | None, err: BaseException | None) -> None:
+        if err is not None:
+            failed_seeds.append(seed)
+            failures.append(f"seed {seed}: {type(err).__name__}: {err}")
+            report(f"seed {seed}: FAILED: {err}")
+            return
+        assert res is not None
+        if str(res.get("stop_reason", "")).startswith("interrupted"):
+            # stopped by SIGINT/SIGTERM short of its budget: not a result to average
+            interrupted.append(seed)
+            report(f"seed {seed}: {res.get('stop_reason')} at {res.get('env_steps')} env steps; "
+                   f"continue it: rlblocks resume {base / f'seed-{seed}'}")  # fmt: skip
+            return
+        results.append(res)
+        report(
+            f"seed {seed}: last test {res.get('last_test_return')}, best "
+            f"{res.get('best_test_return')}, {'solved' if res.get('solved') else 'not solved'}, "
+            f"{res.get('env_steps')} env steps, {res.get('wall_seconds', 0.0):.1f} s"
+        )
+
+    if ray_address is not None:
+        _run_on_ray(jobs, ray_address, done)
+    else:
+        n = max(1, min(workers or (os.cpu_count() or 1), len(jobs)))
+        if n == 1:
+            for job in jobs:
+                try:
+                    done(job[1], _train_one(*job), None)
+                except Exception as exc:
+                    done(job[1], None, exc)
+                if interrupted:  # Ctrl-C stops the whole set, not just the seed it hit
+                    break
+        else:
+            ctx = multiprocessing.get_context("spawn")  # no forked torch or env state
+            with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+                futures = {pool.submit(_train_one, *job): job[1] for job in jobs}
+                for fut in as_completed(futures):
+                    exc = fut.exception()
+                    done(futures[fut], None if exc else fut.result(), exc)
+    results.sort(key=lambda r: r["seed"])
+    handled = {r["seed"] for r in results} | set(interrupted) | set(failed_seeds)
+    summary = {
+        "algo": algo,
+        "seeds": [r["seed"] for r in results],
+        "failed": failures,
+        "interrupted": sorted(interrupted),
+        "not_started": [s for s in seeds if s not in handled],
+        "final_return": summarize([_num(r.get("last_test_return")) for r in results]),
+        "best_return": summarize([_num(r.get("best_test_return")) for r in results]),
+        "solved": sum(bool(r.get("solved")) for r in results),
+        "runs": results,
+    }
+    if results or not (base / "summary.json").is_file():
+        write_json(base / "summary.json", summary)
+    else:  # nothing finished: an earlier summary of this folder is worth more than an empty one
+        report(f"no seed finished; {base / 'summary.json'} is left as it was")
+    report(format_summary(summary))
+    return summary
+
+
+def exit_status(summary: Mapping[str, Any]) -> int:
+    """The command's exit status for a set of seeds: 130 when interrupted, 1 when a seed
+    failed, else 0 (finished, solved or not)."""
+    if summary.get("interrupted") or summary.get("not_started"):
+        return 130
+    return 1 if summary.get("failed") else 0
+
+
+def _num(x: Any) -> float:
+    return float(x) if x is not None else math.nan
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """A few readable lines: final and best returns over seeds with their intervals."""
+    lines = [f"{summary['algo']}: {len(summary['seeds'])} seed(s) finished, "
+             f"{summary['solved']} solved"]  # fmt: skip
+    for key, label in (("final_return", "final test return"), ("best_return", "best test return")):
+        s = summary[key]
+        if not s.get("n"):
+            lines.append(f"  {label}: no finished test")
+            continue
+        lines.append(
+            f"  {label}: mean {s['mean']:.1f} [{s['mean_ci95'][0]:.1f}, {s['mean_ci95'][1]:.1f}]"
+            f", IQM {s['iqm']:.1f} [{s['iqm_ci95'][0]:.1f}, {s['iqm_ci95'][1]:.1f}], "
+            f"median {s['median']:.1f}, std {s['std']:.1f}, min {s['min']:.1f}, "
+            f"max {s['max']:.1f} (95% bootstrap intervals)"
+        )
+    for f in summary["failed"]:
+        lines.append(f"  failed: {f}")
+    if summary.get("interrupted"):
+        lines.append(f"  interrupted (not in the figures above): seeds {summary['interrupted']}")
+    if summary.get("not_started"):
+        lines.append(f"  not started: seeds {summary['not_started']}")
+    return "\n".join(lines)
+
+
+def _run_on_ray(
+    jobs: list[tuple[str, int, str, dict[str, Any]]],
+    address: str,
+    done: Callable[[int, dict[str, Any] | None, BaseException | None], None],
+) -> None:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError("--ray needs Ray: pip install 'ray>=2.9'") from exc
+    started = False
+    if not ray.is_initialized():
+        if address == "local":
+            ray.init(include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1)(_train_one)
+        refs = {remote.remote(*job): job[1] for job in jobs}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    done(refs[ref], ray.get(ref), None)
+                except Exception as exc:
+                    done(refs[ref], None, exc)
+    finally:
+        if started:
+            ray.shutdown()
