@@ -1,5 +1,5 @@
-"""Tests for rlblocks.contracts.Batch: the seed's examples, dict and array behaviour, cat/stack/split,
-conversions and pickling."""
+"""Tests for rlblocks.contracts.Batch: the seed's examples, dict and array behaviour,
+cat/stack/split, conversions and pickling."""
 
 from __future__ import annotations
 

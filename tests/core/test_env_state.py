@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import env_state as env_state
 from rlblocks.run._checkpoint import from_plain, to_plain
 
 CLASSIC = ["CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",

@@ -15,7 +15,7 @@ import rlblocks
 import rlblocks.run._envs  # registers rlblocks/MaskedCartPole-v1
 from rlblocks.algo import BasePolicy
 from rlblocks.algo.nets import RecurrentBody, detach_state
-from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import env_state as env_state
 from rlblocks.contracts import Batch
 from rlblocks.replay import ReplayBuffer
 from rlblocks.run import MASKED_CARTPOLE_ID, MaskedCartPole

@@ -14,7 +14,7 @@ import torch
 
 import rlblocks
 from rlblocks.collect import Collector
-from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import env_state as env_state
 from rlblocks.contracts import (
     Batch,
     ConfigError,

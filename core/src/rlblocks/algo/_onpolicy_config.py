@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from attrs import define, field, validators
 
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 __all__ = ["OnPolicyConfig"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from attrs import define, field, validators
 
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 __all__ = ["ValueBasedConfig"]
 

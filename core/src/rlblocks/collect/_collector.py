@@ -55,6 +55,7 @@ from rlblocks.contracts import (
     take_rows,
     tuples_as_dicts,
 )
+from rlblocks.plugins import get_registry
 
 #: steps of every env whose random actions one generator call draws (see _random_actions)
 _RANDOM_BLOCK = 256
@@ -103,10 +104,7 @@ class Collector:
     ) -> None:
         self.policy = policy
         if isinstance(envs, gym.Env | gym.vector.VectorEnv):
-            # as in Tianshou, one gymnasium env is welcome: run it as a vector env of one
-            from rlblocks.run import make_vector_env
-
-            envs = make_vector_env("dummy", envs)
+            envs = _vector_env_of_one(envs)
         # Tuple observations travel as dicts keyed "0", "1", ... (Batch turns tuples into arrays)
         self.envs = TupleObsAsDict(envs) if space_has_tuple(envs.observation_space) else envs
         self.buffer = buffer
@@ -728,5 +726,14 @@ def _as_torch_tree(x: Any, device: Any) -> Any:
     return torch.as_tensor(x, device=device)
 
 
-
-
+def _vector_env_of_one(env: gym.Env | gym.vector.VectorEnv) -> VectorEnv:
+    """As in Tianshou, one gymnasium env is welcome: it runs as a ``dummy`` vector env of one
+    (built through the registry like any backend). A gymnasium vector env is refused: it
+    autoresets, so a transition could span two episodes."""
+    if isinstance(env, gym.vector.VectorEnv):
+        raise ConfigError(
+            f"env is a gymnasium vector env ({type(env).__name__}); rlblocks' vector envs reset "
+            "finished envs themselves instead of autoresetting, so pass what it was made from "
+            "to rlblocks.make_vector_env (an env id, an env factory or a list of factories)"
+        )
+    return get_registry("env").load("dummy")([lambda: env])

@@ -244,6 +244,37 @@ class Policy(Protocol):
     def load_state_dict(self, state: Mapping[str, Any]) -> Any: ...
 
 
+class FiniteWatcher(Protocol):
+    """Watches a policy's losses, gradients and parameters for NaN and infinite values; the
+    trainer checks it once per iteration (one host sync)."""
+
+    skip: bool
+    """A step whose loss or gradients are not finite is left out instead of applied."""
+
+    def attach(self) -> None:
+        """Start watching (again, after a resume rebuilt the optimizers)."""
+        ...
+
+    def end_update(self, gradient_steps: int) -> None:
+        """Close one update of ``gradient_steps`` gradient steps."""
+        ...
+
+    def check(self, gradient_step: int) -> str:
+        """What went non-finite since the last check; empty when everything was finite."""
+        ...
+
+    def pop_skipped(self) -> int:
+        """Steps skipped since the last call (with ``skip``)."""
+        ...
+
+
+@runtime_checkable
+class FiniteWatchingPolicy(Protocol):
+    """A policy that can watch itself for non-finite values (every ``BasePolicy`` can)."""
+
+    def watch_finite(self, skip: bool = False) -> FiniteWatcher: ...
+
+
 @runtime_checkable
 class Collector(Protocol):
     """Runs a policy in a vector env and writes transitions into a buffer."""

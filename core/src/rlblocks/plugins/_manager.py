@@ -50,7 +50,8 @@ class RlblocksPluginManager(pluggy.PluginManager):
 
     Like pytest with ``pytest_*``, every ``rlblocks_*`` function or method counts as a hook
     implementation even without ``@hookimpl``, so a misspelled hook name is caught instead of
-    silently never being called. Registration errors become :class:`~rlblocks.contracts.ConfigError`.
+    silently never being called. Registration errors become
+    :class:`~rlblocks.contracts.ConfigError`.
     """
 
     def __init__(self) -> None:

@@ -92,16 +92,24 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from rlblocks.run._experiment import (
-        Experiment,
-        default_run_dir,
-        refuse_existing_run,
-        resolve_train_config,
-        resume,
-        seed_everything,
-        train,
-    )
+    from rlblocks.run._advice import command_line, current_command, option
     from rlblocks.run._agent import Agent, EvalResult, load
+    from rlblocks.run._atari import EpisodicLife, FireReset, make_atari
+    from rlblocks.run._auto_backend import (
+        choose_backend,
+        make_auto_vector_env,
+        measure_env,
+        measure_vector_env,
+    )
+    from rlblocks.run._checkpoint import (
+        GenerationStore,
+        atomic_write,
+        check_file,
+        latest_checkpoint,
+        load_checkpoint,
+        save_checkpoint,
+        write_json,
+    )
     from rlblocks.run._compose import (
         check_env_id,
         check_env_spaces,
@@ -132,28 +140,6 @@ if TYPE_CHECKING:
         RunConfig,
         TrainerConfig,
     )
-    from rlblocks.run._checkpoint import (
-        GenerationStore,
-        atomic_write,
-        check_file,
-        latest_checkpoint,
-        load_checkpoint,
-        save_checkpoint,
-        verify_run,
-        write_json,
-    )
-    from rlblocks.run._rundir import (
-        DISCARDED_PREFIX,
-        REPLACED_DIR,
-        RESULT_FILE,
-        TESTS_FILE,
-        RunDirLock,
-        TestRecorder,
-        read_result,
-        read_tests,
-        replaced_run_note,
-        run_label,
-    )
     from rlblocks.run._env_families import (
         ATARI_ENVS,
         MUJOCO_ENVS,
@@ -162,14 +148,15 @@ if TYPE_CHECKING:
         atari_presets,
         for_mujoco,
     )
-    from rlblocks.run._atari import EpisodicLife, FireReset, make_atari
     from rlblocks.run._envs import MASKED_CARTPOLE_ID, MaskedCartPole
-    from rlblocks.run._advice import command_line, current_command, option
-    from rlblocks.run._auto_backend import (
-        choose_backend,
-        make_auto_vector_env,
-        measure_env,
-        measure_vector_env,
+    from rlblocks.run._experiment import (
+        Experiment,
+        default_run_dir,
+        refuse_existing_run,
+        resolve_train_config,
+        resume,
+        seed_everything,
+        train,
     )
     from rlblocks.run._multiagent import (
         BufferGroup,
@@ -181,5 +168,18 @@ if TYPE_CHECKING:
         multiagent_factory,
     )
     from rlblocks.run._pettingzoo_wrappers import AgentIdObservation, AgentIdObservationAEC
+    from rlblocks.run._rundir import (
+        DISCARDED_PREFIX,
+        REPLACED_DIR,
+        RESULT_FILE,
+        TESTS_FILE,
+        RunDirLock,
+        TestRecorder,
+        read_result,
+        read_tests,
+        replaced_run_note,
+        run_label,
+        verify_run,
+    )
 
 __getattr__, __dir__ = attach(__name__, __file__)

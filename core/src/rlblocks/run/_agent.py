@@ -342,7 +342,6 @@ class Agent:
     def _refuse_factory_run(self, what: str) -> None:
         """The run's own env cannot be rebuilt when it came from a factory: say so."""
         if getattr(self.config.env, "factory", None) is not None:
-            from rlblocks.run._experiment import factory_env_message
 
             how = option(
                 f"pass env=<the factory> (or an env id, e.g. {self.env_id!r}, to use that env as "
@@ -581,3 +580,13 @@ def load(
     if "policy_extra" in payload:
         policy.load_extra_state(payload["policy_extra"])
     return Agent(policy, config, checkpoint=ckpt)
+
+
+def factory_env_message(config: Any, what: str, how: str) -> str:
+    """The refusal for ``what`` (evaluating, resuming...) a run whose envs came from a factory
+    without that factory: ``how`` says how to pass it."""
+    return (
+        f"this run was trained on envs made by the factory {config.env.factory} (env.id "
+        f"{config.env.id} is only what it makes, without its wrappers or settings); {what} "
+        f"needs it again: {how}"
+    )

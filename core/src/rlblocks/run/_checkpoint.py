@@ -440,75 +440,10 @@ class GenerationStore:
         return json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
 
 
-def verify_run(run_dir: str | os.PathLike[str]) -> list[str]:
-    """Every problem with the files a run wrote (empty when all are whole): each file with a
-    checksum sidecar (``config.json``, ``result.json``, ``tests.csv``, ``best.pt``, ...) and
-    every checkpoint generation against its manifest. The run's own files are read too, as
-    their readers read them (``best.pt`` through ``torch.load(weights_only=True)``, which runs no
-    code from it), so one whose checksum file was deleted is still caught when it cannot be read.
-    Logs are left to their own readers (TensorBoard's event records carry their own checksums)."""
-    run_dir = Path(run_dir)
-    problems = []
-    damaged: set[Path] = set()
-    for sidecar in sorted(run_dir.rglob(f"*{SIDECAR}")):
-        target = sidecar.with_name(sidecar.name[: -len(SIDECAR)])
-        if not target.is_file():
-            problems.append(f"{target} is missing (its checksum file {sidecar.name} is there)")
-        elif problem := verify_file(target):
-            problems.append(problem)
-            damaged.add(target)
-    for target in _readable_run_files(run_dir):
-        if target not in damaged and (problem := _unreadable(target)):
-            problems.append(problem)
-    store = GenerationStore(run_dir / "checkpoints")
-    gens = store.generations()
-    for gen in gens:
-        if problem := store.verify(gen):
-            problems.append(f"checkpoint {problem}")
-    current = store._current_name()
-    if gens and current not in {g.name for g in gens}:
-        current = current if current is not None else "(unreadable)"
-        problems.append(
-            f"{store.root / CURRENT} names {current!r}, which is no generation; the newest whole "
-            "generation is used"
-        )
-    return problems
 
 
-def _readable_run_files(run_dir: Path) -> list[Path]:
-    """The files of a run that :func:`verify_run` reads as their readers do: its JSON files,
-    ``tests.csv`` and the checkpoints outside a generation (``best.pt``; ``latest.pt`` of the
-    single-file layout of rlblocks 0.1)."""
-    names = ["config.json", "plugins.json", "result.json", "tests.csv",
-             "checkpoints/best.pt", "checkpoints/latest.pt"]  # fmt: skip
-    return [run_dir / name for name in names if (run_dir / name).is_file()]
 
 
-def _unreadable(path: Path) -> str:
-    """Empty when ``path`` reads as what it should be; else what is wrong with it, in the words
-    of the reader that would refuse it (``load``, ``resume``, ``describe``, ``plot``)."""
-    if path.suffix == ".pt":
-        try:
-            payload = _read_checkpoint(path)
-        except CheckpointError as exc:
-            return str(exc)  # names the file and what it is not
-        if not isinstance(payload.get("policy"), dict):
-            return f"{path} is damaged: it holds no policy weights; restore it from a copy"
-        return ""
-    from rlblocks.run._rundir import read_result, read_tests
-
-    try:
-        if path.name == "result.json":
-            read_result(path.parent)
-        elif path.suffix == ".json":
-            json.loads(path.read_text(encoding="utf-8"))
-        else:
-            read_tests(path.parent)
-    except CheckpointError as exc:
-        return str(exc)
-    except (OSError, ValueError) as exc:
-        return f"{path} is damaged: it is not valid JSON ({exc}); restore it from a copy"
-    return ""
 
 
 def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path:

@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 from attrs import define, field
 
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 from rlblocks.plugins import PluginSpec
 
 SpecLookup = Callable[[str, str], PluginSpec]

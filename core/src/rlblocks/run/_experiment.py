@@ -57,6 +57,7 @@ from rlblocks.contracts import (
 from rlblocks.plugins import get_registry, make_plugin_manager
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import option
+from rlblocks.run._agent import Agent, factory_env_message
 from rlblocks.run._checkpoint import (
     GenerationStore,
     from_plain,
@@ -1029,8 +1030,6 @@ class Experiment:
             self.test_envs.close()
         _finished_not_interrupted(result, trainer)
         result.run_dir = str(self.run_dir) if self.run_dir is not None else None
-        from rlblocks.run._agent import Agent
-
         result.agent = Agent(self.policy, c, env_factory=self.env_factory)
         if self.run_dir is not None:
             write_json_verified(self.run_dir / "result.json", _json_safe(result.to_dict()))
@@ -1368,14 +1367,6 @@ def _factory_path(factory: Callable[[], gym.Env]) -> str:
     return f"{module}:{getattr(factory, '__qualname__', type(factory).__name__)}"
 
 
-def factory_env_message(config: Any, what: str, how: str) -> str:
-    """The refusal for ``what`` (evaluating, resuming...) a run whose envs came from a factory
-    without that factory: ``how`` says how to pass it."""
-    return (
-        f"this run was trained on envs made by the factory {config.env.factory} (env.id "
-        f"{config.env.id} is only what it makes, without its wrappers or settings); {what} "
-        f"needs it again: {how}"
-    )
 
 
 def resume(

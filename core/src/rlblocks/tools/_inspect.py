@@ -27,13 +27,13 @@ from rlblocks.run import (
     TESTS_FILE,
     GenerationStore,
     RunDirLock,
+    check_file,
     option,
     read_result,
     read_tests,
     replaced_run_note,
     run_label,
 )
-from rlblocks.run._checkpoint import check_file
 from rlblocks.trainers import time_split
 
 
@@ -230,7 +230,7 @@ def field_docs(cls: type) -> dict[str, str]:
 def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
     default env), with its type, its class default, the value the run gets, and its meaning."""
-    from rlblocks.run import _config as cfg
+    import rlblocks.run as cfg
     from rlblocks.run import check_env_id, spec_lookup
 
     spec = spec_lookup("algo", algo)
@@ -296,7 +296,7 @@ def _check_fits_env(spec: Any, config: Any) -> str | None:
     import gymnasium as gym
 
     from rlblocks.contracts import RlblocksError
-    from rlblocks.run._compose import check_env_spaces, env_spaces
+    from rlblocks.run import check_env_spaces, env_spaces
 
     try:
         spaces = env_spaces(config)
@@ -503,8 +503,8 @@ def _read_json(path: Path, notes: list[str]) -> Any:
 def _settings_changed(algo: str, env_id: str, data: Mapping[str, Any], width: int) -> list[str]:
     """Lines naming each config value of the run that differs from the installed algorithm's
     default for ``env_id`` (presets included)."""
+    import rlblocks.run as cfg
     from rlblocks.contracts import RlblocksError
-    from rlblocks.run import _config as cfg
     from rlblocks.run import spec_lookup
 
     try:

@@ -136,7 +136,7 @@ def check_space(
     """Refuse a searched field whose range reaches values its config field refuses: each end of
     a range and each choice is put into the config a trial would build (with ``overrides`` and
     ``flags``), and the first one refused is a ConfigError naming the field and the value."""
-    from rlblocks.run import _config as cfg
+    import rlblocks.run as cfg
     from rlblocks.run import spec_lookup
 
     for key, dist in space.items():
@@ -206,7 +206,7 @@ def tune(
         import optuna
     except ImportError as exc:
         raise ConfigError("rlblocks tune needs Optuna: pip install 'rlblocks[tune]'") from exc
-    from rlblocks.run import _config as cfg
+    import rlblocks.run as cfg
     from rlblocks.run import default_run_dir, resolve_train_config, spec_lookup, train
 
     budget = {"max_env_steps": max_env_steps, "max_gradient_steps": max_gradient_steps}

@@ -45,9 +45,14 @@ import numpy as np
 import pluggy
 from attrs import define
 
-from rlblocks.algo import BasePolicy
 from rlblocks.collect import Collector, CollectStats
-from rlblocks.contracts import Buffer, BufferAbilities, ConfigError, NonFiniteError
+from rlblocks.contracts import (
+    Buffer,
+    BufferAbilities,
+    ConfigError,
+    FiniteWatchingPolicy,
+    NonFiniteError,
+)
 from rlblocks.trainers._stats import StatsAccumulator
 
 #: test_in_training looks at the mean return of this many latest training episodes.
@@ -243,7 +248,7 @@ class BaseTrainer:
         # losses, gradients and parameters are checked once per iteration (one host sync)
         self._finite = (
             policy.watch_finite(skip=on_nonfinite == "skip_update")
-            if isinstance(policy, BasePolicy)
+            if isinstance(policy, FiniteWatchingPolicy)
             else None
         )
         #: the phase the loop is in, reported to rlblocks_exception

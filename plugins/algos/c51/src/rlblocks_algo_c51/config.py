@@ -8,7 +8,7 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks.algo import ValueBasedConfig
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 
 def _above_v_min(inst: Any, _attribute: object, value: float) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from attrs import define, field, validators
 
 from rlblocks.algo import ActorCriticConfig
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 
 @define(kw_only=True)

@@ -8,7 +8,7 @@ import math
 from attrs import define, field
 
 from rlblocks.algo import OnPolicyConfig
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 
 def _dual_clip(_inst: object, _attribute: object, value: float | None) -> None:

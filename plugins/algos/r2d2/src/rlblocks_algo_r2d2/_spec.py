@@ -2,7 +2,7 @@
 
 from attrs import define, field, validators
 
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 from rlblocks.plugins import AlgoSpec, BufferSpec
 from rlblocks_algo_r2d2.config import R2D2Config
 

@@ -9,7 +9,7 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks.algo import ValueBasedConfig
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 
 def _no_noisy(_inst: Any, _attribute: object, value: bool) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from attrs import define, field
 
 from rlblocks.algo import OnPolicyConfig
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 
 
 def _int_at_least_1(_inst: object, _attribute: object, value: Any) -> None:

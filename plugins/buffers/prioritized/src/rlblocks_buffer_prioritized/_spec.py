@@ -3,7 +3,7 @@ attrs-only validators)."""
 
 from attrs import define, field, validators
 
-from rlblocks.contracts import _validators as check
+from rlblocks.contracts import validators as check
 from rlblocks.plugins import BufferSpec
 
 

@@ -16,7 +16,7 @@ from rlblocks.collect import (
     observation_mismatch,
     stack_observations,
 )
-from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import env_state as env_state
 from rlblocks.contracts import EnvWorkerError
 
 #: What every use of a closed vector env raises (the process backends say the same).

@@ -24,7 +24,7 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import env_state as env_state
 from rlblocks.collect import observation_mismatch
 
 Reply = tuple[Any, ...]

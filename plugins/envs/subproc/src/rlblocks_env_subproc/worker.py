@@ -35,7 +35,7 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.collect import _env_state as env_state
+from rlblocks.collect import env_state as env_state
 
 STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE, SNAPSHOT, RESTORE = range(8)
 COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close", "snapshot", "restore")
