@@ -49,7 +49,8 @@ class OnPolicyPolicy(BasePolicy):
         encoder: observation encoder (default :func:`~rlblocks.algo.nets.make_encoder`: a CNN
             for image Boxes unless ``images="flatten"``, flattened or one-hot parts otherwise):
             a module taking the observation (a tensor, or a dict of tensors for Dict spaces) and
-            exposing ``out_dim``. With a learnable encoder, features are recomputed in every minibatch.
+            exposing ``out_dim``. With a learnable encoder, features are recomputed in every
+            minibatch.
         actor / critic: replace the default :class:`~rlblocks.algo.nets.Actor` /
             :class:`~rlblocks.algo.nets.Critic` (features -> distribution / features -> ``[B]``).
         use_critic: False for algorithms without a value function (REINFORCE).
