@@ -186,6 +186,44 @@ def test_spec_that_fails_to_import_names_distribution_version_and_entry_point(br
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
+def test_a_plugin_built_for_plugin_api_1_is_refused_by_name_with_what_to_do(make_dist, uid):
+    # plugin API 1 specs imported their classes from rlblocks' modules of before the 1.0 layout
+    make_dist(
+        "fake-old-algo", "0.3.0",
+        {"rlblocks.algos": {"oldalgo": f"{uid}._spec:SPEC"}},
+        {
+            f"{uid}/__init__.py": "",
+            f"{uid}/_spec.py": """
+                from rlblocks.plugins.spec import AlgoSpec
+                SPEC = AlgoSpec(name="oldalgo", summary="s", impl="x.y:Z")
+            """,
+        },
+    )
+    with pytest.raises(PluginLoadError) as info:
+        get_registry("algo").spec("oldalgo")
+    message = str(info.value)
+    assert "fake-old-algo 0.3.0" in message
+    assert "built for plugin API 1" in message and "rlblocks.plugins.spec" in message
+    assert "Upgrade fake-old-algo to a release for plugin API 2" in message
+
+
+def test_a_spec_declaring_another_plugin_api_is_refused_naming_both(make_dist, uid):
+    make_dist(
+        "fake-api-one", "0.1.0",
+        {"rlblocks.algos": {"apione": f"{uid}._spec:SPEC"}},
+        {
+            f"{uid}/__init__.py": "",
+            f"{uid}/_spec.py": """
+                from rlblocks.plugins import AlgoSpec
+                SPEC = AlgoSpec(name="apione", summary="s", impl="x.y:Z", api_version=1)
+            """,
+        },
+    )
+    with pytest.raises(PluginLoadError, match=r"built for plugin API 1, this rlblocks speaks 2; "
+                       r"upgrade fake-api-one"):
+        get_registry("algo").spec("apione")
+
+
 def test_list_marks_a_broken_plugin_and_still_lists_the_rest(broken_dist, capsys):
     assert main(["list"]) == 0
     out, err = capsys.readouterr()

@@ -46,7 +46,7 @@ def attach(package: str, path: str) -> tuple[Callable[[str], Any], Callable[[], 
     """``(__getattr__, __dir__)`` for the face ``package`` whose ``__init__.py`` is ``path``.
 
     A name resolves to the attribute its ``TYPE_CHECKING`` import names, or to the submodule
-    when the import names one (``from rlblocks.contracts import validators as validators``);
+    when the import names one (``from rlblocks.contracts import _validators as validators``);
     the value is then cached on the face, so each name is looked up once.
     """
     names = _declared(path, package)

@@ -51,8 +51,9 @@ class OnPolicyPolicy(BasePolicy):
             a module taking the observation (a tensor, or a dict of tensors for Dict spaces) and
             exposing ``out_dim``. With a learnable encoder, features are recomputed in every
             minibatch.
-        actor / critic: replace the default :class:`~rlblocks.algo.nets.Actor` /
-            :class:`~rlblocks.algo.nets.Critic` (features -> distribution / features -> ``[B]``).
+        actor: replaces the default :class:`~rlblocks.algo.nets.Actor` (features ->
+            distribution).
+        critic: replaces the default :class:`~rlblocks.algo.nets.Critic` (features -> ``[B]``).
         use_critic: False for algorithms without a value function (REINFORCE).
     """
 

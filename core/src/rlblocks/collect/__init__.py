@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from rlblocks.collect import env_state as env_state
+    from rlblocks.collect import _env_state as env_state
     from rlblocks.collect._async import AsyncCollector
     from rlblocks.collect._collector import Collector, TupleObsAsDict
     from rlblocks.collect._env_state import (

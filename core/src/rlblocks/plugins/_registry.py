@@ -62,6 +62,82 @@ _FIRST_PARTY_HOME: dict[tuple[str, str], str] = {
 Origin = Literal["entry-point", "in-process"]
 
 
+#: the modules of rlblocks before its 1.0 layout (plugin API 1): a plugin whose spec imports one
+#: was built for plugin API 1, and is refused by name
+API_1_MODULES = frozenset(
+    {
+        "rlblocks._advice",
+        "rlblocks._buffer_files",
+        "rlblocks._buffer_tree",
+        "rlblocks._config_convert",
+        "rlblocks._config_sections",
+        "rlblocks._imports",
+        "rlblocks._spec",
+        "rlblocks.agent",
+        "rlblocks.arraytree",
+        "rlblocks.async_collector",
+        "rlblocks.atari",
+        "rlblocks.auto_backend",
+        "rlblocks.batch",
+        "rlblocks.buffer",
+        "rlblocks.checkpoint",
+        "rlblocks.collector",
+        "rlblocks.compose",
+        "rlblocks.config",
+        "rlblocks.console",
+        "rlblocks.cuda_graph",
+        "rlblocks.distributional",
+        "rlblocks.distributions",
+        "rlblocks.env_families",
+        "rlblocks.env_state",
+        "rlblocks.envs",
+        "rlblocks.errors",
+        "rlblocks.experiment",
+        "rlblocks.layouts",
+        "rlblocks.multiagent",
+        "rlblocks.natural_gradient",
+        "rlblocks.nets",
+        "rlblocks.nets.actors",
+        "rlblocks.nets.critics",
+        "rlblocks.nets.encoders",
+        "rlblocks.nets.heads",
+        "rlblocks.nets.mlp",
+        "rlblocks.nets.noisy",
+        "rlblocks.nets.qdist",
+        "rlblocks.nets.recurrent",
+        "rlblocks.noise",
+        "rlblocks.normalize",
+        "rlblocks.offpolicy",
+        "rlblocks.offpolicy_config",
+        "rlblocks.onpolicy",
+        "rlblocks.onpolicy_config",
+        "rlblocks.optim",
+        "rlblocks.pettingzoo_wrappers",
+        "rlblocks.plugins.hookspecs",
+        "rlblocks.plugins.manager",
+        "rlblocks.plugins.registry",
+        "rlblocks.plugins.spec",
+        "rlblocks.policy",
+        "rlblocks.protocols",
+        "rlblocks.replay",
+        "rlblocks.returns",
+        "rlblocks.runs",
+        "rlblocks.schedules",
+        "rlblocks.seeds",
+        "rlblocks.stats",
+        "rlblocks.target",
+        "rlblocks.temperature",
+        "rlblocks.trainer",
+        "rlblocks.tuning",
+        "rlblocks.validators",
+        "rlblocks.valuebased",
+        "rlblocks.valuebased_config",
+        "rlblocks.vector_env",
+        "rlblocks.views",
+    }
+)
+
+
 @frozen
 class EntryInfo:
     """One registered component as metadata knows it (tier 0: nothing imported).
@@ -288,6 +364,16 @@ class Registry:
         try:
             obj = ep.load()
         except Exception as exc:
+            if isinstance(exc, ModuleNotFoundError) and exc.name in API_1_MODULES:
+                raise PluginLoadError(
+                    f"the {self.kind} plugin {entry.name!r} from {entry.describe_source()} was "
+                    f"built for plugin API 1: it imports {exc.name}, a module of rlblocks before "
+                    f"its 1.0 layout. This rlblocks speaks plugin API {PLUGIN_API_VERSION}, where "
+                    "plugins import only the declared names of the faces (rlblocks.contracts, "
+                    "rlblocks.plugins, rlblocks.algo, ...; see the plugin guide). Upgrade "
+                    f"{entry.distribution} to a release for plugin API {PLUGIN_API_VERSION}, or "
+                    "uninstall it."
+                ) from exc
             raise PluginLoadError(
                 f"the {self.kind} plugin {entry.name!r} from {entry.describe_source()} failed to "
                 f"load its spec: {type(exc).__name__}: {exc}\n"
@@ -337,8 +423,8 @@ class Registry:
         if obj.api_version != PLUGIN_API_VERSION:
             newer = "rlblocks" if obj.api_version > PLUGIN_API_VERSION else entry.distribution
             raise fail(
-                f"it targets plugin API {obj.api_version}, this rlblocks speaks "
-                f"{PLUGIN_API_VERSION}; upgrade {newer}"
+                f"it was built for plugin API {obj.api_version}, this rlblocks speaks "
+                f"{PLUGIN_API_VERSION}; upgrade {newer} (or uninstall {entry.distribution})"
             )
 
     # -- tier 2 ---------------------------------------------------------------------------------
