@@ -102,7 +102,13 @@ class OffPolicyPolicy(BasePolicy):
             partial = np.asarray(batch.rew, dtype=np.float32)
             discount = np.where(np.asarray(batch.terminated, dtype=bool), 0.0, c.gamma)
             return partial, discount.astype(np.float32), batch.obs_next
-        partial, boot_idx, discount = nstep_return(buffer, indices, c.gamma, c.n_step)
+        partial, boot_idx, discount = nstep_return(
+            buffer,
+            indices,
+            c.gamma,
+            c.n_step,
+            rebuilds_obs_next=self.buffer_abilities(buffer).rebuilds_obs_next,
+        )
         return partial, discount, buffer.get(boot_idx, "obs_next")
 
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rlblocks.contracts import BufferAbilities
+
 if TYPE_CHECKING:
     from rlblocks.contracts import Buffer
 
@@ -244,6 +246,7 @@ def nstep_return(
     indices: Any,
     gamma: float = 0.99,
     n_step: int = 1,
+    rebuilds_obs_next: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pieces of the n-step TD target for transitions of a buffer.
 
@@ -263,7 +266,9 @@ def nstep_return(
     when that step did not terminate (a time-limit truncation, or the newest step of a running
     episode). A walk of ``m >= 2`` steps that ends there stops one step earlier instead, an exact
     ``m - 1``-step target whose obs_next is that last step's obs; a single step (``m = 1``) has
-    no such fallback and bootstraps from its own obs.
+    no such fallback and bootstraps from its own obs. ``rebuilds_obs_next`` says whether the
+    buffer does so (its :class:`~rlblocks.contracts.BufferAbilities`, which a policy resolves
+    once per buffer); None finds it from the buffer.
     """
     if n_step < 1:
         raise ValueError(f"n_step must be >= 1, got {n_step}")
@@ -293,7 +298,9 @@ def nstep_return(
     for k in range(1, n_step):  # in step order, as the return is defined
         partial = partial + terms[k]
     terminated = np.asarray(buffer.get(cur, "terminated"), dtype=bool)  # type: ignore[attr-defined]
-    if getattr(buffer, "ignore_obs_next", False):
+    if rebuilds_obs_next is None:
+        rebuilds_obs_next = BufferAbilities.of(buffer).rebuilds_obs_next
+    if rebuilds_obs_next:
         # the walk ended at a last stored step that did not terminate: its obs_next is unknown
         back = ~terminated & (np.asarray(buffer.next(cur)) == cur) & (steps >= 2)
         if back.any():

@@ -185,7 +185,13 @@ class ValueBasedPolicy(QLearningPolicy):
             discount = np.where(np.asarray(batch.terminated, dtype=bool), 0.0, c.gamma)
             obs_boot = batch.obs_next
         else:
-            partial, boot_idx, discount = nstep_return(buffer, indices, c.gamma, c.n_step)
+            partial, boot_idx, discount = nstep_return(
+            buffer,
+            indices,
+            c.gamma,
+            c.n_step,
+            rebuilds_obs_next=self.buffer_abilities(buffer).rebuilds_obs_next,
+        )
             obs_boot = buffer.get(boot_idx, "obs_next")
         batch.partial = self.as_tensor(partial)
         batch.discount = self.as_tensor(discount)

@@ -166,7 +166,7 @@ class AsyncCollector(Collector):
         else:
             env_act = self._random_actions(len(ready))
             act = policy.map_action_inverse(env_act) if policy is not None else env_act
-            if policy is not None and getattr(policy, "quantized_actions", False):
+            if policy is not None and self._policy_abilities.quantized_actions:
                 env_act = policy.map_action(act)  # the grid action the buffer stores
         act = np.asarray(act)
         if self._act_rows is None:

@@ -18,7 +18,6 @@ finds it; only then are rows checked one by one).
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -41,10 +40,12 @@ from rlblocks.contracts import (
     ActingViews,
     Batch,
     Buffer,
+    BufferAbilities,
     ConfigError,
-    EpisodeCutBuffer,
     NonFiniteError,
+    PolicyAbilities,
     VectorEnv,
+    VectorEnvAbilities,
     ViewingPolicy,
     acting_requirements,
     copy_history,
@@ -102,12 +103,12 @@ class Collector:
         frame_stack: int = 1,
         info_keys: Sequence[str] = (),
     ) -> None:
-        self.policy = policy
+        self.policy = policy  # a property: its abilities are resolved once, when it is set
         if isinstance(envs, gym.Env | gym.vector.VectorEnv):
             envs = _vector_env_of_one(envs)
         # Tuple observations travel as dicts keyed "0", "1", ... (Batch turns tuples into arrays)
         self.envs = TupleObsAsDict(envs) if space_has_tuple(envs.observation_space) else envs
-        self.buffer = buffer
+        self.buffer = buffer  # a property, like policy
         self.exploration = exploration
         self.num_envs = envs.num_envs
         self.action_space: gym.Space = envs.action_space
@@ -150,13 +151,34 @@ class Collector:
             requirements = frame_stack_views(self.frame_stack, requirements)
         views = ActingViews(requirements, self.num_envs, envs.observation_space, self.action_space)
         self._views: ActingViews | None = views if views else None
-        spec = getattr(envs, "spec", None)  # backends keep the env's gymnasium spec
+        #: what the envs can do beyond stepping (snapshots, restarts...), found once
+        self.env_abilities = VectorEnvAbilities.of(envs)
         #: names the env in errors
-        self.env_name = str(getattr(spec, "id", None) or type(envs).__name__)
+        self.env_name = self.env_abilities.name
         #: obs -> the sum of its float entries (NaN or infinite when one of them is)
         self._obs_total = _float_total_of(envs.observation_space)
         #: the envs may come back with a made-up step of a restarted worker (_store_steps)
-        self._may_restart = bool(getattr(envs, "restart_failed", False))
+        self._may_restart = self.env_abilities.restarts
+
+    @property
+    def policy(self) -> Any:
+        """The policy that acts (None: only random actions)."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Any) -> None:
+        self._policy = policy
+        self._policy_abilities = PolicyAbilities.of(policy)
+
+    @property
+    def buffer(self) -> Buffer | None:
+        """Where the steps go (None: nowhere)."""
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, buffer: Buffer | None) -> None:
+        self._buffer = buffer
+        self._buffer_abilities = BufferAbilities.of(buffer)
 
     def _store_steps(
         self, data: dict[str, Any], ids: np.ndarray | None, infos: Any, cut: np.ndarray
@@ -174,7 +196,7 @@ class Collector:
         buffer = self.buffer
         assert buffer is not None
         every = self._all_ids if ids is None else ids
-        if not len(cut) or not _cuts_some_envs(buffer):
+        if not len(cut) or not self._buffer_abilities.cuts_some_envs:
             if self.info_keys:
                 data["info"] = self._info_columns(infos, every)
             buffer.add(data, env_ids=ids)
@@ -233,7 +255,7 @@ class Collector:
         seed = self._seed if seed is None else seed
         # episodes cut here must not link to the fresh ones in the buffer: end them as
         # truncated, which is also what they are (their obs_next is still a valid bootstrap)
-        if self._obs is not None and isinstance(self.buffer, EpisodeCutBuffer):
+        if self._obs is not None and self._buffer_abilities.episode_cut:
             self.buffer.truncate_unfinished()
         self._obs, _ = self.envs.reset(seed=seed)
         if not math.isfinite(self._obs_total(self._obs)):
@@ -265,8 +287,8 @@ class Collector:
             "why": "",
         }
         blocker = self._why_no_snapshot()
-        take = None if blocker else getattr(self.envs, "snapshot", None)
-        entries = take() if callable(take) else None
+        snapshots = not blocker and self.env_abilities.snapshots
+        entries = self.envs.snapshot() if snapshots else None
         if entries is None:
             backend = type(_unwrapped_venv(self.envs)).__name__
             out["why"] = blocker or f"the {backend} backend cannot snapshot its envs"
@@ -302,12 +324,11 @@ class Collector:
             self._env_steps = np.asarray(state["env_steps"], dtype=np.int64).copy()
         entries = state.get("envs")
         if entries is not None:
-            restore = getattr(self.envs, "restore", None)
-            if not callable(restore):
+            if not self.env_abilities.snapshots:
                 entries = None
                 why = f"the {type(_unwrapped_venv(self.envs)).__name__} backend cannot restore envs"
             else:
-                restore(entries)
+                self.envs.restore(entries)
         else:
             why = str(state.get("why") or "the envs were not snapshotted")
         if entries is None:
@@ -317,7 +338,7 @@ class Collector:
         self._obs = episodes["obs"]
         saved = episodes.get("state")
         if saved is not None and episodes.get("state_is_tensor", True):
-            saved = _as_torch_tree(saved, getattr(self.policy, "device", "cpu"))
+            saved = _as_torch_tree(saved, self._policy_abilities.device)
         self._state = saved
         self._ep_return = np.asarray(episodes["ep_return"], dtype=np.float64).copy()
         self._ep_len = np.asarray(episodes["ep_len"], dtype=np.int64).copy()
@@ -571,7 +592,7 @@ class Collector:
                 else:
                     env_act = self._random_actions(len(active))
                     act = policy.map_action_inverse(env_act) if policy is not None else env_act
-                    if policy is not None and getattr(policy, "quantized_actions", False):
+                    if policy is not None and self._policy_abilities.quantized_actions:
                         env_act = policy.map_action(act)  # the grid action the buffer stores
                 obs_next, rew, terminated, truncated, _info = envs.step(
                     env_act, None if all_active else active
@@ -633,15 +654,6 @@ class Collector:
 
 
 
-def _cuts_some_envs(buffer: Any) -> bool:
-    """Whether ``buffer.truncate_unfinished`` takes ``env_ids`` (ends some envs' episodes)."""
-    cut = getattr(buffer, "truncate_unfinished", None)
-    if cut is None:
-        return False
-    try:
-        return "env_ids" in inspect.signature(cut).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 # -- small array helpers (obs may be an array or a dict/tuple tree of arrays) -----------------

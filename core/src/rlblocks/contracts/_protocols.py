@@ -6,6 +6,7 @@ Shapes: ``N`` is the number of envs in a vector step, ``B`` a batch size.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -170,6 +171,36 @@ class ViewingPolicy(Protocol):
 
 
 @runtime_checkable
+class StackingBuffer(Protocol):
+    """A buffer that stacks the last ``stack_num`` frames when it reads observations."""
+
+    stack_num: int
+
+
+@runtime_checkable
+class ObsNextRebuildingBuffer(Protocol):
+    """A buffer that may leave ``obs_next`` out and rebuild it as ``obs[next(i)]`` when read
+    (``ignore_obs_next``): at an unfinished episode's last stored step it is then unknown."""
+
+    ignore_obs_next: bool
+
+
+@runtime_checkable
+class RandomBuffer(Protocol):
+    """A buffer that samples from one random generator of its own (``rng``), whose state a
+    checkpoint saves so that a resumed run draws the batches it would have drawn."""
+
+    rng: np.random.Generator
+
+
+@runtime_checkable
+class LayoutBuffer(Protocol):
+    """A buffer whose slots a layout maps (not every slot below ``maxsize`` holds a step)."""
+
+    layout: Any
+
+
+@runtime_checkable
 class ComposedBuffer(Protocol):
     """A buffer made of parts (:class:`rlblocks.ReplayBuffer`) that reports which optional
     abilities its parts give it."""
@@ -189,6 +220,12 @@ class BufferAbilities:
     episode_cut: bool = False
     persistent: bool = False
     sequences: bool = False
+    cuts_some_envs: bool = False
+    """``truncate_unfinished`` takes ``env_ids``: it can end some envs' episodes."""
+    stack_num: int = 1
+    """Frames stacked when observations are read."""
+    rebuilds_obs_next: bool = False
+    """``obs_next`` is not stored but rebuilt from the next step (``ignore_obs_next``)."""
 
     @classmethod
     def of(cls, buffer: Any) -> BufferAbilities:
@@ -206,7 +243,126 @@ class BufferAbilities:
             env_attached=isinstance(buffer, EnvAttachedBuffer),
             episode_cut=isinstance(buffer, EpisodeCutBuffer),
             persistent=isinstance(buffer, PersistentBuffer),
+            cuts_some_envs=isinstance(buffer, EpisodeCutBuffer)
+            and _takes(buffer.truncate_unfinished, "env_ids"),
+            stack_num=int(buffer.stack_num) if isinstance(buffer, StackingBuffer) else 1,
+            rebuilds_obs_next=isinstance(buffer, ObsNextRebuildingBuffer)
+            and bool(buffer.ignore_obs_next),
         )
+
+
+def _takes(function: Any, parameter: str) -> bool:
+    """Whether ``function`` has a parameter named ``parameter``."""
+    try:
+        return parameter in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# -- vector-env and policy capabilities ---------------------------------------------------------
+
+
+@runtime_checkable
+class SnapshotVectorEnv(Protocol):
+    """A vector env that saves and restores its envs exactly (exact resume). ``snapshot``
+    returns one entry per env: ``{"env": state}``, or ``{"env": None, "why": reason}``."""
+
+    def snapshot(self, env_ids: Any = None) -> list[dict[str, Any]]: ...
+
+    def restore(self, snapshots: Sequence[Mapping[str, Any]], env_ids: Any = None) -> None: ...
+
+
+@runtime_checkable
+class RestartingVectorEnv(Protocol):
+    """A vector env that may restart a dead or hung worker (``restart_failed``); the step that
+    finds it dead then carries a made-up row marked ``info["env_worker_restarted"]``."""
+
+    restart_failed: bool
+
+
+@runtime_checkable
+class NamedVectorEnv(Protocol):
+    """A vector env that keeps its envs' gymnasium spec (``spec.id`` names them in errors)."""
+
+    spec: Any
+
+
+@runtime_checkable
+class AutoChosenVectorEnv(Protocol):
+    """A vector env that ``backend="auto"`` chose, saying which backend and why."""
+
+    auto_choice: str
+
+
+@dataclass(frozen=True)
+class VectorEnvAbilities:
+    """What a vector env can do beyond :class:`VectorEnv`, found once with :meth:`of`."""
+
+    snapshots: bool = False
+    restarts: bool = False
+    asynchronous: bool = False
+    name: str = ""
+    """The env's id (its gymnasium spec's), else the backend's class name."""
+    auto_choice: str = ""
+
+    @classmethod
+    def of(cls, envs: Any) -> VectorEnvAbilities:
+        spec = envs.spec if isinstance(envs, NamedVectorEnv) else None
+        env_id = spec.id if spec is not None and isinstance(spec.id, str) else ""
+        return cls(
+            snapshots=isinstance(envs, SnapshotVectorEnv),
+            restarts=isinstance(envs, RestartingVectorEnv) and bool(envs.restart_failed),
+            asynchronous=isinstance(envs, AsyncVectorEnv),
+            name=env_id or type(envs).__name__,
+            auto_choice=str(envs.auto_choice) if isinstance(envs, AutoChosenVectorEnv) else "",
+        )
+
+
+@runtime_checkable
+class QuantizedActionPolicy(Protocol):
+    """A policy whose env actions lie on a grid (``quantized_actions``, BDQ's bins): random
+    warm-up actions are snapped to the grid, so the buffer stores an action it could choose."""
+
+    quantized_actions: bool
+
+
+@runtime_checkable
+class DevicePolicy(Protocol):
+    """A policy that says on which torch device it acts (``device``)."""
+
+    device: Any
+
+
+@dataclass(frozen=True)
+class PolicyAbilities:
+    """What a policy can do beyond :class:`Policy`, found once with :meth:`of`."""
+
+    quantized_actions: bool = False
+    device: Any = "cpu"
+    watches_finite: bool = False
+    views: bool = False
+
+    @classmethod
+    def of(cls, policy: Any) -> PolicyAbilities:
+        if policy is None:
+            return cls()
+        return cls(
+            quantized_actions=isinstance(policy, QuantizedActionPolicy)
+            and bool(policy.quantized_actions),
+            device=policy.device if isinstance(policy, DevicePolicy) else "cpu",
+            watches_finite=isinstance(policy, FiniteWatchingPolicy),
+            views=isinstance(policy, ViewingPolicy),
+        )
+
+
+@runtime_checkable
+class InFlightCollector(Protocol):
+    """A collector whose env steps may still be running between calls (``AsyncCollector``);
+    trainers ``drain`` it before a checkpoint or a test."""
+
+    in_flight: Any
+
+    def drain(self) -> Any: ...
 
 
 @runtime_checkable

@@ -221,6 +221,9 @@ class ReplayBuffer(BufferFiles):
             episode_cut=True,
             persistent=True,
             sequences=isinstance(self.sampler, SequenceSampler),
+            cuts_some_envs=True,
+            stack_num=self.stack_num,
+            rebuilds_obs_next=self.ignore_obs_next,
         )
 
     def update_priority(self, index: Any, td_error: Any) -> None:

@@ -47,12 +47,16 @@ import torch
 from rlblocks.collect import AsyncCollector, Collector
 from rlblocks.contracts import (
     AsyncVectorEnv,
+    Batch,
     BufferAbilities,
     CheckpointError,
     ConfigError,
     DuplicateComponentError,
     EpisodeCutBuffer,
+    LayoutBuffer,
+    RandomBuffer,
     UnknownComponentError,
+    VectorEnvAbilities,
 )
 from rlblocks.plugins import get_registry, make_plugin_manager
 from rlblocks.run import _config as cfg
@@ -143,7 +147,7 @@ def _space_shapes(space: gym.Space) -> Any:
 
 def _stored_shapes(value: Any) -> Any:
     """The per-transition shapes of one stored row (``value`` has a leading batch axis)."""
-    if isinstance(value, Mapping) or hasattr(value, "keys"):
+    if isinstance(value, Mapping | Batch):
         return {key: _stored_shapes(value[key]) for key in value.keys()}  # noqa: SIM118 (a Batch)
     return tuple(np.asarray(value).shape[1:])
 
@@ -153,10 +157,10 @@ def check_dataset_spaces(
 ) -> None:
     """Refuse a dataset whose observations or actions do not have the shapes of the env's
     spaces (a dataset recorded on another env), naming both."""
-    layout = getattr(buffer, "layout", None)
-    first = np.arange(len(buffer)) if layout is None else np.arange(buffer.maxsize)
-    if layout is not None:
-        first = first[layout.valid_slots()]
+    if isinstance(buffer, LayoutBuffer):
+        first = np.arange(buffer.maxsize)[buffer.layout.valid_slots()]
+    else:
+        first = np.arange(len(buffer))
     row = buffer[first[:1]]
     for what, key, space in (("observations", "obs", observation_space),
                              ("actions", "act", action_space)):  # fmt: skip
@@ -320,9 +324,7 @@ def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
 def _budget_met(trainer: BaseTrainer) -> bool:
     """Whether ``trainer`` has spent its budget (``trainer.budget`` of its
     ``progress_counter``: env steps online, gradient steps offline)."""
-    budget = getattr(trainer, "budget", None)
-    state = getattr(trainer, "state", None)
-    return budget is not None and state is not None and trainer.progress >= int(budget)
+    return trainer.budget is not None and trainer.progress >= int(trainer.budget)
 
 
 def _finished_not_interrupted(result: TrainResult, trainer: BaseTrainer) -> None:
@@ -367,6 +369,9 @@ class Experiment:
         test_fn: Callable[[int, int], None] | None = None,
     ) -> None:
         self.config = config
+        #: the run's vector envs, once built (closed again when a start fails)
+        self.train_envs: Any = None
+        self.test_envs: Any = None
         #: the trainer's ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)``
         self.train_fn = train_fn
         self.test_fn = test_fn
@@ -504,7 +509,7 @@ class Experiment:
             collector_cls = Collector
             if t.async_collect:
                 if not isinstance(self.train_envs, AsyncVectorEnv):  # auto chose such a backend
-                    what = getattr(self.train_envs, "auto_choice", None) or (
+                    what = VectorEnvAbilities.of(self.train_envs).auto_choice or (
                         f"the {c.env.backend!r} backend"
                     )
                     raise ConfigError(f"$.trainer.async_collect: {async_backend_problem(what)}")
@@ -561,11 +566,11 @@ class Experiment:
         training env, no training collector) and an :class:`OfflineTrainer` whose budget and
         schedules count gradient steps."""
         c, t, seed = self.config, self.config.trainer, self.config.run.seed
-        self.train_envs: Any = None
+        self.train_envs = None
         self.train_collector: Any = None
         self.test_envs = self._make_test_envs(source, env_opts)
         self.buffer = self._load_dataset(resumed)
-        frames = int(getattr(self.buffer, "stack_num", 1))
+        frames = BufferAbilities.of(self.buffer).stack_num
         if c.buffer.stack_num not in (1, frames):
             raise ConfigError(
                 f"$.buffer.stack_num: the dataset {c.buffer.dataset} stacks {frames} frame(s) "
@@ -802,9 +807,8 @@ class Experiment:
             # the dataset is never copied: its fingerprint, to check it on resume, and where the
             # sampling stream stands, so a resumed run draws the batches it would have drawn
             payload["dataset"] = dict(self.dataset_fingerprint)
-            rng = getattr(self.buffer, "rng", None)
-            if rng is not None:
-                payload["dataset_rng"] = json.dumps(rng.bit_generator.state)
+            if isinstance(self.buffer, RandomBuffer):
+                payload["dataset_rng"] = json.dumps(self.buffer.rng.bit_generator.state)
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
         payload["plugins"] = to_plain(payload["plugins"])  # numpy arrays as loadable values
         # an on-policy buffer is empty between updates: nothing worth saving
@@ -927,9 +931,8 @@ class Experiment:
                 f"{self.run_dir} --set buffer.dataset=FILE`), or train a new run on the new file"
             )
         rng_state = payload.get("dataset_rng")
-        rng = getattr(self.buffer, "rng", None)
-        if rng_state is not None and rng is not None:
-            rng.bit_generator.state = json.loads(rng_state)
+        if rng_state is not None and isinstance(self.buffer, RandomBuffer):
+            self.buffer.rng.bit_generator.state = json.loads(rng_state)
 
     def _reopen_finished_run(self) -> None:
         """A finished run continued with a larger budget is live again until it writes a new
@@ -994,7 +997,7 @@ class Experiment:
                 self.restore(trainer)
                 self._reopen_finished_run()
         except BaseException as exc:
-            for venv in (getattr(self, "train_envs", None), getattr(self, "test_envs", None)):
+            for venv in (self.train_envs, self.test_envs):
                 if venv is not None:
                     venv.close()
             if self.pm is not None:
@@ -1353,9 +1356,8 @@ def _factory_name(factory: Callable[[], gym.Env]) -> str:
     """The id a factory's env registered under, else ``module:qualname`` of the factory."""
     probe = factory()
     try:
-        spec = getattr(probe, "spec", None)
-        if spec is not None and spec.id:
-            return str(spec.id)
+        if probe.spec is not None and probe.spec.id:
+            return str(probe.spec.id)
     finally:
         probe.close()
     return _factory_path(factory)

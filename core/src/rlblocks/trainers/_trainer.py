@@ -51,6 +51,7 @@ from rlblocks.contracts import (
     BufferAbilities,
     ConfigError,
     FiniteWatchingPolicy,
+    InFlightCollector,
     NonFiniteError,
 )
 from rlblocks.trainers._stats import StatsAccumulator
@@ -200,6 +201,8 @@ class BaseTrainer:
             )
         self.policy = policy
         self.train_collector = train_collector
+        #: the collector may keep env steps in flight between calls (drained before checkpoints)
+        self._drains = isinstance(train_collector, InFlightCollector)
         self.test_collector = test_collector
         self.buffer = buffer  # also finds its optional abilities, once
         #: the most :attr:`progress` the run takes (``max_env_steps`` online)
@@ -432,9 +435,9 @@ class BaseTrainer:
         can snapshot the envs, so a resumed run continues their episodes. None when nothing
         was in flight (always, for the synchronous collector)."""
         collector = self.train_collector
-        if collector is None or not len(getattr(collector, "in_flight", ())):
+        if not self._drains or not len(collector.in_flight):  # type: ignore[union-attr]
             return None
-        stats = collector.drain()  # type: ignore[attr-defined]
+        stats = collector.drain()  # type: ignore[union-attr]
         self.state.collect_seconds += stats.seconds
         self._record_collect(stats)
         return stats
