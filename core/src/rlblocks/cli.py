@@ -462,7 +462,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         try:
             text = runs.describe_runs(target, width=width)
         except RlblocksError:
-            replaced = runs.replaced_run_note(target)
+            replaced = importlib.import_module("rlblocks.run").replaced_run_note(target)
             raise RlblocksError(
                 f"{target} is neither a run directory (no config.json in or below it) nor an "
                 "installed algorithm" + (f"; {replaced}" if replaced else "")
