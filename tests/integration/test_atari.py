@@ -170,7 +170,7 @@ def test_every_value_based_algo_has_an_atari_preset() -> None:
     )
     assert der.algo.n_step == 20 and der.trainer.max_env_steps == 100_000
     assert der.env.make_kwargs["repeat_action_probability"] == 0.0
-    assert "rlblocks.run._atari:EpisodicLife" in der.env.train_wrappers
+    assert "rlblocks.run:EpisodicLife" in der.env.train_wrappers
 
 
 def test_on_policy_runs_refuse_buffer_frame_stacks(tmp_path: Path) -> None:

@@ -151,3 +151,13 @@ def test_an_unknown_name_of_a_face_is_an_attribute_error_naming_the_face():
 
     with pytest.raises(AttributeError, match=r"module 'rlblocks\.algo' has no attribute 'PPO'"):
         rlblocks.algo.PPO  # noqa: B018
+
+
+def test_wrapper_paths_that_runs_wrote_before_the_1_0_layout_still_import():
+    # config.json of an Atari run names its wrappers "rlblocks.atari:FireReset", ...
+    from rlblocks.plugins import import_entry
+    from rlblocks.run import EpisodicLife, FireReset
+
+    assert import_entry("rlblocks.atari:FireReset", "env.wrappers") == (FireReset, {})
+    table = {"path": "rlblocks.atari:EpisodicLife", "kwargs": {}}
+    assert import_entry(table, "env.train_wrappers")[0] is EpisodicLife

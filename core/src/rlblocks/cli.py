@@ -21,7 +21,7 @@ from typing import Any
 from rlblocks.contracts import RlblocksError
 from rlblocks.run import command_line
 
-_KINDS = ("algo", "buffer", "env", "logger")
+_KINDS = ("algo", "buffer", "env", "logger", "family")
 
 
 def _kind(value: str) -> str:

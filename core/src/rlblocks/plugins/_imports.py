@@ -8,6 +8,10 @@ from typing import Any
 
 from rlblocks.contracts import ConfigError
 
+#: modules of rlblocks before its 1.0 layout whose classes config files name (``env.wrappers``
+#: of Atari runs), and the face that has them now: a run directory written before keeps working
+MOVED_MODULES = {"rlblocks.atari": "rlblocks.run", "rlblocks.envs": "rlblocks.run"}
+
 
 def import_entry(item: Any, where: str) -> tuple[Any, dict[str, Any]]:
     """The object a config entry names and its kwargs; a ConfigError naming ``where`` (the
@@ -15,6 +19,7 @@ def import_entry(item: Any, where: str) -> tuple[Any, dict[str, Any]]:
     path = item["path"] if isinstance(item, Mapping) else item
     kwargs = dict(item.get("kwargs", {})) if isinstance(item, Mapping) else {}
     module, _, name = str(path).partition(":")
+    module = MOVED_MODULES.get(module, module)
     try:
         return getattr(importlib.import_module(module), name), kwargs
     except (ImportError, AttributeError) as exc:

@@ -40,6 +40,7 @@ GROUPS: dict[str, str] = {
     "buffer": "rlblocks.buffers",
     "env": "rlblocks.envs",
     "logger": "rlblocks.loggers",
+    "family": "rlblocks.env_families",
 }
 
 #: Names of first-party plugins, used to tell a user which distribution to install. Each lives in
@@ -53,6 +54,7 @@ FIRST_PARTY: dict[str, frozenset[str]] = {
     "buffer": frozenset({"vector", "prioritized", "cached", "her", "prioritized-sequence"}),
     "env": frozenset({"dummy", "subproc", "shmem", "ray", "envpool"}),
     "logger": frozenset({"tensorboard", "csv", "mlflow", "wandb"}),
+    "family": frozenset({"pettingzoo"}),
 }
 #: First-party components that live in a distribution not named after them.
 _FIRST_PARTY_HOME: dict[tuple[str, str], str] = {

@@ -161,6 +161,36 @@ class EnvBackendSpec(PluginSpec):
 
 
 @frozen(kw_only=True)
+class EnvFamilySpec(PluginSpec):
+    """An env family: envs of an API other than gymnasium's single-agent one (PettingZoo's
+    multi-agent envs, ...). ``impl`` names a class built without arguments whose instance has
+    the :class:`rlblocks.run.EnvFamily` methods; a run whose ``env.id`` matches one of
+    ``env_ids`` (``fnmatch`` patterns, read without importing the plugin) has the family build
+    its envs, policies, buffers and collectors."""
+
+    kind: ClassVar[str] = "family"
+
+    env_ids: tuple[str, ...] = field(default=())
+    supports_async: bool = False
+    """Its envs can be collected asynchronously (``trainer.async_collect``)."""
+    supports_offline: bool = False
+    """Offline algorithms can train on its envs from a dataset."""
+    loadable: bool = False
+    """``rlblocks.load`` brings its runs back as an :class:`~rlblocks.run.Agent`."""
+    provides_global_state: bool = False
+    """Its vector envs have a ``state_space`` (centralised critics train on them); the
+    conformance kit checks such algorithms on its ``probe_envs``."""
+
+    @env_ids.validator
+    def _check_env_ids(self, _attr: Any, value: tuple[str, ...]) -> None:
+        if not value or not all(isinstance(p, str) and p for p in value):
+            raise ValueError(
+                f"env_ids={value!r}; give the env id patterns this family claims, e.g. "
+                "('*:parallel_env',)"
+            )
+
+
+@frozen(kw_only=True)
 class LoggerSpec(PluginSpec):
     """A logger. ``impl`` names a class built as ``Cls(run_dir, config)``; the instance is then
     registered as a pluggy hook implementation for the run."""

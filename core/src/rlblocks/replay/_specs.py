@@ -7,7 +7,7 @@ from rlblocks.plugins import BufferSpec
 REPLAY = BufferSpec(
     name="replay",
     summary="Layout: one circular storage shared by all envs, with stored episode links.",
-    impl="rlblocks.replay._layouts:SharedRing",
+    impl="rlblocks.replay:SharedRing",
     part="layout",
 )
 
@@ -15,7 +15,7 @@ REPLAY = BufferSpec(
 UNIFORM = BufferSpec(
     name="uniform",
     summary="Sampler: every valid transition equally likely (the default).",
-    impl="rlblocks.replay._parts:UniformSampler",
+    impl="rlblocks.replay:UniformSampler",
     part="sampler",
 )
 
@@ -35,7 +35,7 @@ class SequenceConfig:
 SEQUENCE = BufferSpec(
     name="sequence",
     summary="Sampler: fixed-length windows inside episodes with a mask (recurrent learners).",
-    impl="rlblocks.replay._parts:SequenceSampler",
+    impl="rlblocks.replay:SequenceSampler",
     part="sampler",
     config=SequenceConfig,
 )

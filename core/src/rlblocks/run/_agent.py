@@ -533,17 +533,18 @@ def load(
         spec_lookup,
         stacked_space,
     )
-    from rlblocks.run._multiagent import is_multiagent_id
+    from rlblocks.run._family import env_family
 
     ckpt, config_file = _resolve(path, which)
     config = cfg.read_config(config_file, spec_lookup)
     dev = resolve_device(device or "cpu")
     env_id = config.env.id
-    if is_multiagent_id(env_id):
+    family = env_family(env_id)
+    if family is not None and not family[0].loadable:
         raise ConfigError(
-            f"{config_file.parent} trained on the multi-agent env {env_id!r}; rlblocks.load "
-            "loads single-agent runs for now (the shared policy's weights are in the run's "
-            "checkpoints: best.pt, latest.pt)"
+            f"{config_file.parent} trained on {env_id!r}, an env of the {family[0].name!r} "
+            f"family ({family[0].summary}); rlblocks.load does not load its runs yet (the "
+            "policy weights are in the run's checkpoints: best.pt, latest.pt)"
         )
     env_spec(env_id, trusted=trust_imports)
     try:

@@ -27,10 +27,7 @@ from rlblocks.contracts import BufferFileError, ConfigError, PluginLoadError
 from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import current_command, option
-from rlblocks.run._multiagent import (
-    is_multiagent_id,
-    multiagent_factory,
-)
+from rlblocks.run._family import env_family
 
 EnvSource = str | gym.Env | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
 
@@ -241,8 +238,9 @@ def check_env_id(env_id: str, trusted: bool = True) -> None:
     """Refuse, with a clear error, an env id that no run could make: an unknown gymnasium id, a
     namespace whose package is missing, a PettingZoo ``module:parallel_env`` that does not import.
     ``trusted`` as in :func:`env_spec`."""
-    if is_multiagent_id(env_id):
-        multiagent_factory(env_id, trusted=trusted)
+    family = env_family(env_id)
+    if family is not None:
+        family[1].check_env_id(env_id, trusted=trusted)
     else:
         env_spec(env_id, trusted=trusted)
 
@@ -505,10 +503,11 @@ def check_async_collect(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             f"{where}: algo {c.algo_name!r} trains {spec.training}: {why}; set "
             "trainer.async_collect=false"
         )
-    if is_multiagent_id(c.env.id):
+    family = env_family(c.env.id)
+    if family is not None and not family[0].supports_async:
         raise ConfigError(
-            f"{where}: multi-agent envs are collected synchronously (their agents act on one "
-            f"env step together); {c.env.id!r} is a multi-agent env: set "
+            f"{where}: {c.env.id!r} is an env of the {family[0].name!r} family "
+            f"({family[0].summary}), whose envs are collected synchronously; set "
             "trainer.async_collect=false"
         )
     t = c.trainer
@@ -571,10 +570,11 @@ def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             f"$.trainer.max_gradient_steps: algo {c.algo_name!r} trains offline and its budget "
             "is in gradient steps; pass --max-gradient-steps N (trainer.max_gradient_steps=N)"
         )
-    if is_multiagent_id(c.env.id):
+    family = env_family(c.env.id)
+    if family is not None and not family[0].supports_offline:
         raise ConfigError(
-            f"$.env.id: offline training from a dataset is for single-agent envs; "
-            f"{c.env.id!r} is a multi-agent env"
+            f"$.env.id: offline training from a dataset is for gymnasium's envs; {c.env.id!r} "
+            f"is an env of the {family[0].name!r} family ({family[0].summary})"
         )
 
 
@@ -608,8 +608,8 @@ def check_env_spaces(spec: Any, spaces: tuple[gym.Space, gym.Space] | None) -> N
 def env_spaces(config: cfg.ExperimentConfig) -> tuple[gym.Space, gym.Space] | None:
     """The observation (frame stacking applied) and action spaces a run's algorithm gets from
     ``config``'s env: one env is made with the run's wrappers to read them, then closed. None
-    for a multi-agent env, whose spaces are per agent."""
-    if is_multiagent_id(config.env.id):
+    for an env family's env (a multi-agent env's spaces are per agent)."""
+    if env_family(config.env.id) is not None:
         return None
     wrappers = [*config.env.wrappers, *config.env.train_wrappers]
     (make,) = make_env_fns(config.env.id, 1, config.env.make_kwargs, wrappers)

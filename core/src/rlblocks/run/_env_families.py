@@ -60,7 +60,7 @@ def atari_env_config(
         make_kwargs["repeat_action_probability"] = float(sticky)
     train: list[Any] = []
     if episodic_life:
-        train.append("rlblocks.run._atari:EpisodicLife")
+        train.append("rlblocks.run:EpisodicLife")
     if clip_rewards:
         train.append(
             {
@@ -70,7 +70,7 @@ def atari_env_config(
         )
     wrappers: list[Any] = [_preprocessing(noop_max, frame_skip, screen_size)]
     if fire_reset:
-        wrappers.append("rlblocks.run._atari:FireReset")
+        wrappers.append("rlblocks.run:FireReset")
     return {
         "make_kwargs": make_kwargs,
         "wrappers": wrappers,

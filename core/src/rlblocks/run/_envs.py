@@ -68,7 +68,7 @@ def _register() -> None:
     if MASKED_CARTPOLE_ID not in gym.registry:
         gym.register(
             id=MASKED_CARTPOLE_ID,
-            entry_point="rlblocks.run._envs:MaskedCartPole",
+            entry_point="rlblocks.run:MaskedCartPole",
             max_episode_steps=500,
             reward_threshold=475.0,
         )

@@ -89,16 +89,7 @@ from rlblocks.run._compose import (
     spec_lookup,
     stacked_space,
 )
-from rlblocks.run._multiagent import (
-    BufferGroup,
-    MultiAgentCollector,
-    MultiAgentVectorEnv,
-    PolicyGroup,
-    group_agents,
-    is_multiagent_id,
-    multiagent_factory,
-    multiagent_wrappers,
-)
+from rlblocks.run._family import FamilyBuild, env_family
 from rlblocks.run._rundir import (
     DISCARDED_PREFIX,
     REPLACED_DIR,
@@ -116,11 +107,6 @@ from rlblocks.trainers import (
     OnPolicyTrainer,
     TrainResult,
 )
-
-
-def envs_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
-    """An agent's observation and action spaces."""
-    return envs.observation_space(agent), envs.action_space(agent)
 
 
 # -- datasets of offline runs -------------------------------------------------------------------
@@ -389,8 +375,8 @@ class Experiment:
         c = self.config
         if c.trainer.stop_reward is not None:
             return c.trainer.stop_reward
-        if is_multiagent_id(c.env.id):
-            return None  # PettingZoo envs declare no reward threshold
+        if env_family(c.env.id) is not None:
+            return None  # an env family's envs declare no reward threshold
         try:
             return env_spec(c.env.id).reward_threshold
         except ConfigError:
@@ -414,9 +400,49 @@ class Experiment:
         if training == "offline":
             return self._build_offline(source, env_opts, resumed)
         frames = c.buffer.stack_num
-        multi = self.env_factory is None and is_multiagent_id(c.env.id)
-        if multi:
-            space_o, space_a = self._multiagent_envs()
+        family = None if self.env_factory is not None else env_family(c.env.id)
+        device = resolve_device(c.run.device)
+        buffer_kwargs = buffer_options(c.buffer)
+        if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
+            if self.run_dir is None:
+                raise ConfigError(
+                    "$.buffer.path: storage='memmap' needs a directory for the array files; set "
+                    "buffer.path or give the run a directory"
+                )
+            buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
+
+        def run_buffer(lanes: int, name: str | None = None) -> Any:
+            """A buffer with the run's settings and ``lanes`` chains of steps (one per env, or
+            per agent slot); ``name`` (a policy's) keeps several buffers' files apart."""
+            path = buffer_kwargs["path"]
+            if name is not None and path is not None:
+                path = str(Path(path) / name)
+            options = {**buffer_kwargs, "path": path}
+            return make_buffer(c.buffer.name, c.buffer.size, lanes, **options)
+
+        def run_policy(
+            observation_space: gym.Space, action_space: gym.Space, state_space: Any = None
+        ) -> Any:
+            """The run's algorithm with its config, on its device."""
+            return make_policy(
+                c.algo_name, observation_space, action_space, device=device, config=c.algo,
+                state_space=state_space,
+            )  # fmt: skip
+
+        if family is not None:
+            # an env family (a plugin: PettingZoo's multi-agent envs...) builds the run's parts
+            parts = family[1].build(
+                FamilyBuild(
+                    config=c,
+                    algo_spec=self.algo_spec,
+                    seed=seed,
+                    device=device,
+                    make_policy=run_policy,
+                    make_buffer=run_buffer,
+                )
+            )
+            self.train_envs, self.test_envs = parts.train_envs, parts.test_envs
+            self.policy, self.buffer = parts.policy, parts.buffer
         else:
             train_opts = dict(env_opts)
             if c.trainer.async_collect and c.env.backend == "auto":
@@ -431,48 +457,12 @@ class Experiment:
             )
             self.test_envs = self._make_test_envs(source, env_opts)
             space_o = stacked_space(self.train_envs.observation_space, frames)
-            space_a = self.train_envs.action_space
-        device = resolve_device(c.run.device)
-        #: multi-agent runs with env.policy_mapping: agent -> policy name (None: one policy)
-        self.agent_policy: dict[str, str] | None = None
-        if multi and len(set(c.env.policy_mapping.values())) > 1:
-            self.agent_policy = group_agents(self.train_envs.agents, c.env.policy_mapping)
-            self.policy = PolicyGroup({
-                name: make_policy(
-                    c.algo_name, *self._group_spaces(name), device=device, config=c.algo,
-                    state_space=self.train_envs.state_space,
-                )
-                for name in dict.fromkeys(self.agent_policy.values())
-            })  # fmt: skip
-        else:
-            self.policy = make_policy(
-                c.algo_name, space_o, space_a, device=device, config=c.algo,
-                state_space=self.train_envs.state_space if multi else None,
-            )  # fmt: skip
-        self.policy.seed(seed)
-        buffer_kwargs = buffer_options(c.buffer)
-        if buffer_kwargs["storage"] == "memmap" and buffer_kwargs["path"] is None:
-            if self.run_dir is None:
-                raise ConfigError(
-                    "$.buffer.path: storage='memmap' needs a directory for the array files; set "
-                    "buffer.path or give the run a directory"
-                )
-            buffer_kwargs["path"] = str(Path(self.run_dir) / "buffer")
-        # a multi-agent run's buffer has one chain of steps per agent slot (env x agent)
-        lanes = self.train_envs.num_slots if multi else c.env.num_envs
-        if isinstance(self.policy, PolicyGroup):  # a buffer per policy
-            self.buffer = BufferGroup({
-                name: make_buffer(c.buffer.name, c.buffer.size, lanes, **{
-                    **buffer_kwargs,
-                    "path": None if buffer_kwargs["path"] is None
-                    else str(Path(buffer_kwargs["path"]) / name),
-                })
-                for name in self.policy
-            })  # fmt: skip
-            abilities = BufferAbilities.of(next(iter(self.buffer.values())))
-        else:
-            self.buffer = make_buffer(c.buffer.name, c.buffer.size, lanes, **buffer_kwargs)
-            abilities = BufferAbilities.of(self.buffer)
+            self.policy = run_policy(space_o, self.train_envs.action_space)
+            self.policy.seed(seed)
+            self.buffer = run_buffer(c.env.num_envs)
+        # a family may give a buffer per policy (a mapping of them): each is seeded and checked
+        buffers = list(self.buffer.values()) if isinstance(self.buffer, Mapping) else [self.buffer]
+        abilities = BufferAbilities.of(buffers[0])
         # off-policy recurrent learners sample windows from replay; on-policy ones (recurrent
         # PPO) get the whole buffer in time order and cut their own windows
         if self.algo_spec.recurrent and training == "off-policy" and not abilities.sequences:
@@ -482,29 +472,14 @@ class Experiment:
                 "buffer.length, the window)"
             )
         if abilities.seedable:
-            for i, member in enumerate(
-                self.buffer.values() if isinstance(self.buffer, BufferGroup) else [self.buffer]
-            ):
+            for i, member in enumerate(buffers):
                 member.seed(seed + 7919 * i)
         if abilities.env_attached:
             self._attach_probe_env()
         t = c.trainer
         # train and test envs get disjoint seed ranges (a resumed run continues both streams)
-        if multi:
-            if c.env.info_keys:
-                raise ConfigError(
-                    "env.info_keys: storing step infos is not supported for multi-agent envs "
-                    "yet; remove it (or put the values in the agents' observations)"
-                )
-            self.train_collector = MultiAgentCollector(
-                self.policy, self.train_envs, self.buffer, mapping=self.agent_policy,
-                seed=seed, count_steps_by=t.count_steps_by,
-            )  # fmt: skip
-            self.test_collector = MultiAgentCollector(
-                self.policy, self.test_envs, None, mapping=self.agent_policy, exploration=False,
-                seed=seed + 100_000, count_steps_by=t.count_steps_by,
-            )  # fmt: skip
-            self._check_multiagent_buffer()
+        if family is not None:
+            self.train_collector, self.test_collector = parts.train_collector, parts.test_collector
         else:
             collector_cls = Collector
             if t.async_collect:
@@ -687,73 +662,6 @@ class Experiment:
                 "(ReplayBuffer.save_hdf5) and pass that file with --dataset"
             )
         return buffer
-
-    def _multiagent_envs(self) -> tuple[gym.Space, gym.Space]:
-        """Train and test envs of a PettingZoo ``env.id``; the spaces of the policy all agents
-        share (parameter sharing: one policy acts for every agent)."""
-        c = self.config
-        if c.buffer.stack_num > 1:
-            raise ConfigError(
-                "$.buffer.stack_num: multi-agent runs do not stack frames from the buffer; "
-                "stack them with a PettingZoo wrapper (env.wrappers) instead"
-            )
-        factory = multiagent_factory(c.env.id, c.env.make_kwargs)
-        train_w = multiagent_wrappers([*c.env.wrappers, *c.env.train_wrappers])
-        test_w = multiagent_wrappers(c.env.wrappers)
-
-        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> MultiAgentVectorEnv:
-            def make() -> Any:
-                env = factory()
-                for w in wrappers:
-                    env = w(env)
-                return env
-
-            return MultiAgentVectorEnv([make] * n)
-
-        self.train_envs = envs(c.env.num_envs, train_w)
-        self.test_envs = envs(c.env.num_test_envs, test_w)
-        agents = self.train_envs.agents
-        if len(set(c.env.policy_mapping.values())) > 1:  # each policy takes its own spaces
-            return envs_spaces(self.train_envs, agents[0])
-        obs = {repr(self.train_envs.observation_space(a)) for a in agents}
-        act = {repr(self.train_envs.action_space(a)) for a in agents}
-        if len(obs) > 1 or len(act) > 1:
-            raise ConfigError(
-                f"env {c.env.id!r}: the agents {agents} have different observation or action "
-                "spaces, and a run shares one policy among all agents unless env.policy_mapping "
-                "gives them policies of their own, e.g. --set 'env.policy_mapping="
-                f'{{"{agents[0]}": "first", "*": "others"}}\''
-            )
-        return envs_spaces(self.train_envs, agents[0])
-
-    def _group_spaces(self, name: str) -> tuple[gym.Space, gym.Space]:
-        """The spaces of policy ``name``'s agents, which must agree."""
-        envs = self.train_envs
-        mapping = group_agents(envs.agents, self.config.env.policy_mapping)
-        agents = [a for a in envs.agents if mapping[a] == name]
-        spaces = {(repr(envs.observation_space(a)), repr(envs.action_space(a))) for a in agents}
-        if len(spaces) > 1:
-            raise ConfigError(
-                f"$.env.policy_mapping: policy {name!r} acts for {agents}, whose observation or "
-                "action spaces differ; give them policies of their own"
-            )
-        return envs_spaces(envs, agents[0])
-
-    def _check_multiagent_buffer(self) -> None:
-        """An on-policy buffer must hold a whole collect of agent transitions."""
-        c, t = self.config, self.config.trainer
-        if self.algo_spec.training != "on-policy" or t.step_per_collect is None:
-            return
-        per_step = self.train_envs.num_agents if t.count_steps_by == "env_steps" else 1
-        lanes = self.train_envs.num_slots
-        need = (t.step_per_collect + c.env.num_envs) * per_step + lanes
-        if c.buffer.size < need:
-            raise ConfigError(
-                f"$.buffer.size: one collect of step_per_collect={t.step_per_collect} "
-                f"{t.count_steps_by} stores up to {need} agent transitions over "
-                f"{self.train_envs.num_agents} agents x {c.env.num_envs} envs; set buffer.size "
-                f">= {need}"
-            )
 
     def _hook_objects(self) -> list[object]:
         c = self.config

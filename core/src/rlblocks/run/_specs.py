@@ -49,6 +49,6 @@ class AutoBackendConfig:
 AUTO = EnvBackendSpec(
     name="auto",
     summary="Measures the env's step cost and picks the in-process or a multi-process backend.",
-    impl="rlblocks.run._auto_backend:make_auto_vector_env",
+    impl="rlblocks.run:make_auto_vector_env",
     config=AutoBackendConfig,
 )

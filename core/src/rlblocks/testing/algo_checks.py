@@ -63,12 +63,11 @@ def _check_on_env(
 ) -> None:
     import rlblocks
     from rlblocks.contracts import Batch
-    from rlblocks.plugins import get_registry
 
     torch.manual_seed(0)
-    if getattr(get_registry("algo").load(name), "needs_global_state", False):
+    if spec.needs_global_state:
         # a centralised critic learns from a multi-agent env's global state: the probe is the
-        # same env as a one-agent PettingZoo-style env (its state: the observation)
+        # same env as a one-agent env of an installed env family that has one
         _check_multiagent(name, spec, env_id, collect_steps, batch_size, device)
         return
     envs = rlblocks.make_vector_env("dummy", env_id, num_envs=4, seed=0)
@@ -156,9 +155,19 @@ def _check_multiagent(
 
     import rlblocks
     from rlblocks.contracts import Batch
-    from rlblocks.run import MultiAgentCollector, MultiAgentVectorEnv, SingleAgentParallelEnv
+    from rlblocks.plugins import EnvFamilySpec, get_registry
 
-    envs = MultiAgentVectorEnv([lambda: SingleAgentParallelEnv(gym.make(env_id))] * 4)
+    registry = get_registry("family")
+    names = [
+        n for n, s in registry.loadable_specs().items()
+        if isinstance(s, EnvFamilySpec) and s.provides_global_state
+    ]  # fmt: skip
+    assert names, (
+        f"{name} needs a multi-agent env's global state: install an env family that gives one "
+        "(rlblocks-family-pettingzoo) to check it"
+    )
+    family = registry.load(names[0])()
+    envs = family.probe_envs([lambda: gym.make(env_id)] * 4)
     try:
         space_o, space_a = envs.observation_space("agent_0"), envs.action_space("agent_0")
 
@@ -175,7 +184,7 @@ def _check_multiagent(
         _check_acting(policy, policy(Batch(obs=obs)).act, space_a, where)
         policy.train()
         buffer = rlblocks.make_buffer("replay", size=4 * collect_steps, num_envs=envs.num_slots)
-        stats = MultiAgentCollector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
+        stats = family.collector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
         _check_update(policy, spec, buffer, stats.n_step, batch_size, where)
         _check_round_trip(policy, make, obs, where)
     finally:

@@ -13,9 +13,10 @@ from mpe2 import simple_spread_v3
 
 import rlblocks
 from rlblocks.contracts import ConfigError
-from rlblocks.run import MultiAgentCollector, MultiAgentVectorEnv, make_buffer, make_policy
+from rlblocks.run import make_buffer, make_policy
 from rlblocks_algo_mappo.config import MAPPOConfig
 from rlblocks_algo_mappo.mappo import MAPPOPolicy
+from rlblocks_family_pettingzoo import MultiAgentCollector, MultiAgentVectorEnv
 
 
 def _envs(n: int = 2) -> MultiAgentVectorEnv:

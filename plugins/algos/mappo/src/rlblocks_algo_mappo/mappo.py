@@ -58,7 +58,7 @@ class MAPPOPolicy(PPOPolicy):
         if "global_state" not in batch:
             raise ConfigError(
                 "mappo learns from the global state stored with each step; collect with "
-                "rlblocks.run.MultiAgentCollector (a run on a PettingZoo env id does)"
+                "rlblocks_family_pettingzoo.MultiAgentCollector (a run on a PettingZoo env id does)"
             )
         n = len(batch.act)
 

@@ -1,4 +1,4 @@
-"""Multi-agent envs as agent slots and the multi-agent collector (rlblocks.run)."""
+"""Multi-agent envs as agent slots and the multi-agent collector (rlblocks-family-pettingzoo)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pettingzoo import AECEnv, ParallelEnv  # noqa: E402
 from pettingzoo.utils import AgentSelector  # noqa: E402
 
 from rlblocks.contracts import Batch, ConfigError  # noqa: E402
-from rlblocks.run import (  # noqa: E402
+from rlblocks.run import make_buffer  # noqa: E402
+from rlblocks_family_pettingzoo import (  # noqa: E402
     MultiAgentCollector,
     MultiAgentVectorEnv,
     is_multiagent_id,
-    make_buffer,
     multiagent_factory,
 )
 
@@ -310,7 +310,7 @@ def test_wrapped_envs_pass_pettingzoo_api_tests() -> None:
     from mpe2 import simple_spread_v3
     from pettingzoo.test import api_test, parallel_api_test
 
-    from rlblocks.run import AgentIdObservation, AgentIdObservationAEC
+    from rlblocks_family_pettingzoo import AgentIdObservation, AgentIdObservationAEC
 
     par = AgentIdObservation(simple_spread_v3.parallel_env(continuous_actions=False))
     parallel_api_test(par, num_cycles=100)
@@ -350,8 +350,9 @@ def test_one_trainer_trains_a_policy_per_agent_group() -> None:
     import torch
     from mpe2 import simple_spread_v3
 
-    from rlblocks.run import BufferGroup, PolicyGroup, make_policy
+    from rlblocks.run import make_policy
     from rlblocks.trainers import OnPolicyTrainer
+    from rlblocks_family_pettingzoo import BufferGroup, PolicyGroup
 
     make = lambda: simple_spread_v3.parallel_env(N=3, max_cycles=25, continuous_actions=False)  # noqa: E731
     train_envs, test_envs = MultiAgentVectorEnv([make] * 2), MultiAgentVectorEnv([make] * 2)

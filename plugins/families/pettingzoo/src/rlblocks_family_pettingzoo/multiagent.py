@@ -43,7 +43,8 @@ from rlblocks.collect import (
 )
 from rlblocks.contracts import Batch, ConfigError, put_rows, take_rows
 from rlblocks.plugins import import_entry
-from rlblocks.run._advice import option
+from rlblocks.run import option
+from rlblocks_family_pettingzoo.constructors import CONSTRUCTORS
 
 COUNT_STEPS_BY = ("env_steps", "agent_steps")
 EPISODE_RETURNS = ("mean", "sum")
@@ -288,9 +289,6 @@ class MultiAgentVectorEnv:
         self.close()
 
 
-#: PettingZoo's constructor names: ``"mpe2.simple_spread_v3:parallel_env"`` (parallel API) or
-#: ``"pettingzoo.classic.tictactoe_v3:env"`` (AEC API) name a multi-agent env in ``env.id``
-CONSTRUCTORS = ("parallel_env", "env")
 #: packages of published PettingZoo envs, imported from an ``env.id`` without ``trust_imports``
 KNOWN_PACKAGES = ("pettingzoo", "mpe2")
 
@@ -320,7 +318,7 @@ def multiagent_factory(
     except ImportError as exc:
         raise ConfigError(
             f"env {env_id!r}: cannot import {module!r} ({exc}); multi-agent envs need "
-            "PettingZoo and the env's package (pip install 'rlblocks[multiagent]' for "
+            "PettingZoo and the env's package (pip install 'rlblocks-family-pettingzoo[mpe]' for "
             "pettingzoo and mpe2)"
         ) from exc
     fn = getattr(mod, ctor, None)

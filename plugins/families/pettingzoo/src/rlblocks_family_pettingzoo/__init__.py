@@ -1,0 +1,60 @@
+"""PettingZoo's multi-agent envs for rlblocks: agent slots over PettingZoo envs, the multi-agent
+collector, and policy and buffer groups (one per agent group of ``env.policy_mapping``).
+
+Names are imported on first use: the entry-point spec imports this package, and listing
+plugins must not import torch or PettingZoo.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_NAMES = {
+    "BufferGroup": "multiagent",
+    "MultiAgentCollector": "multiagent",
+    "MultiAgentStep": "multiagent",
+    "MultiAgentVectorEnv": "multiagent",
+    "PolicyGroup": "multiagent",
+    "SingleAgentParallelEnv": "multiagent",
+    "group_agents": "multiagent",
+    "is_multiagent_id": "multiagent",
+    "make_multiagent_env": "multiagent",
+    "multiagent_factory": "multiagent",
+    "multiagent_wrappers": "multiagent",
+    "AgentIdObservation": "wrappers",
+    "AgentIdObservationAEC": "wrappers",
+    "PettingZooFamily": "family",
+}
+
+__all__ = sorted(_NAMES)
+
+if TYPE_CHECKING:
+    from rlblocks_family_pettingzoo.family import PettingZooFamily
+    from rlblocks_family_pettingzoo.multiagent import (
+        BufferGroup,
+        MultiAgentCollector,
+        MultiAgentStep,
+        MultiAgentVectorEnv,
+        PolicyGroup,
+        SingleAgentParallelEnv,
+        group_agents,
+        is_multiagent_id,
+        make_multiagent_env,
+        multiagent_factory,
+        multiagent_wrappers,
+    )
+    from rlblocks_family_pettingzoo.wrappers import AgentIdObservation, AgentIdObservationAEC
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,182 @@
+"""The PettingZoo env family: how a run on a PettingZoo ``env.id`` gets its parts.
+
+Core asks an installed family for the envs, policies, buffers and collectors of an ``env.id``
+it claims (``rlblocks.run.EnvFamily``); this one builds ``N`` PettingZoo envs as agent slots
+(:class:`MultiAgentVectorEnv`), one policy shared by every agent (IPPO/MAPPO's parameter
+sharing) or one per agent group of ``env.policy_mapping`` (a :class:`PolicyGroup`, each with
+its own buffer of a :class:`BufferGroup`), and :class:`MultiAgentCollector` s that batch each
+policy's ready agents into one forward pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from rlblocks.contracts import ConfigError
+from rlblocks.run import FamilyBuild, FamilyParts
+from rlblocks_family_pettingzoo.multiagent import (
+    BufferGroup,
+    MultiAgentCollector,
+    MultiAgentVectorEnv,
+    PolicyGroup,
+    SingleAgentParallelEnv,
+    group_agents,
+    multiagent_factory,
+    multiagent_wrappers,
+)
+
+
+def agent_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
+    """An agent's observation and action spaces."""
+    return envs.observation_space(agent), envs.action_space(agent)
+
+
+class PettingZooFamily:
+    """The :class:`rlblocks.run.EnvFamily` of PettingZoo's parallel and AEC envs."""
+
+    def check_env_id(self, env_id: str, trusted: bool = True) -> None:
+        multiagent_factory(env_id, trusted=trusted)
+
+    def probe_envs(self, env_fns: Sequence[Callable[[], gym.Env]]) -> MultiAgentVectorEnv:
+        return MultiAgentVectorEnv(
+            [lambda fn=fn: SingleAgentParallelEnv(fn()) for fn in env_fns]
+        )
+
+    def collector(
+        self, policy: Any, envs: MultiAgentVectorEnv, buffer: Any, seed: int = 0
+    ) -> MultiAgentCollector:
+        return MultiAgentCollector(policy, envs, buffer, seed=seed)
+
+    def build(self, run: FamilyBuild) -> FamilyParts:
+        c = run.config
+        if c.env.info_keys:
+            raise ConfigError(
+                "env.info_keys: storing step infos is not supported for multi-agent envs "
+                "yet; remove it (or put the values in the agents' observations)"
+            )
+        train_envs, test_envs = self._envs(c)
+        try:
+            return self._parts(run, train_envs, test_envs)
+        except BaseException:  # the run never gets the envs: close them here
+            train_envs.close()
+            test_envs.close()
+            raise
+
+    def _parts(
+        self, run: FamilyBuild, train_envs: MultiAgentVectorEnv, test_envs: MultiAgentVectorEnv
+    ) -> FamilyParts:
+        c, t = run.config, run.config.trainer
+        state_space = train_envs.state_space
+        #: agent -> policy name, with env.policy_mapping naming several (None: one policy)
+        mapping: dict[str, str] | None = None
+        if len(set(c.env.policy_mapping.values())) > 1:
+            mapping = group_agents(train_envs.agents, c.env.policy_mapping)
+            policy: Any = PolicyGroup({
+                name: run.make_policy(
+                    *self._group_spaces(train_envs, mapping, name), state_space=state_space
+                )
+                for name in dict.fromkeys(mapping.values())
+            })  # fmt: skip
+        else:
+            policy = run.make_policy(*self._shared_spaces(c, train_envs), state_space=state_space)
+        policy.seed(run.seed)
+        # one chain of steps per agent slot (env x agent)
+        lanes = train_envs.num_slots
+        if isinstance(policy, PolicyGroup):  # a buffer per policy
+            buffer: Any = BufferGroup({name: run.make_buffer(lanes, name) for name in policy})
+        else:
+            buffer = run.make_buffer(lanes)
+        # train and test envs get disjoint seed ranges (a resumed run continues both streams)
+        train_collector = MultiAgentCollector(
+            policy, train_envs, buffer, mapping=mapping, seed=run.seed,
+            count_steps_by=t.count_steps_by,
+        )  # fmt: skip
+        test_collector = MultiAgentCollector(
+            policy, test_envs, None, mapping=mapping, exploration=False,
+            seed=run.seed + 100_000, count_steps_by=t.count_steps_by,
+        )  # fmt: skip
+        self._check_buffer_size(run, train_envs)
+        return FamilyParts(
+            train_envs=train_envs,
+            test_envs=test_envs,
+            policy=policy,
+            buffer=buffer,
+            train_collector=train_collector,
+            test_collector=test_collector,
+        )
+
+    @staticmethod
+    def _envs(c: Any) -> tuple[MultiAgentVectorEnv, MultiAgentVectorEnv]:
+        """Train and test envs of ``c.env.id`` (train wrappers on the training envs only)."""
+        if c.buffer.stack_num > 1:
+            raise ConfigError(
+                "$.buffer.stack_num: multi-agent runs do not stack frames from the buffer; "
+                "stack them with a PettingZoo wrapper (env.wrappers) instead"
+            )
+        factory = multiagent_factory(c.env.id, c.env.make_kwargs)
+
+        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> MultiAgentVectorEnv:
+            def make() -> Any:
+                env = factory()
+                for w in wrappers:
+                    env = w(env)
+                return env
+
+            return MultiAgentVectorEnv([make] * n)
+
+        train = envs(c.env.num_envs, multiagent_wrappers([*c.env.wrappers, *c.env.train_wrappers]))
+        try:
+            test = envs(c.env.num_test_envs, multiagent_wrappers(c.env.wrappers))
+        except BaseException:
+            train.close()
+            raise
+        return train, test
+
+    @staticmethod
+    def _shared_spaces(c: Any, envs: MultiAgentVectorEnv) -> tuple[gym.Space, gym.Space]:
+        """The spaces of the one policy every agent shares, which must agree."""
+        agents = envs.agents
+        obs = {repr(envs.observation_space(a)) for a in agents}
+        act = {repr(envs.action_space(a)) for a in agents}
+        if len(obs) > 1 or len(act) > 1:
+            raise ConfigError(
+                f"env {c.env.id!r}: the agents {agents} have different observation or action "
+                "spaces, and a run shares one policy among all agents unless env.policy_mapping "
+                "gives them policies of their own, e.g. --set 'env.policy_mapping="
+                f'{{"{agents[0]}": "first", "*": "others"}}\''
+            )
+        return agent_spaces(envs, agents[0])
+
+    @staticmethod
+    def _group_spaces(
+        envs: MultiAgentVectorEnv, mapping: dict[str, str], name: str
+    ) -> tuple[gym.Space, gym.Space]:
+        """The spaces of policy ``name``'s agents, which must agree."""
+        agents = [a for a in envs.agents if mapping[a] == name]
+        spaces = {(repr(envs.observation_space(a)), repr(envs.action_space(a))) for a in agents}
+        if len(spaces) > 1:
+            raise ConfigError(
+                f"$.env.policy_mapping: policy {name!r} acts for {agents}, whose observation or "
+                "action spaces differ; give them policies of their own"
+            )
+        return agent_spaces(envs, agents[0])
+
+    @staticmethod
+    def _check_buffer_size(run: FamilyBuild, envs: MultiAgentVectorEnv) -> None:
+        """An on-policy buffer must hold a whole collect of agent transitions."""
+        c, t = run.config, run.config.trainer
+        if run.algo_spec.training != "on-policy" or t.step_per_collect is None:
+            return
+        per_step = envs.num_agents if t.count_steps_by == "env_steps" else 1
+        lanes = envs.num_slots
+        need = (t.step_per_collect + c.env.num_envs) * per_step + lanes
+        if c.buffer.size < need:
+            raise ConfigError(
+                f"$.buffer.size: one collect of step_per_collect={t.step_per_collect} "
+                f"{t.count_steps_by} stores up to {need} agent transitions over "
+                f"{envs.num_agents} agents x {c.env.num_envs} envs; set buffer.size "
+                f">= {need}"
+            )
