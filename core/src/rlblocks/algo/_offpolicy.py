@@ -275,8 +275,10 @@ class OffPolicyPolicy(BasePolicy):
         graph = self._step_graph
         if graph is None or graph.batch_size != sample_size or not graph.valid():
             graph = self._step_graph = StepGraph(self, sample_size)
-        if graph.gave_up():
-            reason = f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps"
+        if graph.gave_up() or graph.failure is not None:
+            reason = graph.failure or (
+                f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps"
+            )
             self._graph_refused = (weakref.ref(buffer), reason)
             self._tell_eager(reason)
             return None

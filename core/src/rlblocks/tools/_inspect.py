@@ -227,6 +227,20 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _networks_line(spec: Any) -> str:
+    """What ``describe`` says of the networks a user may bring to the algorithm of ``spec``."""
+    parts = list(getattr(spec, "networks", ()) or ())
+    if not parts:
+        return "networks of your own: none (it builds all of its networks; its config sizes them)"
+    line = (
+        f"networks of your own: {', '.join(parts)} (nn.Modules or factories of the spaces: "
+        "make_policy(..., actor=...), train(..., networks={...}))"
+    )
+    if "encoder" in parts:
+        line += "; in a config: algo.encoder = 'package.module:factory'"
+    return line
+
+
 def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
     default env), with its type, its class default, the value the run gets, and its meaning."""
@@ -248,6 +262,7 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     ]
     if unchecked:
         lines.append(unchecked)
+    lines.append(_networks_line(spec))
     presets = [p for p in (getattr(spec, "env_defaults", None) or {})]
     if presets:
         lines.append(f"env presets: {', '.join(presets)}")
