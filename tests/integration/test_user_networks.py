@@ -181,7 +181,7 @@ class _CrashAt:
 
 
 def test_a_run_with_your_network_resumes_bit_identical_to_an_uninterrupted_one(
-    tmp_path, support
+    tmp_path, support, capsys
 ) -> None:
     """The user's Q-network is a submodule of the policy: checkpoints hold its weights and its
     optimizer state, and a crashed-and-resumed run ends where the uninterrupted one does."""
@@ -197,6 +197,10 @@ def test_a_run_with_your_network_resumes_bit_identical_to_an_uninterrupted_one(
     whole = rlblocks.train("dqn", run_dir=tmp_path / "whole", **kw)
     with pytest.raises(_Crash):
         rlblocks.train("dqn", run_dir=tmp_path / "cut", hooks=[_CrashAt(1100)], **kw)
+    from rlblocks.cli import main as cli
+
+    assert cli(["describe", str(tmp_path / "cut")]) == 0
+    assert "networks={'model': ...}" in capsys.readouterr().out  # how to continue it
     with pytest.raises(ConfigError, match="your own model"):
         rlblocks.resume(tmp_path / "cut")
     resumed = rlblocks.resume(tmp_path / "cut", networks={"model": net})

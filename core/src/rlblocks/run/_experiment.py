@@ -806,7 +806,8 @@ class Experiment:
             total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
             unit = "gradient step" if offline else "env step"
             objs.append(ConsoleReporter(int(total or 0), progress=c.run.progress,
-                                        env_factory=c.env.factory, unit=unit))  # fmt: skip
+                                        env_factory=c.env.factory, unit=unit,
+                                        networks=c.run.networks))  # fmt: skip
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:

@@ -357,7 +357,11 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
         if split is not None:
             lines.append(split)
     elif f.holder is None and f.gens and not f.result_problem:
-        how = (f"rlblocks.resume({str(run)!r}, env=<the factory>)" if f.factory
+        again = (["env=<the factory>"] if f.factory else []) + (
+            [f"networks={{{', '.join(repr(p) + ': ...' for p in f.networks)}}}"]
+            if f.networks else []
+        )  # fmt: skip
+        how = (f"rlblocks.resume({str(run)!r}, {', '.join(again)})" if again
                else f"rlblocks resume {run}")  # fmt: skip
         lines.append(f"{f.status()}; continue it: {how}")
     else:
@@ -432,6 +436,8 @@ class _RunFacts:
         self.env_id, self.seed, self.device = env.get("id", "?"), rs.get("seed"), rs.get("device")
         #: the env factory a run trained with (train(env=callable)), or None
         self.factory = env.get("factory")
+        #: the networks a run got from Python (train(networks=...)): part -> where from
+        self.networks = rs.get("networks") if isinstance(rs.get("networks"), dict) else {}
         buffer = data.get("buffer") if isinstance(data.get("buffer"), dict) else {}
         #: the dataset of an offline run (its progress is in gradient steps), or None
         self.dataset = buffer.get("dataset")
