@@ -25,8 +25,8 @@ _FENCE = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 TUTORIALS = (
-    "batch", "buffers", "vector-envs", "collector", "policy", "trainer", "hooks", "views", "atari",
-    "multiagent",
+    "batch", "buffers", "vector-envs", "collector", "policy", "networks", "trainer", "hooks",
+    "views", "atari", "multiagent",
 )  # fmt: skip
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "set_flat_params",
     "value_loss",
     "value_mask",
+    "value_network",
 ]
 
 if TYPE_CHECKING:
@@ -112,7 +113,12 @@ if TYPE_CHECKING:
     from rlblocks.algo._schedules import linear_decay
     from rlblocks.algo._target import TargetNetwork
     from rlblocks.algo._temperature import EntropyTemperature
-    from rlblocks.algo._valuebased import QLearningPolicy, ValueBasedPolicy, epsilon_greedy
+    from rlblocks.algo._valuebased import (
+        QLearningPolicy,
+        ValueBasedPolicy,
+        epsilon_greedy,
+        value_network,
+    )
     from rlblocks.algo._valuebased_config import ValueBasedConfig
 
 __getattr__, __dir__ = attach(__name__, __file__)

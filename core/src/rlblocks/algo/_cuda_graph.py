@@ -123,6 +123,9 @@ class StepGraph:
         self._slot = 0
         self._recorder = _Recorder()
         self._plans: list[tuple[Any, Any]] = []
+        #: why capturing failed (a network that syncs with the host or reads a CPU tensor
+        #: inside its forward cannot be captured); the owner then steps eagerly
+        self.failure: str | None = None
 
     @property
     def captured(self) -> int:
@@ -248,6 +251,11 @@ class StepGraph:
                 step._watch = self._recorder
             with torch.cuda.graph(graph, stream=side):  # captures on (and switches to) ``side``
                 self._captured_step(out)
+        except BaseException:
+            # nothing ran: the host counters the capture advanced go back before the eager step
+            for (owner, attr), old in zip(owners, before, strict=True):
+                setattr(owner, attr, old)
+            raise
         finally:
             for step, watch in zip(steps, watches, strict=True):
                 step._watch = watch
@@ -299,7 +307,12 @@ class StepGraph:
             return self._eager(eager), None, False
         captured = self._graphs.get(phase)
         if captured is None:
-            captured = self._capture(phase)
+            try:
+                captured = self._capture(phase)
+            except Exception as exc:  # e.g. a user's network that cannot be captured
+                first = (str(exc).strip().splitlines() or [""])[0]
+                self.failure = f"capturing the step failed ({type(exc).__name__}: {first})"
+                return self._eager(eager), None, False
         self._load(batch)
         captured.graph.replay()
         stats = dict(captured.host_stats)

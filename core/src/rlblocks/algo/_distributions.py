@@ -11,7 +11,7 @@ on-policy minibatch loop. Shapes: a batch of ``B`` distributions; ``log_prob``, 
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -20,8 +20,10 @@ __all__ = ["Categorical", "DiagGaussian", "Distribution", "MultiCategorical"]
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+@runtime_checkable
 class Distribution(Protocol):
-    """What the on-policy algorithms need from an action distribution."""
+    """What the on-policy algorithms need from an action distribution (checked once, when a
+    user's actor is built, never per step)."""
 
     def sample(self) -> torch.Tensor: ...
     def mode(self) -> torch.Tensor: ...

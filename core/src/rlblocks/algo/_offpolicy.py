@@ -26,11 +26,24 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 from rlblocks.algo._cuda_graph import StepGraph, graph_refusal
 from rlblocks.algo._policy import BasePolicy
 from rlblocks.algo._returns import nstep_return
-from rlblocks.algo.nets import ObsEncoder, make_encoder, obs_to_tensor
+from rlblocks.algo.nets import (
+    DeterministicActor,
+    NetworkPart,
+    QEnsemble,
+    SquashedGaussianActor,
+    build_part,
+    check_output,
+    encoder_part,
+    fresh_copy,
+    make_encoder,
+    obs_to_tensor,
+    part_device,
+)
 from rlblocks.contracts import Batch, Buffer
 
 __all__ = ["OffPolicyPolicy"]
@@ -42,6 +55,13 @@ class OffPolicyPolicy(BasePolicy):
     Subclasses register each optimizer with :meth:`~rlblocks.algo.BasePolicy.add_optimizer`
     (checkpointed and told the env step by name) and implement :meth:`target_value` and
     :meth:`learn`.
+
+    ``encoder``, ``actor`` and ``critic`` are a user's own networks (modules or factories of
+    the spaces, :data:`~rlblocks.algo.nets.NetworkPart`), which an actor-critic algorithm
+    builds through :meth:`make_encoder`, :meth:`actor_head` and :meth:`critic_heads`: the
+    encoder maps observations to features ``[B, D]`` (each network gets its own: a module
+    given once is copied, with fresh parameters, for the next), the heads read those features
+    (a critic of continuous actions reads ``[features, action]``).
     """
 
     def __init__(
@@ -52,6 +72,9 @@ class OffPolicyPolicy(BasePolicy):
         device: str | torch.device = "cpu",
         action_scaling: bool = True,
         action_bound_method: str = "clip",
+        encoder: NetworkPart | None = None,
+        actor: NetworkPart | None = None,
+        critic: NetworkPart | None = None,
     ) -> None:
         super().__init__(
             observation_space,
@@ -66,12 +89,106 @@ class OffPolicyPolicy(BasePolicy):
         #: why the step stays eager, once known (``(weakref to the buffer, reason or None)``)
         self._graph_refused: tuple[Any, str | None] | None = None
         self._told_eager = False  # the warning that the step stays eager on a GPU: once
+        self.note_networks(encoder=encoder, actor=actor, critic=critic)
+        # kept in a plain dict (not registered as submodules): each is built into the networks
+        # that use it; ``uses`` counts how many got a given module (the later ones get copies)
+        self._given: dict[str, Any] = {"encoder": encoder, "actor": actor, "critic": critic}
+        self._uses: dict[str, int] = {}
 
     # -- building blocks ----------------------------------------------------------------------
-    def make_encoder(self) -> ObsEncoder:
-        """A fresh encoder of this policy's observation space (``config.images`` decides
+    def make_encoder(self) -> nn.Module:
+        """A fresh encoder of this policy's observation space, with ``out_dim``: the user's
+        (checked on a sample of the space), else the default one (``config.images`` decides
         whether image Boxes go through a CNN)."""
-        return make_encoder(self.observation_space, images=getattr(self.config, "images", "cnn"))
+        given = self._given["encoder"]
+        if given is None:
+            return make_encoder(
+                self.observation_space, images=getattr(self.config, "images", "cnn")
+            )
+        return encoder_part(self._build("encoder", given), self.observation_space)
+
+    def _build(self, name: str, given: NetworkPart) -> nn.Module:
+        """Part ``name`` for one more network: the given module the first time, a fresh copy
+        of it after; a factory's new module every time."""
+        uses = self._uses.get(name, 0)
+        self._uses[name] = uses + 1
+        if isinstance(given, nn.Module) and uses:
+            return fresh_copy(given)
+        return build_part(name, given, self.observation_space, self.action_space)
+
+    def actor_head(self, in_dim: int, out_dim: int, what: str) -> nn.Module | None:
+        """The user's actor head, checked to map ``[B, in_dim]`` features to ``[B, out_dim]``
+        (``what`` says what those are); None when none was given (build the default)."""
+        given = self._given["actor"]
+        if given is None:
+            return None
+        net = self._build("actor", given)
+        zeros = torch.zeros(2, in_dim, device=part_device(net))
+        return check_output("actor", net, [zeros], [(out_dim,)], what)[0]
+
+    def critic_heads(self, n: int, in_dim: int, out_dim: int, what: str) -> list[nn.Module] | None:
+        """``n`` critic heads of the user's (the given module, then fresh copies; or ``n``
+        modules of a factory), each checked to map ``[B, in_dim]`` to ``[B, out_dim]`` (or
+        ``[B]`` when ``out_dim`` is 1); None when none was given (build the default)."""
+        given = self._given["critic"]
+        if given is None:
+            return None
+        shapes = [(out_dim,), ()] if out_dim == 1 else [(out_dim,)]
+        heads = []
+        for _ in range(n):
+            net = self._build("critic", given)
+            zeros = torch.zeros(2, in_dim, device=part_device(net))
+            heads.append(check_output("critic", net, [zeros], shapes, what)[0])
+        return heads
+
+    def deterministic_actor(self) -> DeterministicActor:
+        """DDPG's and TD3's actor, ``tanh(head(encoder(obs)))``, over its own encoder; the head
+        is the user's actor when given, else an MLP of ``hidden_sizes_of("actor")``."""
+        encoder = self.make_encoder()
+        head = self.actor_head(
+            int(encoder.out_dim), self.act_dim, "one number per action dimension, before a tanh"
+        )
+        return DeterministicActor(
+            encoder, self.act_dim, self.hidden_sizes_of("actor"), self.config.activation, net=head
+        )
+
+    def squashed_gaussian_actor(self, log_std_bounds: tuple[float, float]) -> SquashedGaussianActor:
+        """SAC's actor (a tanh-squashed Gaussian) over its own encoder; the head is the user's
+        actor when given (the mean, then the log std of each action dimension), else an MLP of
+        ``hidden_sizes_of("actor")``."""
+        encoder = self.make_encoder()
+        head = self.actor_head(
+            int(encoder.out_dim), 2 * self.act_dim,
+            "the mean, then the log std, of each action dimension",
+        )  # fmt: skip
+        return SquashedGaussianActor(
+            encoder, self.act_dim, self.hidden_sizes_of("actor"), self.config.activation,
+            log_std_bounds, net=head,
+        )  # fmt: skip
+
+    def q_ensemble(self, n: int) -> QEnsemble:
+        """``n`` critics over one encoder of their own: ``Q(s, a)`` for Box actions (a head
+        reads ``[features, action]``), ``Q(s, .)`` for Discrete ones; the heads are the user's
+        critic (``n`` of them) when given, else MLPs of ``hidden_sizes_of("critic")``."""
+        encoder = self.make_encoder()
+        features = int(encoder.out_dim)
+        hidden, activation = self.hidden_sizes_of("critic"), self.config.activation
+        if isinstance(self.action_space, gym.spaces.Discrete):
+            actions = int(self.action_space.n)
+            heads = self.critic_heads(n, features, actions, f"Q of each of the {actions} actions")
+            return QEnsemble(encoder, num_actions=actions, hidden=hidden, activation=activation,
+                             n=n, heads=heads)  # fmt: skip
+        heads = self.critic_heads(
+            n, features + self.act_dim, 1, "Q(s, a) of the features and the action concatenated"
+        )
+        return QEnsemble(encoder, act_dim=self.act_dim, hidden=hidden, activation=activation,
+                         n=n, heads=heads)  # fmt: skip
+
+    def hidden_sizes_of(self, part: str) -> list[int]:
+        """Hidden widths of the default ``"actor"`` or ``"critic"``: ``config.<part>_hidden_sizes``
+        when set, else ``config.hidden_sizes``."""
+        own = getattr(self.config, f"{part}_hidden_sizes", None)
+        return list(own if own is not None else self.config.hidden_sizes)
 
     def obs_tensor(self, obs: Any) -> Any:
         """Observations (arrays, or dicts / tuples of arrays) as tensors on the policy's device."""
@@ -164,8 +281,10 @@ class OffPolicyPolicy(BasePolicy):
         graph = self._step_graph
         if graph is None or graph.batch_size != sample_size or not graph.valid():
             graph = self._step_graph = StepGraph(self, sample_size)
-        if graph.gave_up():
-            reason = f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps"
+        if graph.gave_up() or graph.failure is not None:
+            reason = graph.failure or (
+                f"an optimizer took no fused-Adam step in {graph.calls} warm-up steps"
+            )
             self._graph_refused = (weakref.ref(buffer), reason)
             self._tell_eager(reason)
             return None

@@ -34,6 +34,14 @@ class ActorCriticConfig:
 
     hidden_sizes: list[int] = field(factory=lambda: [256, 256], validator=check.hidden_sizes)
     """Widths of the hidden layers of the actor and of each critic."""
+    actor_hidden_sizes: list[int] | None = field(
+        default=None, validator=check.optional_hidden_sizes
+    )
+    """Widths of the actor's hidden layers; None: ``hidden_sizes``."""
+    critic_hidden_sizes: list[int] | None = field(
+        default=None, validator=check.optional_hidden_sizes
+    )
+    """Widths of the critic's hidden layers; None: ``hidden_sizes``."""
     activation: str = field(default="relu", validator=check.activation)
     """Activation between hidden layers (relu, tanh, elu, gelu, silu)."""
     actor_lr: float = field(default=3e-4, validator=check.positive)
@@ -57,6 +65,13 @@ class ActorCriticConfig:
     """How ``map_action`` bounds actions before scaling them to the env's range: ``clip`` or
     ``none``. The actors end in tanh already, so ``clip`` only catches exploration noise that
     leaves [-1, 1] (a second tanh would keep actions off the bounds, so it is refused)."""
+    encoder: str | None = field(default=None, validator=check.import_path)
+    """Import path of your own observation encoder (``"package.module:factory"``), called as
+    ``factory(observation_space, action_space, **encoder_kwargs)`` for a module that maps
+    observations to features ``[B, D]``; None: the built-in one. A run directory that names one
+    imports it again only when trusted (``--trust-imports``)."""
+    encoder_kwargs: dict[str, Any] = field(factory=dict)
+    """Keyword arguments of the ``encoder`` factory."""
 
 
 @define(kw_only=True)

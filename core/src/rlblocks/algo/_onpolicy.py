@@ -30,7 +30,17 @@ from rlblocks.algo._optim import OptimizerStep
 from rlblocks.algo._policy import BasePolicy
 from rlblocks.algo._returns import episodic_returns
 from rlblocks.algo._schedules import linear_decay
-from rlblocks.algo.nets import Actor, Critic, make_encoder, obs_to_tensor
+from rlblocks.algo.nets import (
+    Actor,
+    Critic,
+    NetworkPart,
+    build_part,
+    check_output,
+    encoder_part,
+    make_encoder,
+    obs_to_tensor,
+    part_device,
+)
 from rlblocks.contracts import Batch, Buffer, ConfigError
 
 __all__ = ["OnPolicyPolicy", "Rollout", "value_loss"]
@@ -46,15 +56,23 @@ class OnPolicyPolicy(BasePolicy):
     """Base of the on-policy algorithms. Subclasses implement :meth:`learn` (the loss).
 
     Args:
-        encoder: observation encoder (default :func:`~rlblocks.algo.nets.make_encoder`: a CNN
-            for image Boxes unless ``images="flatten"``, flattened or one-hot parts otherwise):
-            a module taking the observation (a tensor, or a dict of tensors for Dict spaces) and
-            exposing ``out_dim``. With a learnable encoder, features are recomputed in every
-            minibatch.
-        actor: replaces the default :class:`~rlblocks.algo.nets.Actor` (features ->
-            distribution).
-        critic: replaces the default :class:`~rlblocks.algo.nets.Critic` (features -> ``[B]``).
+        encoder: your observation encoder, a module or a factory ``(observation_space,
+            action_space) -> module`` (:data:`~rlblocks.algo.nets.NetworkPart`), mapping the
+            observation (a tensor, or a dict of tensors for Dict spaces) to features ``[B, D]``;
+            default :func:`~rlblocks.algo.nets.make_encoder` (a CNN for image Boxes unless
+            ``images="flatten"``, flattened or one-hot parts otherwise). With a learnable
+            encoder, features are recomputed in every minibatch.
+        actor: your actor head, features ``[B, D]`` -> a
+            :class:`~rlblocks.algo.Distribution`, or the numbers one is made of (logits ``[B,
+            n]`` for Discrete, concatenated logits for MultiDiscrete, the mean ``[B, act_dim]``
+            for Box, with a learned state-independent log std); default
+            :class:`~rlblocks.algo.nets.Actor` with ``actor_hidden_sizes``.
+        critic: your critic head, features -> ``[B, 1]`` or ``[B]``; default
+            :class:`~rlblocks.algo.nets.Critic` with ``critic_hidden_sizes``.
         use_critic: False for algorithms without a value function (REINFORCE).
+
+    Each part given is checked once here on a sample of the spaces; one that returns
+    ``(output, state)`` (the thesis' style) is wrapped in :class:`~rlblocks.algo.nets.TupleOutput`.
     """
 
     def __init__(
@@ -63,9 +81,9 @@ class OnPolicyPolicy(BasePolicy):
         action_space: gym.Space,
         config: OnPolicyConfig,
         device: str | torch.device = "cpu",
-        encoder: nn.Module | None = None,
-        actor: nn.Module | None = None,
-        critic: nn.Module | None = None,
+        encoder: NetworkPart | None = None,
+        actor: NetworkPart | None = None,
+        critic: NetworkPart | None = None,
         use_critic: bool = True,
     ) -> None:
         super().__init__(
@@ -77,12 +95,18 @@ class OnPolicyPolicy(BasePolicy):
         )
         self.config = config
         c = config
-        self.encoder = (
-            encoder if encoder is not None else make_encoder(observation_space, images=c.images)
-        )
-        feat_dim = int(getattr(self.encoder, "out_dim", 0))
-        if feat_dim <= 0 and (actor is None or (use_critic and critic is None)):
-            raise ConfigError("a custom encoder needs an out_dim attribute (its feature width)")
+        if critic is not None and not use_critic:
+            raise ConfigError(
+                f"{type(self).__name__} learns without a critic, so it takes no critic; leave "
+                "it out (or use an actor-critic algorithm such as a2c or ppo)"
+            )
+        self.note_networks(encoder=encoder, actor=actor, critic=critic)
+        if encoder is not None:
+            built = build_part("encoder", encoder, observation_space, action_space)
+            self.encoder = encoder_part(built, observation_space)
+        else:
+            self.encoder = make_encoder(observation_space, images=c.images)
+        feat_dim = int(self.encoder.out_dim)
         self.learn_encoder = any(p.requires_grad for p in self.encoder.parameters())
         if self.learn_encoder and c.obs_norm:
             raise ConfigError(
@@ -91,18 +115,72 @@ class OnPolicyPolicy(BasePolicy):
             )
         self.obs_rms = RunningMeanStd((feat_dim,)) if c.obs_norm else None
         self.ret_rms = RunningMeanStd((), clip=None) if c.value_scaling else None
-        hidden = list(c.hidden_sizes)
-        self.actor = actor or Actor(
-            feat_dim, action_space, hidden, c.activation, c.log_std_init, c.ortho_init
-        )
-        self.critic = (
-            (critic or Critic(feat_dim, hidden, c.activation, c.ortho_init)) if use_critic else None
-        )
+        self.actor, self.critic = self.build_heads(actor, critic, feat_dim, use_critic)
         self.to(self.device)
         self._continuous = isinstance(action_space, gym.spaces.Box)
         self._act_dtype = torch.float32 if self._continuous else torch.long
         self._buffer: Buffer | None = None
         self._indices: np.ndarray | None = None
+
+    def actor_input_dim(self, feature_dim: int) -> int:
+        """Width of what the actor reads: the encoder's features (a recurrent policy's memory
+        output instead)."""
+        return feature_dim
+
+    def critic_input_dim(self, feature_dim: int) -> int:
+        """Width of what the critic reads: the encoder's features (a centralised critic reads
+        the global state too)."""
+        return feature_dim
+
+    def build_heads(
+        self,
+        actor: NetworkPart | None,
+        critic: NetworkPart | None,
+        feature_dim: int,
+        use_critic: bool = True,
+    ) -> tuple[nn.Module, nn.Module | None]:
+        """The actor and (with ``use_critic``) the critic: the user's heads, checked, or the
+        default ones; the actor is built first (the order decides a seed's initial weights)."""
+        actor_net = self.make_actor(actor, self.actor_input_dim(feature_dim))
+        if not use_critic:
+            return actor_net, None
+        return actor_net, self.make_critic(critic, self.critic_input_dim(feature_dim))
+
+    def make_actor(self, given: NetworkPart | None, in_dim: int) -> nn.Module:
+        """The actor over inputs of width ``in_dim``: the user's head ``given`` (checked on a
+        sample, wrapped into a distribution when it returns numbers) or the default
+        :class:`~rlblocks.algo.nets.Actor`."""
+        c, space = self.config, self.action_space
+        hidden = list(c.actor_hidden_sizes if c.actor_hidden_sizes is not None else c.hidden_sizes)
+        if given is None:
+            return Actor(in_dim, space, hidden, c.activation, c.log_std_init, c.ortho_init)
+        net = build_part("actor", given, self.observation_space, space)
+        out = Actor.out_dim(space)
+        what = "a Distribution, or " + (
+            f"the mean of each of the {out} action dimensions"
+            if isinstance(space, gym.spaces.Box) else f"{out} logits"
+        )
+        net, sample = check_output(
+            "actor", net, [torch.zeros(2, in_dim, device=part_device(net))], [(out,)], what,
+            distribution_ok=True,
+        )  # fmt: skip
+        if isinstance(sample, Distribution):
+            return net
+        return Actor(in_dim, space, log_std_init=c.log_std_init, net=net)
+
+    def make_critic(self, given: NetworkPart | None, in_dim: int) -> nn.Module:
+        """The critic over inputs of width ``in_dim``: the user's head ``given`` (checked on a
+        sample) or the default :class:`~rlblocks.algo.nets.Critic`."""
+        c = self.config
+        if given is None:
+            hidden = c.critic_hidden_sizes if c.critic_hidden_sizes is not None else c.hidden_sizes
+            return Critic(in_dim, list(hidden), c.activation, c.ortho_init)
+        net = build_part("critic", given, self.observation_space, self.action_space)
+        net, value = check_output(
+            "critic", net, [torch.zeros(2, in_dim, device=part_device(net))], [(1,), ()],
+            "the state value V(s)",
+        )  # fmt: skip
+        return Critic(in_dim, net=net, squeeze=value.dim() == 2)
 
     # -- features and acting ------------------------------------------------------------------
     def encode(self, obs: Any) -> torch.Tensor:

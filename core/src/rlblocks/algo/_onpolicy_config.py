@@ -7,6 +7,8 @@ import config classes while listing plugins.
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import define, field, validators
 
 from rlblocks.contracts import validators as check
@@ -20,6 +22,14 @@ class OnPolicyConfig:
 
     hidden_sizes: list[int] = field(factory=lambda: [64, 64], validator=check.hidden_sizes)
     """Widths of the hidden layers of the actor and of the critic (two separate networks)."""
+    actor_hidden_sizes: list[int] | None = field(
+        default=None, validator=check.optional_hidden_sizes
+    )
+    """Widths of the actor's hidden layers; None: ``hidden_sizes``."""
+    critic_hidden_sizes: list[int] | None = field(
+        default=None, validator=check.optional_hidden_sizes
+    )
+    """Widths of the critic's hidden layers; None: ``hidden_sizes``."""
     activation: str = field(default="tanh", validator=check.activation)
     """Activation between hidden layers (tanh, relu, elu, gelu, silu)."""
     ortho_init: bool = True
@@ -65,3 +75,10 @@ class OnPolicyConfig:
     """Scale bounded Box actions from [-1, 1] to the action space's [low, high]."""
     deterministic_eval: bool = True
     """Act with the distribution's mode (argmax / mean) when testing."""
+    encoder: str | None = field(default=None, validator=check.import_path)
+    """Import path of your own observation encoder (``"package.module:factory"``), called as
+    ``factory(observation_space, action_space, **encoder_kwargs)`` for a module that maps
+    observations to features ``[B, D]``; None: the built-in one. A run directory that names one
+    imports it again only when trusted (``--trust-imports``)."""
+    encoder_kwargs: dict[str, Any] = field(factory=dict)
+    """Keyword arguments of the ``encoder`` factory."""

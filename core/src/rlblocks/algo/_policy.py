@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from rlblocks.algo._optim import FiniteWatch, OptimizerStep
+from rlblocks.algo.nets import describe_part
 from rlblocks.contracts import (
     Batch,
     Buffer,
@@ -80,6 +81,15 @@ class BasePolicy(nn.Module):
         self.gradient_steps = 0
         #: every optimizer by name: checkpointed and told the env step (LR schedules) by core
         self.optim_steps: dict[str, OptimizerStep] = {}
+        #: the parts of the networks a user gave (``{"actor": "module:qualname"}``), for the
+        #: run's record: rebuilding such a policy from its config needs them again
+        self.custom_networks: dict[str, str] = {}
+
+    def note_networks(self, **given: Any) -> None:
+        """Record which network parts a user gave (those not None) in :attr:`custom_networks`."""
+        for name, part in given.items():
+            if part is not None:
+                self.custom_networks[name] = describe_part(part)
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:

@@ -15,6 +15,7 @@ gradient step::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -26,10 +27,53 @@ from rlblocks.algo._offpolicy import OffPolicyPolicy
 from rlblocks.algo._optim import OptimizerStep
 from rlblocks.algo._returns import nstep_return
 from rlblocks.algo._target import TargetNetwork
-from rlblocks.algo.nets import reset_noise
+from rlblocks.algo.nets import (
+    NetworkPart,
+    build_part,
+    check_output,
+    encoder_part,
+    make_encoder,
+    part_device,
+    reset_noise,
+    sample_observations,
+)
 from rlblocks.contracts import Batch, Buffer
 
-__all__ = ["QLearningPolicy", "ValueBasedPolicy", "epsilon_greedy"]
+__all__ = ["QLearningPolicy", "ValueBasedPolicy", "epsilon_greedy", "value_network"]
+
+
+def value_network(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    default: Callable[[nn.Module], nn.Module],
+    shape: tuple[int, ...],
+    what: str,
+    images: str = "cnn",
+    encoder: NetworkPart | None = None,
+    model: NetworkPart | None = None,
+) -> nn.Module:
+    """The network of a value-based algorithm.
+
+    Without ``model``: ``default(encoder)`` over the user's ``encoder`` (checked to return
+    features ``[B, D]``, with ``out_dim``) or the default one of the observation space. With
+    ``model`` (a module or a factory of the spaces): the user's network over observation
+    tensors, or over the encoder's features when an ``encoder`` is given too, checked once
+    to return ``[B, *shape]`` (``what`` says what that is) and wrapped when it answers
+    ``(output, state)`` in the thesis' style.
+    """
+    enc = None
+    if encoder is not None:
+        built = build_part("encoder", encoder, observation_space, action_space)
+        enc = encoder_part(built, observation_space)
+    if model is None:
+        return default(enc if enc is not None else make_encoder(observation_space, images=images))
+    net = build_part("model", model, observation_space, action_space)
+    if enc is not None:
+        sample = torch.zeros(2, int(enc.out_dim), device=part_device(net))
+        net = check_output("model", net, [sample], [shape], f"{what}, from the features")[0]
+        return nn.Sequential(enc, net)
+    sample = sample_observations(observation_space, part_device(net))
+    return check_output("model", net, [sample], [shape], what)[0]
 
 
 def epsilon_greedy(

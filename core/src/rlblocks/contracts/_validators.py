@@ -18,9 +18,11 @@ __all__ = [
     "activation",
     "finite",
     "hidden_sizes",
+    "import_path",
     "non_negative",
     "one_of",
     "optional",
+    "optional_hidden_sizes",
     "positive",
     "unit_interval",
     "unit_interval_open_low",
@@ -101,4 +103,23 @@ def hidden_sizes(_inst: Any, _attribute: Any, value: Any) -> None:
     if not ok:
         raise ValueError(
             f"must be a list of layer widths, each an int >= 1 (e.g. [64, 64]), got {value!r}"
+        )
+
+
+def optional_hidden_sizes(inst: Any, attribute: Any, value: Any) -> None:
+    """Layer widths as :func:`hidden_sizes`, or None (then the network takes the shared
+    ``hidden_sizes``)."""
+    if value is not None:
+        hidden_sizes(inst, attribute, value)
+
+
+def import_path(_inst: Any, _attribute: Any, value: Any) -> None:
+    """None, or where code lives: ``"package.module:name"`` (imported only when a run is built
+    from a config its user gave, or from a run directory they trust)."""
+    if value is None:
+        return
+    module, sep, name = value.partition(":") if isinstance(value, str) else ("", "", "")
+    if not (module and sep and name):
+        raise ValueError(
+            f"must be an import path 'package.module:name' (a factory or class), got {value!r}"
         )

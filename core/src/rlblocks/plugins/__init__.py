@@ -14,6 +14,7 @@ __all__ = [
     "BUFFER_PARTS",
     "FIRST_PARTY",
     "GROUPS",
+    "NETWORK_PARTS",
     "PLUGIN_API_VERSION",
     "AlgoSpec",
     "BufferSpec",
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     )
     from rlblocks.plugins._spec import (
         BUFFER_PARTS,
+        NETWORK_PARTS,
         PLUGIN_API_VERSION,
         AlgoSpec,
         BufferSpec,

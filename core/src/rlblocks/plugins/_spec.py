@@ -17,6 +17,11 @@ from attrs import field, frozen
 #: where plugins import only the names the faces declare (``__all__``).
 PLUGIN_API_VERSION = 2
 
+#: The networks a user may bring to an algorithm (``AlgoSpec.networks`` lists those it takes):
+#: ``encoder`` (observations -> features), ``actor`` and ``critic`` (heads over the features),
+#: ``model`` (a value-based algorithm's whole Q-network).
+NETWORK_PARTS = ("encoder", "actor", "critic", "model")
+
 
 def _check_import_path(_inst: object, attribute: Any, value: str) -> None:
     module, sep, attr = value.partition(":")
@@ -92,6 +97,10 @@ class AlgoSpec(PluginSpec):
     action_spaces: tuple[str, ...] = ("Discrete",)
     training: str = field(default="off-policy")
     recurrent: bool = False
+    networks: tuple[str, ...] = field(default=())
+    """The parts of its networks a user may replace (of :data:`NETWORK_PARTS`), as modules or
+    factories from Python (``make_policy``, ``train(networks=...)``) and, for ``encoder``, as an
+    import path in a config (``algo.encoder``). Empty: the algorithm builds all its networks."""
     needs_global_state: bool = False
     """The policy learns from a multi-agent env's global state (a centralised critic, built with
     ``state_space``), so it trains only on envs that have one; a single-agent env is refused
@@ -103,6 +112,12 @@ class AlgoSpec(PluginSpec):
     """Per-env-family defaults: an ``fnmatch`` pattern of env ids (``"*Cheetah*"``,
     ``"Pendulum-*"``) mapped to section defaults, applied over ``defaults`` when the run's env id
     matches (patterns in order, later ones win) and under the user's config file and flags."""
+
+    @networks.validator
+    def _check_networks(self, _attr: Any, value: tuple[str, ...]) -> None:
+        unknown = [p for p in value if p not in NETWORK_PARTS]
+        if unknown:
+            raise ValueError(f"networks={value!r}: unknown {unknown}; use some of {NETWORK_PARTS}")
 
     @training.validator
     def _check_training(self, _attr: Any, value: str) -> None:

@@ -519,10 +519,14 @@ def load(
     which: str = "best",
     device: str | None = None,
     trust_imports: bool = False,
+    networks: Mapping[str, Any] | None = None,
 ) -> Agent:
     """The agent of a run directory (``which``: its ``best.pt`` or ``latest.pt``) or of one
     checkpoint file inside it; the networks go to ``device`` (default: cpu). A run whose env id
-    names a module (``module:EnvId``) needs that module imported first, or ``trust_imports``."""
+    names a module (``module:EnvId``) needs that module imported first, or ``trust_imports``;
+    so does one whose config names an encoder (``algo.encoder``). A run trained with networks
+    from Python (``train(networks=...)``) needs them again: ``networks={"actor": ...}``, the
+    same modules or factories (the weights come from the checkpoint)."""
     from rlblocks.algo import optimizers_deferred
     from rlblocks.run import _config as cfg
     from rlblocks.run._compose import (
@@ -534,6 +538,7 @@ def load(
         stacked_space,
     )
     from rlblocks.run._family import env_family
+    from rlblocks.run._networks import check_network_imports, check_networks_again
 
     ckpt, config_file = _resolve(path, which)
     config = cfg.read_config(config_file, spec_lookup)
@@ -547,6 +552,12 @@ def load(
             "policy weights are in the run's checkpoints: best.pt, latest.pt)"
         )
     env_spec(env_id, trusted=trust_imports)
+    check_network_imports(config, trusted=trust_imports)
+    networks = dict(networks or {})
+    check_networks_again(
+        config, networks, "loading it",
+        f"rlblocks.load({str(config_file.parent)!r}, networks={{...}}) from Python",
+    )  # fmt: skip
     try:
         probe = make_env_fns(
             env_id, 1, dict(config.env.make_kwargs or {}), list(config.env.wrappers)
@@ -562,7 +573,10 @@ def load(
         probe.close()
     # an agent acts; its optimizers are built only if something trains it further
     with optimizers_deferred():
-        policy = make_policy(config.algo_name, obs_space, act_space, device=dev, config=config.algo)
+        policy = make_policy(
+            config.algo_name, obs_space, act_space, device=dev, config=config.algo,
+            trust_imports=trust_imports, **networks,
+        )  # fmt: skip
     payload = load_checkpoint(ckpt, map_location=dev)
     state = payload.get("policy")
     if not isinstance(state, dict):

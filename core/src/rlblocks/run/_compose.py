@@ -28,6 +28,7 @@ from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import current_command, option
 from rlblocks.run._family import env_family
+from rlblocks.run._networks import check_networks, network_factory, networks_taken
 
 EnvSource = str | gym.Env | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]]
 
@@ -352,25 +353,64 @@ def make_policy(
     device: str = "cpu",
     config: Any = None,
     state_space: gym.Space | None = None,
+    *,
+    encoder: Any = None,
+    actor: Any = None,
+    critic: Any = None,
+    model: Any = None,
+    trust_imports: bool = True,
     **fields: Any,
 ) -> Any:
     """Build an algorithm's policy by name; ``fields`` override its config's defaults.
     ``state_space``: a multi-agent env's global state space, for policies whose constructor
-    takes one (centralised critics); others do not get it."""
+    takes one (centralised critics); others do not get it.
+
+    ``encoder``, ``actor``, ``critic`` and ``model`` are your own networks, each an
+    ``nn.Module`` or a factory ``(observation_space, action_space) -> nn.Module``, for the
+    parts the algorithm's spec lists in ``networks`` (``rlblocks describe ALGO``); each is
+    checked once on a sample of the spaces. An ``encoder`` given as a string is the config
+    field ``encoder``: an import path ``"package.module:factory"`` imported here (with the
+    config's ``encoder_kwargs``); ``trust_imports=False`` (a config read from a run directory)
+    refuses to import a module that is not imported yet."""
     reg = get_registry("algo")
     spec = reg.spec(name)
     _check_spaces(spec, observation_space, action_space, global_state=state_space is not None)
+    if isinstance(encoder, str):
+        fields["encoder"], encoder = encoder, None
     if isinstance(config, Mapping):  # a plain dict of fields, checked like a config file's
         fields, config = {**config, **fields}, None
     if config is None and spec.config is not None:
         config = cfg.structure_options(spec.config, fields, label=f"algo ({name})")
     elif fields:
         config = attrs.evolve(config, **fields)
+    given = {"encoder": encoder, "actor": actor, "critic": critic, "model": model}
+    networks = {part: net for part, net in given.items() if net is not None}
+    check_networks(spec, networks)
+    path = getattr(config, "encoder", None)
+    if path is not None:
+        if "encoder" not in spec.networks:
+            raise ConfigError(
+                f"$.algo.encoder: algo {name!r} takes no encoder of yours; "
+                f"{networks_taken(spec)}"
+            )
+        if "encoder" in networks:
+            raise ConfigError(
+                f"algo.encoder is {path!r} and an encoder module was passed too; give one of "
+                "them (leave algo.encoder out, or the encoder argument)"
+            )
+        networks["encoder"] = network_factory(path, config.encoder_kwargs, trust_imports)
+    elif getattr(config, "encoder_kwargs", None):
+        raise ConfigError(
+            "$.algo.encoder_kwargs are the arguments of algo.encoder, which is not set; set "
+            "algo.encoder = 'package.module:factory' or leave encoder_kwargs out"
+        )
     cls = reg.load(name)
     extra: dict[str, Any] = {}
     if "state_space" in inspect.signature(cls).parameters:
         extra["state_space"] = state_space
-    policy = cls(observation_space, action_space, config=config, device=device, **extra)
+    policy = cls(
+        observation_space, action_space, config=config, device=device, **extra, **networks
+    )
     _check_policy(policy, reg, name)
     return policy
 

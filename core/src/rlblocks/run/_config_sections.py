@@ -331,6 +331,10 @@ class RunConfig:
     weights decay into that range, and the CPU computes on such numbers many times slower: with
     it, a small network's optimizer step runs up to four times faster. The values lost are far
     below Adam's epsilon. Set false for bit-compatibility with runs made without it."""
+    networks: dict[str, str] = field(factory=dict)
+    """Recorded by ``train(networks=...)`` (and ``train(policy)``): the parts of the networks
+    that came from Python, as ``{"actor": "module:qualname"}`` of their class or factory. Never
+    imported: loading or resuming the run needs them passed again (``networks=``)."""
 
 
 @define(kw_only=True)

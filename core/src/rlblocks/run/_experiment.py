@@ -90,6 +90,12 @@ from rlblocks.run._compose import (
     stacked_space,
 )
 from rlblocks.run._family import FamilyBuild, env_family
+from rlblocks.run._networks import (
+    algo_of_policy,
+    check_network_imports,
+    check_networks,
+    check_networks_again,
+)
 from rlblocks.run._rundir import (
     DISCARDED_PREFIX,
     REPLACED_DIR,
@@ -353,11 +359,17 @@ class Experiment:
         overwrite: bool = False,
         train_fn: Callable[[int, int], None] | None = None,
         test_fn: Callable[[int, int], None] | None = None,
+        networks: Mapping[str, Any] | None = None,
+        policy: Any = None,
     ) -> None:
         self.config = config
         #: the run's vector envs, once built (closed again when a start fails)
         self.train_envs: Any = None
         self.test_envs: Any = None
+        #: the user's network parts (``train(networks=...)``), passed to ``make_policy``
+        self.networks = dict(networks or {})
+        #: a policy object to train instead of building one (``train(policy)``)
+        self.given_policy = policy
         #: the trainer's ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)``
         self.train_fn = train_fn
         self.test_fn = test_fn
@@ -420,14 +432,17 @@ class Experiment:
             options = {**buffer_kwargs, "path": path}
             return make_buffer(c.buffer.name, c.buffer.size, lanes, **options)
 
+        made: list[Any] = []
+
         def run_policy(
             observation_space: gym.Space, action_space: gym.Space, state_space: Any = None
         ) -> Any:
-            """The run's algorithm with its config, on its device."""
-            return make_policy(
-                c.algo_name, observation_space, action_space, device=device, config=c.algo,
-                state_space=state_space,
-            )  # fmt: skip
+            """The run's algorithm with its config and the user's networks, on its device (or
+            the policy object the run was given)."""
+            if made:  # a family builds several policies (env.policy_mapping)
+                self._refuse_shared_networks()
+            made.append(self._make_policy(observation_space, action_space, device, state_space))
+            return made[-1]
 
         if family is not None:
             # an env family (a plugin: PettingZoo's multi-agent envs...) builds the run's parts
@@ -557,9 +572,7 @@ class Experiment:
         space_o = stacked_space(self.test_envs.observation_space, frames)
         space_a = self.test_envs.action_space
         check_dataset_spaces(self.buffer, space_o, space_a, str(c.buffer.dataset), c.env.id)
-        self.policy = make_policy(
-            c.algo_name, space_o, space_a, device=resolve_device(c.run.device), config=c.algo
-        )
+        self.policy = self._make_policy(space_o, space_a, resolve_device(c.run.device))
         self.policy.seed(seed)
         abilities = BufferAbilities.of(self.buffer)
         if abilities.seedable:
@@ -581,6 +594,44 @@ class Experiment:
         )
         self.trainer.run_dir = self.run_dir
         return self.trainer
+
+    def _make_policy(
+        self, space_o: gym.Space, space_a: gym.Space, device: str, state_space: Any = None
+    ) -> Any:
+        """The run's policy: the policy object it was given (its spaces must be the env's), or
+        one built by name with the user's networks."""
+        c = self.config
+        policy = self.given_policy
+        if policy is None:
+            return make_policy(
+                c.algo_name, space_o, space_a, device=device, config=c.algo,
+                state_space=state_space, **self.networks,
+            )  # fmt: skip
+        for what, own, env_space in (
+            ("observation", policy.observation_space, space_o),
+            ("action", policy.action_space, space_a),
+        ):
+            if own != env_space:
+                raise ConfigError(
+                    f"the policy was built for the {what} space {own}, and the env {c.env.id} "
+                    f"has {env_space}; build it with the env's spaces"
+                )
+        return policy
+
+    def _refuse_shared_networks(self) -> None:
+        """Several policies (``env.policy_mapping``) cannot share one module or policy object."""
+        if self.given_policy is not None:
+            raise ConfigError(
+                "env.policy_mapping trains several policies, and one policy object was given; "
+                "pass the algorithm's name (and networks as factories) instead"
+            )
+        shared = [part for part, net in self.networks.items() if isinstance(net, torch.nn.Module)]
+        if shared:
+            raise ConfigError(
+                f"env.policy_mapping trains several policies, and the {shared[0]} was given as "
+                "one module, which they cannot share; pass a factory "
+                "(lambda observation_space, action_space: MyNet(...)) instead"
+            )
 
     def _make_test_envs(self, source: EnvSource, env_opts: dict[str, Any]) -> Any:
         """The test envs: ``env.num_test_envs`` of the run's env with its shared wrappers (not
@@ -671,7 +722,8 @@ class Experiment:
             total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
             unit = "gradient step" if offline else "env step"
             objs.append(ConsoleReporter(int(total or 0), progress=c.run.progress,
-                                        env_factory=c.env.factory, unit=unit))  # fmt: skip
+                                        env_factory=c.env.factory, unit=unit,
+                                        networks=c.run.networks))  # fmt: skip
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:
@@ -1142,7 +1194,7 @@ def absolute_dataset(config: cfg.ExperimentConfig) -> cfg.ExperimentConfig:
 
 
 def train(
-    algo: str,
+    algo: str | Any,
     *,
     env: str | Callable[[], gym.Env] | None = None,
     seed: int | None = None,
@@ -1164,8 +1216,9 @@ def train(
     overwrite: bool = False,
     train_fn: Callable[[int, int], None] | None = None,
     test_fn: Callable[[int, int], None] | None = None,
+    networks: Mapping[str, Any] | None = None,
 ) -> TrainResult:
-    """Train ``algo`` (a registry name) and return the result.
+    """Train ``algo`` (a registry name, or a policy object) and return the result.
 
     Every argument left as None keeps the algorithm's default. ``config`` is a TOML/JSON file or a
     nested dict in the same shape; ``overrides`` are ``"section.field=value"`` strings. ``hooks``
@@ -1186,7 +1239,20 @@ def train(
     :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5` (``buffer.dataset``), for
     ``max_gradient_steps`` gradient steps (``trainer.max_gradient_steps``); it takes no env step
     outside its tests, so ``max_env_steps`` is refused for it.
+
+    ``networks`` are your own networks for the parts the algorithm takes (``{"encoder": ...,
+    "actor": ..., "critic": ..., "model": ...}``; ``rlblocks describe ALGO`` lists them), each
+    an ``nn.Module`` or a factory ``(observation_space, action_space) -> nn.Module``. The run's
+    config records where each came from (``run.networks``); loading or resuming the run takes
+    them again (``networks=``). ``algo`` may be a policy object instead (``make_policy(...)``
+    or an algorithm's policy class): the run trains that policy, with its own config and
+    device, as the algorithm whose spec builds its class.
     """
+    policy = None
+    if not isinstance(algo, str):
+        policy, algo = algo, algo_of_policy(algo)
+        device = _policy_device(policy, device)
+        _refuse_algo_settings(algo, networks, config, overrides)
     env_factory: Callable[[], gym.Env] | None = None
     if env is not None and not isinstance(env, str):
         if not callable(env):
@@ -1214,6 +1280,7 @@ def train(
         resolved = attrs.evolve(
             resolved, env=attrs.evolve(resolved.env, factory=_factory_path(env_factory))
         )
+    resolved = _with_networks(resolved, policy, networks or {})
     rd = resolved.run.run_dir
     if rd is None:
         rd = str(default_run_dir(algo, resolved.env.id))
@@ -1231,8 +1298,70 @@ def train(
     refuse_existing_run(rd, overwrite)
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,
-        train_fn=train_fn, test_fn=test_fn,
+        train_fn=train_fn, test_fn=test_fn, networks=networks, policy=policy,
     ).run()  # fmt: skip
+
+
+def _policy_device(policy: Any, device: str | None) -> str:
+    """The device of a run that trains ``policy``: its own (another one asked for is refused)."""
+    own = torch.device(getattr(policy, "device", "cpu"))
+    if device is not None and torch.device(resolve_device(device)) != own:
+        raise ConfigError(
+            f"the policy is on {own} and device={device!r} was passed; build the policy on "
+            "that device (make_policy(..., device=...)) or leave device out"
+        )
+    return str(own)
+
+
+def _refuse_algo_settings(
+    algo: str,
+    networks: Mapping[str, Any] | None,
+    config: str | os.PathLike[str] | Mapping[str, Any] | None,
+    overrides: Sequence[str],
+) -> None:
+    """A policy object brings its networks and its algorithm config: networks or ``algo``
+    settings given with it would be ignored, so they are refused."""
+    if networks:
+        raise ConfigError(
+            "networks build a new policy, and a policy object was given (its networks are "
+            f"built); pass rlblocks.train({algo!r}, networks=...) or the policy, not both"
+        )
+    data = config if config is None or isinstance(config, Mapping) else (
+        cfg.load_config_file(config)
+    )  # fmt: skip
+    given = [o for o in overrides if str(o).partition("=")[0].strip().startswith("algo.")]
+    if (data and data.get("algo")) or given:
+        raise ConfigError(
+            "the policy object was built with its algorithm config, so algo settings given "
+            "with it would be ignored; set them when building it "
+            f"(rlblocks.make_policy({algo!r}, ..., field=value)) and leave them out here"
+        )
+
+
+def _with_networks(
+    resolved: cfg.ExperimentConfig, policy: Any, networks: Mapping[str, Any]
+) -> cfg.ExperimentConfig:
+    """``resolved`` with what a run of the user's networks records: ``run.networks`` (the parts
+    from Python, by name) and, for a policy object, its own algo config. The parts are checked
+    against the algorithm's spec before any env is made."""
+    from rlblocks.algo.nets import describe_part
+
+    spec = spec_lookup("algo", resolved.algo_name)
+    if policy is None:
+        check_networks(spec, networks)
+        record = {part: describe_part(net) for part, net in networks.items()}
+        return attrs.evolve(resolved, run=attrs.evolve(resolved.run, networks=record))
+    own = getattr(policy, "config", None)
+    if spec.config is not None and not isinstance(own, spec.config):
+        raise ConfigError(
+            f"the policy's config is a {type(own).__name__}, not {spec.config.__name__} (algo "
+            f"{resolved.algo_name!r}); build the policy with rlblocks.make_policy"
+        )
+    record = dict(getattr(policy, "custom_networks", {}))
+    if getattr(own, "encoder", None) is not None:
+        record.pop("encoder", None)  # the config names it: rebuilt from the import path
+    run = attrs.evolve(resolved.run, networks=record)
+    return attrs.evolve(resolved, algo=own, run=run)
 
 
 def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False) -> None:
@@ -1287,6 +1416,7 @@ def resume(
     env: Callable[[], gym.Env] | None = None,
     train_fn: Callable[[int, int], None] | None = None,
     test_fn: Callable[[int, int], None] | None = None,
+    networks: Mapping[str, Any] | None = None,
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
     (Callables are not saved with a run: pass ``train_fn``/``test_fn`` again to keep them.)
@@ -1295,8 +1425,9 @@ def resume(
     an offline run) change the saved config, e.g. to train a finished run for longer. An
     offline run reloads its dataset from ``buffer.dataset`` and refuses a file that changed. An
     env id of the form ``module:EnvId`` is imported only when the module is imported already or
-    with ``trust_imports`` (importing runs the module's code). A run trained on an env factory
-    needs it again as ``env``."""
+    with ``trust_imports`` (importing runs the module's code); so is an ``algo.encoder`` import
+    path. A run trained on an env factory needs it again as ``env``, one trained with networks
+    from Python (``train(networks=...)``) needs them again as ``networks``."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     replaced = replaced_run_note(run_dir)
@@ -1314,6 +1445,12 @@ def resume(
                 resolved, "resuming it", f"rlblocks.resume({str(run_dir)!r}, env=<the factory>)"
             ))  # fmt: skip
         check_env_id(resolved.env.id, trusted=trust_imports)
+    check_network_imports(resolved, trusted=trust_imports)
+    networks = dict(networks or {})
+    check_networks_again(
+        resolved, networks, "resuming it",
+        f"rlblocks.resume({str(run_dir)!r}, networks={{...}}) from Python",
+    )  # fmt: skip
     finished = _finished(run_dir)
     if spec_lookup("algo", resolved.algo_name).training == "offline":
         _refuse_env_budget_overrides(
@@ -1349,8 +1486,9 @@ def resume(
             )
     # a finished run's result.json goes once the run is rebuilt (Experiment._reopen_finished_run)
     return Experiment(
-        resolved, run_dir, hooks=hooks, env_factory=env, train_fn=train_fn, test_fn=test_fn
-    ).run(resumed=True)
+        resolved, run_dir, hooks=hooks, env_factory=env, train_fn=train_fn, test_fn=test_fn,
+        networks=networks,
+    ).run(resumed=True)  # fmt: skip
 
 
 def _finished(run_dir: Path) -> tuple[int, int, str] | None:

@@ -227,6 +227,20 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
+def _networks_line(spec: Any) -> str:
+    """What ``describe`` says of the networks a user may bring to the algorithm of ``spec``."""
+    parts = list(getattr(spec, "networks", ()) or ())
+    if not parts:
+        return "networks of your own: none (it builds all of its networks; its config sizes them)"
+    line = (
+        f"networks of your own: {', '.join(parts)} (nn.Modules or factories of the spaces: "
+        "make_policy(..., actor=...), train(..., networks={...}))"
+    )
+    if "encoder" in parts:
+        line += "; in a config: algo.encoder = 'package.module:factory'"
+    return line
+
+
 def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     """Every config field a run of ``algo`` resolves (on ``env``, default: the algorithm's own
     default env), with its type, its class default, the value the run gets, and its meaning."""
@@ -248,6 +262,7 @@ def describe_algo(algo: str, env: str | None = None, width: int = 100) -> str:
     ]
     if unchecked:
         lines.append(unchecked)
+    lines.append(_networks_line(spec))
     presets = [p for p in (getattr(spec, "env_defaults", None) or {})]
     if presets:
         lines.append(f"env presets: {', '.join(presets)}")
@@ -342,7 +357,11 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
         if split is not None:
             lines.append(split)
     elif f.holder is None and f.gens and not f.result_problem:
-        how = (f"rlblocks.resume({str(run)!r}, env=<the factory>)" if f.factory
+        again = (["env=<the factory>"] if f.factory else []) + (
+            [f"networks={{{', '.join(repr(p) + ': ...' for p in f.networks)}}}"]
+            if f.networks else []
+        )  # fmt: skip
+        how = (f"rlblocks.resume({str(run)!r}, {', '.join(again)})" if again
                else f"rlblocks resume {run}")  # fmt: skip
         lines.append(f"{f.status()}; continue it: {how}")
     else:
@@ -417,6 +436,8 @@ class _RunFacts:
         self.env_id, self.seed, self.device = env.get("id", "?"), rs.get("seed"), rs.get("device")
         #: the env factory a run trained with (train(env=callable)), or None
         self.factory = env.get("factory")
+        #: the networks a run got from Python (train(networks=...)): part -> where from
+        self.networks = rs.get("networks") if isinstance(rs.get("networks"), dict) else {}
         buffer = data.get("buffer") if isinstance(data.get("buffer"), dict) else {}
         #: the dataset of an offline run (its progress is in gradient steps), or None
         self.dataset = buffer.get("dataset")

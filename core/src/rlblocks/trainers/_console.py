@@ -51,6 +51,7 @@ class ConsoleReporter:
         stream: Any = None,
         env_factory: str | None = None,
         unit: str = "env step",
+        networks: Mapping[str, str] | None = None,
     ) -> None:
         self.total = total_env_steps
         #: what the budget counts: "env step", or "gradient step" for offline runs (the bar then
@@ -59,6 +60,8 @@ class ConsoleReporter:
         self.progress = progress
         #: ``module:qualname`` of the env factory the run trains with (train(env=callable))
         self.env_factory = env_factory
+        #: ``{part: "module:qualname"}`` of the networks the run got from Python (``run.networks``)
+        self.networks = dict(networks or {})
         self.stream = stream or sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.lines = bool(progress) and not (callable(isatty) and isatty())
@@ -138,10 +141,14 @@ class ConsoleReporter:
             lines.append(f"  run directory: {run_dir} (config.json, result.json, checkpoints/)")
             if any((Path(run_dir) / "logs").glob("events.out.tfevents.*")):
                 lines.append(f"  watch it: tensorboard --logdir {Path(run_dir) / 'logs'}")
-            if self.env_factory is None:
+            if self.env_factory is None and not self.networks:
                 lines.append(f"  continue it: rlblocks resume {run_dir}")
-            else:  # the factory is not in the run directory: Python passes it again
+            else:  # the factory and networks are not in the run directory: Python passes them
+                again = [f"env={self.env_factory}"] if self.env_factory is not None else []
+                if self.networks:
+                    parts = ", ".join(f"{k!r}: {v}" for k, v in self.networks.items())
+                    again.append(f"networks={{{parts}}}")
                 lines.append(
-                    f"  continue it: rlblocks.resume({str(run_dir)!r}, env={self.env_factory})"
+                    f"  continue it: rlblocks.resume({str(run_dir)!r}, {', '.join(again)})"
                 )
         print("\n".join(lines), file=self.stream)

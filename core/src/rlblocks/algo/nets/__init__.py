@@ -1,6 +1,7 @@
 """Network bodies, encoders and heads shared by algorithms: one observation encoder for every
 gymnasium space, MLP / CNN / recurrent bodies, actor and critic heads, ensembles, noisy and
-distributional Q networks.
+distributional Q networks; and the parts a user brings (``NetworkPart``), built, checked and
+adapted once when a policy is built.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ __all__ = [
     "FractionProposal",
     "ImageEncoder",
     "ImplicitQuantileNetwork",
+    "ModuleEnsemble",
+    "NetworkPart",
     "NoisyLinear",
     "ObsEncoder",
     "QEnsemble",
@@ -28,20 +31,33 @@ __all__ = [
     "RecurrentBody",
     "SquashedGaussianActor",
     "State",
+    "TupleOutput",
     "activation_class",
+    "build_part",
+    "check_output",
+    "describe_part",
     "detach_state",
+    "encoder_part",
+    "fresh_copy",
     "is_image_space",
     "make_encoder",
     "noisy_mlp",
     "obs_dim",
     "obs_to_tensor",
     "orthogonal_init",
+    "part_device",
     "reset_noise",
+    "sample_observations",
 ]
 
 if TYPE_CHECKING:
     from rlblocks.algo.nets._actors import DeterministicActor, SquashedGaussianActor
-    from rlblocks.algo.nets._critics import EnsembleLinear, EnsembleMLP, QEnsemble
+    from rlblocks.algo.nets._critics import (
+        EnsembleLinear,
+        EnsembleMLP,
+        ModuleEnsemble,
+        QEnsemble,
+    )
     from rlblocks.algo.nets._encoders import (
         FlattenEncoder,
         ImageEncoder,
@@ -53,6 +69,17 @@ if TYPE_CHECKING:
     from rlblocks.algo.nets._heads import Actor, Critic, orthogonal_init
     from rlblocks.algo.nets._mlp import MLP, QNetwork, activation_class, obs_dim
     from rlblocks.algo.nets._noisy import NoisyLinear, noisy_mlp, reset_noise
+    from rlblocks.algo.nets._parts import (
+        NetworkPart,
+        TupleOutput,
+        build_part,
+        check_output,
+        describe_part,
+        encoder_part,
+        fresh_copy,
+        part_device,
+        sample_observations,
+    )
     from rlblocks.algo.nets._qdist import AtomQNetwork, FractionProposal, ImplicitQuantileNetwork
     from rlblocks.algo.nets._recurrent import RecurrentBody, State, detach_state
 

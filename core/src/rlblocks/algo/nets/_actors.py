@@ -23,7 +23,8 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
 class DeterministicActor(nn.Module):
-    """``a = tanh(MLP(encoder(obs)))``, actions ``[B, act_dim]`` in ``[-1, 1]``."""
+    """``a = tanh(MLP(encoder(obs)))``, actions ``[B, act_dim]`` in ``[-1, 1]``. ``net``
+    replaces the MLP by your own head from features to ``[B, act_dim]`` (before the tanh)."""
 
     def __init__(
         self,
@@ -31,10 +32,13 @@ class DeterministicActor(nn.Module):
         act_dim: int,
         hidden: Sequence[int] = (256, 256),
         activation: str = "relu",
+        net: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
-        self.net = MLP(int(encoder.out_dim), hidden, act_dim, activation=activation)
+        self.net = net if net is not None else MLP(
+            int(encoder.out_dim), hidden, act_dim, activation=activation
+        )  # fmt: skip
 
     def forward(self, obs: Any) -> torch.Tensor:
         return torch.tanh(self.net(self.encoder(obs)))
@@ -46,7 +50,9 @@ class SquashedGaussianActor(nn.Module):
     (clamped to ``log_std_bounds``); ``forward`` returns reparameterised actions in ``[-1, 1]``
     and their log-probabilities with the change-of-variables correction
     ``log pi(a) = log N(u) - sum log(1 - tanh(u)^2)``, written in the stable form
-    ``2 (log 2 - u - softplus(-2u))``."""
+    ``2 (log 2 - u - softplus(-2u))``. ``net`` replaces the MLP and its output layer by your
+    own head from features to ``[B, 2 * act_dim]`` (the mean, then the log standard
+    deviation)."""
 
     def __init__(
         self,
@@ -55,12 +61,18 @@ class SquashedGaussianActor(nn.Module):
         hidden: Sequence[int] = (256, 256),
         activation: str = "relu",
         log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+        net: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
         self.act_dim = act_dim
-        self.body = MLP(int(encoder.out_dim), hidden, activation=activation)
-        self.head = nn.Linear(self.body.out_dim, 2 * act_dim)
+        self.body: nn.Module
+        self.head: nn.Module
+        if net is not None:
+            self.body, self.head = net, nn.Identity()
+        else:
+            self.body = MLP(int(encoder.out_dim), hidden, activation=activation)
+            self.head = nn.Linear(self.body.out_dim, 2 * act_dim)
         self.log_std_min, self.log_std_max = (float(b) for b in log_std_bounds)
 
     def distribution(self, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,7 +17,7 @@ from torch import nn
 
 from rlblocks.algo.nets._mlp import activation_class
 
-__all__ = ["EnsembleLinear", "EnsembleMLP", "QEnsemble"]
+__all__ = ["EnsembleLinear", "EnsembleMLP", "ModuleEnsemble", "QEnsemble"]
 
 
 class EnsembleLinear(nn.Module):
@@ -84,13 +84,34 @@ class EnsembleMLP(nn.Module):
         return self.net(x)
 
 
+class ModuleEnsemble(nn.Module):
+    """Separate modules (your own critic heads) with :class:`EnsembleMLP`'s interface: input
+    ``[B, in]``, output ``[n, B, out]``, ``member`` for one of them alone. Members run one
+    after another; one that returns ``[B]`` counts as ``[B, 1]``."""
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.n = len(self.members)
+
+    def forward(self, x: torch.Tensor, member: int | None = None) -> torch.Tensor:
+        if member is not None:
+            return _column(self.members[member](x)).unsqueeze(0)
+        return torch.stack([_column(m(x)) for m in self.members])
+
+
+def _column(out: torch.Tensor) -> torch.Tensor:
+    return out.unsqueeze(-1) if out.dim() == 1 else out
+
+
 class QEnsemble(nn.Module):
     """``n`` critics over an encoder's features.
 
     With ``act_dim`` (continuous actions) ``forward(obs, act)`` returns ``Q(s, a)`` as ``[n, B]``;
     with ``num_actions`` (discrete actions) ``forward(obs)`` returns ``Q(s, .)`` as
     ``[n, B, num_actions]``. The encoder (one for all members) is trained by the critic loss
-    when it has parameters.
+    when it has parameters. ``heads`` replace the members' MLPs by your own modules, ``n`` of
+    them, each from ``[B, features (+ act_dim)]`` to ``[B, 1]`` (or ``[B, num_actions]``).
     """
 
     def __init__(
@@ -102,6 +123,7 @@ class QEnsemble(nn.Module):
         hidden: Sequence[int] = (256, 256),
         activation: str = "relu",
         n: int = 2,
+        heads: Sequence[nn.Module] | None = None,
     ) -> None:
         super().__init__()
         if (act_dim is None) == (num_actions is None):
@@ -112,7 +134,13 @@ class QEnsemble(nn.Module):
         self.n = n
         self.continuous = act_dim is not None
         in_dim = int(encoder.out_dim) + (act_dim or 0)
-        self.net = EnsembleMLP(n, in_dim, hidden, num_actions or 1, activation)
+        self.net: nn.Module
+        if heads is not None:
+            if len(heads) != n:
+                raise ValueError(f"a critic ensemble of {n} needs {n} heads, got {len(heads)}")
+            self.net = ModuleEnsemble(heads)
+        else:
+            self.net = EnsembleMLP(n, in_dim, hidden, num_actions or 1, activation)
 
     def forward(
         self, obs: Any, act: torch.Tensor | None = None, *, member: int | None = None

@@ -39,7 +39,8 @@ class Actor(nn.Module):
     """``features [B, in_dim] -> distribution`` for a Discrete, MultiDiscrete or Box action space.
 
     For Box actions the mean is unbounded (the policy's ``map_action`` clips or squashes it into
-    the space) and ``log_std`` is one learned parameter per action dimension.
+    the space) and ``log_std`` is one learned parameter per action dimension. ``net`` replaces
+    the MLP by your own module from features to :meth:`out_dim` numbers (logits, or the mean).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class Actor(nn.Module):
         activation: str = "tanh",
         log_std_init: float = 0.0,
         ortho_init: bool = True,
+        net: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.action_space = action_space
@@ -70,9 +72,23 @@ class Actor(nn.Module):
                 f"no default actor for {type(action_space).__name__} actions; use Discrete, "
                 "MultiDiscrete or Box, or pass your own actor"
             )
+        if net is not None:
+            self.net: nn.Module = net
+            return
         self.net = MLP(in_dim, hidden, out, activation=activation)
         if ortho_init:
             orthogonal_init(self.net, output_gain=0.01)
+
+    @staticmethod
+    def out_dim(action_space: gym.Space) -> int:
+        """How many numbers the network gives per row for ``action_space``: logits of each
+        action (Discrete), of each sub-action (MultiDiscrete, concatenated) or the Gaussian's
+        mean (Box)."""
+        if isinstance(action_space, gym.spaces.MultiDiscrete):
+            return int(np.sum(action_space.nvec))
+        if isinstance(action_space, gym.spaces.Discrete):
+            return int(action_space.n)
+        return int(np.prod(action_space.shape))
 
     def forward(self, features: torch.Tensor) -> Distribution:
         out = self.net(features)
@@ -85,7 +101,8 @@ class Actor(nn.Module):
 
 
 class Critic(nn.Module):
-    """``features [B, in_dim] -> V(s) [B]``."""
+    """``features [B, in_dim] -> V(s) [B]``. ``net`` replaces the MLP by your own module from
+    features to ``[B, 1]`` (or to ``[B]``: then ``squeeze=False``)."""
 
     def __init__(
         self,
@@ -93,11 +110,18 @@ class Critic(nn.Module):
         hidden: Sequence[int] = (64, 64),
         activation: str = "tanh",
         ortho_init: bool = True,
+        net: nn.Module | None = None,
+        squeeze: bool = True,
     ) -> None:
         super().__init__()
+        self.squeeze = squeeze
+        if net is not None:
+            self.net: nn.Module = net
+            return
         self.net = MLP(in_dim, hidden, 1, activation=activation)
         if ortho_init:
             orthogonal_init(self.net, output_gain=1.0)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.net(features).squeeze(-1)
+        value = self.net(features)
+        return value.squeeze(-1) if self.squeeze else value

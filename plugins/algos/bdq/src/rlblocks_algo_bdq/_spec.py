@@ -11,6 +11,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Box",),
     training="off-policy",
+    networks=("encoder", "model"),
     # Pendulum-v1 (they apply to other envs too), tuned on seeds 0-2: the loop of the DDPG / TD3 /
     # SAC Pendulum defaults (4 envs, one gradient step per env step, batch 128, 1,000 random
     # warm-up steps, a test every 1,000 env steps with the trainer's 10-episode screen) and

@@ -37,8 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.algo import QLearningPolicy, epsilon_greedy
-from rlblocks.algo.nets import make_encoder, noisy_mlp
+from rlblocks.algo import QLearningPolicy, epsilon_greedy, value_network
+from rlblocks.algo.nets import NetworkPart, noisy_mlp
 from rlblocks.contracts import Batch
 from rlblocks_algo_bdq.config import BDQConfig
 
@@ -101,9 +101,11 @@ class BDQPolicy(QLearningPolicy):
         action_space: gym.Space,
         config: BDQConfig | None = None,
         device: str | torch.device = "cpu",
-        model: nn.Module | None = None,
+        model: NetworkPart | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         c = config or BDQConfig()
+        given = {"encoder": encoder, "model": model}
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(
                 f"BDQ needs a Box action space (discretised per dimension), got {action_space}; "
@@ -117,15 +119,22 @@ class BDQPolicy(QLearningPolicy):
                 f"{action_space} (wrap the env to rescale its actions)"
             )
         branches = int(np.prod(action_space.shape))
-        if model is None:
-            encoder = make_encoder(observation_space, images=c.images)
-            model = BranchingQNetwork(
-                encoder.out_dim, branches, int(c.bins), hidden=c.hidden_sizes,
+
+        def branching(obs_encoder: nn.Module) -> nn.Module:
+            return BranchingQNetwork(
+                obs_encoder.out_dim, branches, int(c.bins), hidden=c.hidden_sizes,
                 head_hidden=c.head_hidden_sizes, dueling=c.dueling, noisy=c.noisy,
-                sigma0=c.noisy_sigma0, activation=c.activation, encoder=encoder,
+                sigma0=c.noisy_sigma0, activation=c.activation, encoder=obs_encoder,
             )  # fmt: skip
+
+        net = value_network(
+            observation_space, action_space, branching, (branches, int(c.bins)),
+            f"Q-values of {c.bins} bins for each of the {branches} action dimensions", c.images,
+            encoder, model,
+        )  # fmt: skip
         # map_action below replaces core's [-1, 1] scaling with the bin table
-        super().__init__(observation_space, action_space, c, device, model, action_scaling=False)
+        super().__init__(observation_space, action_space, c, device, net, action_scaling=False)
+        self.note_networks(**given)
         self.num_branches = branches
         self.bins = int(c.bins)
         self._act_shape = tuple(action_space.shape)

@@ -18,17 +18,19 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from torch import nn
 
-from rlblocks.algo import ValueBasedPolicy, categorical_projection
-from rlblocks.algo.nets import AtomQNetwork, make_encoder
+from rlblocks.algo import ValueBasedPolicy, categorical_projection, value_network
+from rlblocks.algo.nets import AtomQNetwork, NetworkPart
 from rlblocks.contracts import Batch
 from rlblocks_algo_c51.config import C51Config
 
 
 class C51Policy(ValueBasedPolicy):
     """C51 over discrete actions. ``model`` defaults to an :class:`AtomQNetwork` over the
-    default observation encoder; a custom one takes observation tensors and returns logits
-    ``[B, A, num_atoms]``."""
+    observation encoder (``encoder``, yours or the default one); your own ``model`` takes
+    observation tensors (or your encoder's features) and returns logits ``[B, A, num_atoms]``
+    (see :func:`~rlblocks.algo.value_network`)."""
 
     def __init__(
         self,
@@ -36,20 +38,35 @@ class C51Policy(ValueBasedPolicy):
         action_space: gym.Space,
         config: C51Config | None = None,
         device: str | torch.device = "cpu",
-        model: torch.nn.Module | None = None,
+        model: NetworkPart | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         c = config or C51Config()
-        if model is None and isinstance(action_space, gym.spaces.Discrete):
-            encoder = make_encoder(observation_space, images=c.images)
-            model = AtomQNetwork(
-                encoder.out_dim, int(action_space.n), c.num_atoms, hidden=c.hidden_sizes,
-                dueling=c.dueling, noisy=c.noisy, sigma0=c.noisy_sigma0,
-                activation=c.activation, encoder=encoder,
+        given = {"encoder": encoder, "model": model}
+        if isinstance(action_space, gym.spaces.Discrete):
+            n, k = int(action_space.n), self.outputs_per_action(c)
+
+            def atoms(obs_encoder: nn.Module) -> nn.Module:
+                return AtomQNetwork(
+                    obs_encoder.out_dim, n, k, hidden=c.hidden_sizes,
+                    dueling=c.dueling, noisy=c.noisy, sigma0=c.noisy_sigma0,
+                    activation=c.activation, encoder=obs_encoder,
+                )  # fmt: skip
+
+            model = value_network(
+                observation_space, action_space, atoms, (n, k),
+                f"{k} numbers for each of the {n} actions", c.images, encoder, model,
             )  # fmt: skip
         super().__init__(observation_space, action_space, c, device, model)  # type: ignore[arg-type]
+        self.note_networks(**given)
         self.register_buffer(
             "support", torch.linspace(c.v_min, c.v_max, c.num_atoms, device=self.device)
         )
+
+    @staticmethod
+    def outputs_per_action(config: Any) -> int:
+        """What the network returns per action: the logits of ``num_atoms`` atoms."""
+        return int(config.num_atoms)
 
     def probs(self, obs: Any, net: torch.nn.Module) -> torch.Tensor:
         """Return distributions ``[B, A, num_atoms]`` of observation tensors under ``net``."""

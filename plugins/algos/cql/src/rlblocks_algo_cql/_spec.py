@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box",),
     action_spaces=("Box",),
     training="offline",
+    networks=("encoder", "actor", "critic"),
     # the offline schedule td3bc has too: batch 256 (the authors'), 10 test episodes every 5,000
     # gradient steps (the offline trainer counts its test_interval in gradient steps) and a
     # budget of 1M gradient steps; a run names its dataset (buffer.dataset, --dataset). The

@@ -66,7 +66,7 @@ import torch
 from torch import nn
 
 from rlblocks.algo import EntropyTemperature, OffPolicyPolicy, OptimizerStep, TargetNetwork
-from rlblocks.algo.nets import QEnsemble, SquashedGaussianActor
+from rlblocks.algo.nets import SquashedGaussianActor
 from rlblocks.contracts import Batch
 from rlblocks_algo_cql.config import CQLConfig
 
@@ -91,11 +91,12 @@ class CQLPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: CQLConfig | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or CQLConfig()
         super().__init__(
             observation_space, action_space, config, device,
-            action_bound_method=config.action_bound_method,
+            action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(
@@ -103,14 +104,9 @@ class CQLPolicy(OffPolicyPolicy):
                 "continuous-action CQL(H) on SAC"
             )
         c = self.config = config
-        hidden = list(c.hidden_sizes)
         # SAC's networks: a squashed Gaussian policy, twin critics and their targets
-        self.actor = SquashedGaussianActor(
-            self.make_encoder(), self.act_dim, hidden, c.activation, (c.log_std_min, c.log_std_max)
-        )
-        self.critic = QEnsemble(
-            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation, n=2
-        )
+        self.actor = self.squashed_gaussian_actor((c.log_std_min, c.log_std_max))
+        self.critic = self.q_ensemble(n=2)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         self.temperature = EntropyTemperature(
             c.alpha,

@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork, make_noise
-from rlblocks.algo.nets import DeterministicActor, QEnsemble
 from rlblocks.contracts import Batch
 from rlblocks_algo_ddpg.config import DDPGConfig
 
@@ -33,20 +32,18 @@ class DDPGPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: DDPGConfig | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or DDPGConfig()
         super().__init__(
             observation_space, action_space, config, device,
-            action_bound_method=config.action_bound_method,
+            action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"DDPG needs a Box action space, got {action_space}")
         c = self.config = config
-        hidden = list(c.hidden_sizes)
-        self.actor = DeterministicActor(self.make_encoder(), self.act_dim, hidden, c.activation)
-        self.critic = QEnsemble(
-            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation, n=1
-        )
+        self.actor = self.deterministic_actor()
+        self.critic = self.q_ensemble(n=1)
         self.actor_target = TargetNetwork(self.actor, tau=c.tau)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         self.to(self.device)

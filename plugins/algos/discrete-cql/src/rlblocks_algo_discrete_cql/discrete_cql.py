@@ -40,10 +40,10 @@ class DiscreteCQLPolicy(QRDQNPolicy):
         action_space: gym.Space,
         config: DiscreteCQLConfig | None = None,
         device: str | torch.device = "cpu",
-        model: torch.nn.Module | None = None,
+        **nets: Any,
     ) -> None:
         super().__init__(
-            observation_space, action_space, config or DiscreteCQLConfig(), device, model
+            observation_space, action_space, config or DiscreteCQLConfig(), device, **nets
         )
 
     def conservative_penalty(self, q: torch.Tensor, act: torch.Tensor) -> torch.Tensor:

@@ -29,18 +29,28 @@ from rlblocks.algo import (
     OptimizerStep,
     TargetNetwork,
 )
-from rlblocks.algo.nets import MLP, QEnsemble
+from rlblocks.algo.nets import MLP
 from rlblocks.contracts import Batch
 from rlblocks_algo_discrete_sac.config import DiscreteSACConfig
 
 
 class CategoricalActor(nn.Module):
-    """``obs -> logits [B, A]`` over an encoder."""
+    """``obs -> logits [B, A]`` over an encoder; ``net`` replaces the MLP by your own head from
+    features to the logits."""
 
-    def __init__(self, encoder: nn.Module, num_actions: int, hidden: list[int], act: str) -> None:
+    def __init__(
+        self,
+        encoder: nn.Module,
+        num_actions: int,
+        hidden: list[int],
+        act: str,
+        net: nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.encoder = encoder
-        self.net = MLP(int(encoder.out_dim), hidden, num_actions, activation=act)
+        self.net = net if net is not None else MLP(
+            int(encoder.out_dim), hidden, num_actions, activation=act
+        )  # fmt: skip
 
     def forward(self, obs: Any) -> Categorical:
         return Categorical(self.net(self.encoder(obs)))
@@ -55,9 +65,10 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: DiscreteSACConfig | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or DiscreteSACConfig()
-        super().__init__(observation_space, action_space, config, device)
+        super().__init__(observation_space, action_space, config, device, **nets)
         if not isinstance(action_space, gym.spaces.Discrete):
             raise TypeError(
                 f"discrete-sac needs a Discrete action space, got {action_space}; for Box "
@@ -66,12 +77,14 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         c = self.config = config
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
-        hidden = list(c.hidden_sizes)
-        self.actor = CategoricalActor(self.make_encoder(), self.num_actions, hidden, c.activation)
-        self.critic = QEnsemble(
-            self.make_encoder(), num_actions=self.num_actions, hidden=hidden,
-            activation=c.activation, n=c.n_critics,
-        )  # fmt: skip
+        encoder = self.make_encoder()
+        head = self.actor_head(
+            int(encoder.out_dim), self.num_actions, f"logits of the {self.num_actions} actions"
+        )
+        self.actor = CategoricalActor(
+            encoder, self.num_actions, self.hidden_sizes_of("actor"), c.activation, net=head
+        )
+        self.critic = self.q_ensemble(n=c.n_critics)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         self.temperature = EntropyTemperature(
             c.alpha,

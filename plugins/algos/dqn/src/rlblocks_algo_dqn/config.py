@@ -3,6 +3,8 @@ attrs-only validators)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import define, field, validators
 
 from rlblocks.contracts import validators as check
@@ -51,3 +53,10 @@ class DQNConfig:
     """Clip the gradient's global norm to this value (None = no clipping)."""
     images: str = field(default="cnn", validator=validators.in_(["cnn", "flatten"]))
     """Image observations: through the Nature-DQN CNN or flattened like any Box."""
+    encoder: str | None = field(default=None, validator=check.import_path)
+    """Import path of your own observation encoder (``"package.module:factory"``), called as
+    ``factory(observation_space, action_space, **encoder_kwargs)`` for a module that maps
+    observations to features ``[B, D]``; None: the built-in one. A run directory that names one
+    imports it again only when trusted (``--trust-imports``)."""
+    encoder_kwargs: dict[str, Any] = field(factory=dict)
+    """Keyword arguments of the ``encoder`` factory."""

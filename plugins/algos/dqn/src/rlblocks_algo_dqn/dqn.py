@@ -29,15 +29,25 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as _torch_module
 
-from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork, epsilon_greedy
-from rlblocks.algo.nets import ObsEncoder, QNetwork
+from rlblocks.algo import (
+    OffPolicyPolicy,
+    OptimizerStep,
+    TargetNetwork,
+    epsilon_greedy,
+    value_network,
+)
+from rlblocks.algo.nets import NetworkPart, ObsEncoder, QNetwork
 from rlblocks.contracts import Batch
 from rlblocks_algo_dqn.config import DQNConfig
 
 
 class DQNPolicy(OffPolicyPolicy):
-    """DQN over discrete actions. ``model`` defaults to a :class:`QNetwork` over the default
-    observation encoder; a custom model takes the observation tensors and returns ``[B, A]``."""
+    """DQN over discrete actions. ``model`` defaults to a :class:`QNetwork` over the
+    observation encoder (``encoder``, yours or the default one); your own ``model`` (a module
+    or a factory of the spaces) takes the observation tensors, or the features of your
+    ``encoder`` when you give one too, and returns ``[B, A]``, or ``([B, A], state)`` as the
+    thesis' networks do (checked and adapted once, here; see
+    :func:`~rlblocks.algo.value_network`)."""
 
     def __init__(
         self,
@@ -45,7 +55,8 @@ class DQNPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: DQNConfig | None = None,
         device: str | torch.device = "cpu",
-        model: torch.nn.Module | None = None,
+        model: NetworkPart | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         config = config or DQNConfig()
         super().__init__(observation_space, action_space, config, device)
@@ -57,18 +68,23 @@ class DQNPolicy(OffPolicyPolicy):
         self.config = c = config
         self.num_actions = int(action_space.n)
         self.action_start = int(action_space.start)
-        default_model = model is None
-        if model is None:
-            encoder = self.make_encoder()
-            model = QNetwork(
-                encoder.out_dim,
+        default_model = model is None and encoder is None
+        self.note_networks(encoder=encoder, model=model)
+
+        def q_network(obs_encoder: nn.Module) -> nn.Module:
+            return QNetwork(
+                obs_encoder.out_dim,
                 self.num_actions,
                 hidden=c.hidden_sizes,
                 dueling=c.dueling,
                 activation=c.activation,
-                encoder=encoder,
+                encoder=obs_encoder,
             )
-        self.model = model.to(self.device)
+
+        self.model = value_network(
+            observation_space, action_space, q_network, (self.num_actions,),
+            f"Q-values of the {self.num_actions} actions", c.images, encoder, model,
+        ).to(self.device)  # fmt: skip
         self._cpu = self.device.type == "cpu"
         # the default network over flat Box observations acts through plain tensor calls
         self._acting: _PlainQForward | None = (

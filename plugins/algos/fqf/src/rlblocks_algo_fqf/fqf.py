@@ -29,7 +29,14 @@ import gymnasium as gym
 import torch
 
 from rlblocks.algo import OptimizerStep, ValueBasedPolicy, fraction_loss, quantile_huber_loss
-from rlblocks.algo.nets import FractionProposal, ImplicitQuantileNetwork, make_encoder
+from rlblocks.algo.nets import (
+    FractionProposal,
+    ImplicitQuantileNetwork,
+    NetworkPart,
+    build_part,
+    encoder_part,
+    make_encoder,
+)
 from rlblocks.contracts import Batch
 from rlblocks_algo_fqf.config import FQFConfig
 
@@ -61,16 +68,23 @@ class FQFPolicy(ValueBasedPolicy):
         config: FQFConfig | None = None,
         device: str | torch.device = "cpu",
         model: torch.nn.Module | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         c = config or FQFConfig()
+        given = encoder
         if model is None and isinstance(action_space, gym.spaces.Discrete):
-            encoder = make_encoder(observation_space, images=c.images)
+            if encoder is None:
+                encoder = make_encoder(observation_space, images=c.images)
+            else:
+                built = build_part("encoder", encoder, observation_space, action_space)
+                encoder = encoder_part(built, observation_space)
             model = ImplicitQuantileNetwork(
                 encoder.out_dim, int(action_space.n), hidden=c.hidden_sizes,
                 embedding_dim=c.embedding_dim, dueling=c.dueling, noisy=c.noisy,
                 sigma0=c.noisy_sigma0, activation=c.activation, encoder=encoder,
             )  # fmt: skip
         super().__init__(observation_space, action_space, c, device, model)  # type: ignore[arg-type]
+        self.note_networks(encoder=given)
         feature_dim = int(self.model.feature_dim)  # type: ignore[arg-type]
         self.proposal = FractionProposal(feature_dim, c.num_fractions).to(self.device)
         self.fraction_step = self.add_optimizer(

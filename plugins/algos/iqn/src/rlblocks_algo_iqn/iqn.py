@@ -24,7 +24,13 @@ import gymnasium as gym
 import torch
 
 from rlblocks.algo import ValueBasedPolicy, quantile_huber_loss, quantile_midpoints
-from rlblocks.algo.nets import ImplicitQuantileNetwork, make_encoder
+from rlblocks.algo.nets import (
+    ImplicitQuantileNetwork,
+    NetworkPart,
+    build_part,
+    encoder_part,
+    make_encoder,
+)
 from rlblocks.contracts import Batch
 from rlblocks_algo_iqn.config import IQNConfig
 
@@ -47,16 +53,23 @@ class IQNPolicy(ValueBasedPolicy):
         config: IQNConfig | None = None,
         device: str | torch.device = "cpu",
         model: torch.nn.Module | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         c = config or IQNConfig()
+        given = encoder
         if model is None and isinstance(action_space, gym.spaces.Discrete):
-            encoder = make_encoder(observation_space, images=c.images)
+            if encoder is None:
+                encoder = make_encoder(observation_space, images=c.images)
+            else:
+                built = build_part("encoder", encoder, observation_space, action_space)
+                encoder = encoder_part(built, observation_space)
             model = ImplicitQuantileNetwork(
                 encoder.out_dim, int(action_space.n), hidden=c.hidden_sizes,
                 embedding_dim=c.embedding_dim, dueling=c.dueling, noisy=c.noisy,
                 sigma0=c.noisy_sigma0, activation=c.activation, encoder=encoder,
             )  # fmt: skip
         super().__init__(observation_space, action_space, c, device, model)  # type: ignore[arg-type]
+        self.note_networks(encoder=given)
         self.register_buffer(
             "test_taus", quantile_midpoints(c.num_quantile_samples, device=self.device)
         )

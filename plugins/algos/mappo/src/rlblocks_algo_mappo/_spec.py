@@ -15,6 +15,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    networks=("encoder", "actor", "critic"),
     needs_global_state=True,
     # IPPO's simple_spread settings (one collect of 1,200 agent transitions, two minibatches,
     # 10 epochs, entropy 0.01, 64x64 tanh) with lr 3e-4: IPPO's 7e-4 left the centralised

@@ -14,8 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
-from rlblocks.algo.nets import Critic, make_encoder
 from rlblocks.contracts import Batch, ConfigError
 from rlblocks_algo_mappo.config import MAPPOConfig
 from rlblocks_algo_ppo.ppo import PPOPolicy
@@ -44,15 +44,20 @@ class MAPPOPolicy(PPOPolicy):
                 "ippo, whose critic reads each agent's own observation"
             )
         self.state_dim = int(gym.spaces.flatdim(state_space))
-        encoder = nets.pop("encoder", None) or make_encoder(observation_space, images=c.images)
-        in_dim = self.state_dim + (int(encoder.out_dim) if c.critic_obs else 0)
-        critic = nets.pop("critic", None) or Critic(
-            in_dim, list(c.hidden_sizes), c.activation, c.ortho_init
-        )
-        super().__init__(
-            observation_space, action_space, c, device, encoder=encoder, critic=critic, **nets
-        )
+        super().__init__(observation_space, action_space, c, device, **nets)
         self.config: MAPPOConfig
+
+    def build_heads(
+        self, actor: Any, critic: Any, feature_dim: int, use_critic: bool = True
+    ) -> tuple[nn.Module, nn.Module | None]:
+        """The critic first, then the actor (the order MAPPO has always drawn its initial
+        weights in, so a seed's run stays the same)."""
+        critic_net = self.make_critic(critic, self.critic_input_dim(feature_dim))
+        return self.make_actor(actor, self.actor_input_dim(feature_dim)), critic_net
+
+    def critic_input_dim(self, feature_dim: int) -> int:
+        """The global state, then (with ``critic_obs``) the agent's own features."""
+        return self.state_dim + (feature_dim if self.config.critic_obs else 0)
 
     def rollout_extras(self, batch: Batch) -> dict[str, torch.Tensor]:
         if "global_state" not in batch:

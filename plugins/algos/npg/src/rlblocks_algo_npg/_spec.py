@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "Dict", "MultiDiscrete"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    networks=("encoder", "actor", "critic"),
     defaults=DEFAULTS,
     env_defaults={
         # Pendulum: a short horizon and return scaling for the critic; two critic epochs per

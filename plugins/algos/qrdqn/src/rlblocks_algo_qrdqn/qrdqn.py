@@ -20,17 +20,24 @@ from typing import Any
 
 import gymnasium as gym
 import torch
+from torch import nn
 
-from rlblocks.algo import ValueBasedPolicy, quantile_huber_loss, quantile_midpoints
-from rlblocks.algo.nets import AtomQNetwork, make_encoder
+from rlblocks.algo import (
+    ValueBasedPolicy,
+    quantile_huber_loss,
+    quantile_midpoints,
+    value_network,
+)
+from rlblocks.algo.nets import AtomQNetwork, NetworkPart
 from rlblocks.contracts import Batch
 from rlblocks_algo_qrdqn.config import QRDQNConfig
 
 
 class QRDQNPolicy(ValueBasedPolicy):
     """QR-DQN over discrete actions. ``model`` defaults to an :class:`AtomQNetwork` over the
-    default observation encoder; a custom one takes observation tensors and returns quantile
-    values ``[B, A, num_quantiles]``."""
+    observation encoder (``encoder``, yours or the default one); your own ``model`` takes
+    observation tensors (or your encoder's features) and returns quantile values ``[B, A,
+    num_quantiles]`` (see :func:`~rlblocks.algo.value_network`)."""
 
     def __init__(
         self,
@@ -38,17 +45,27 @@ class QRDQNPolicy(ValueBasedPolicy):
         action_space: gym.Space,
         config: QRDQNConfig | None = None,
         device: str | torch.device = "cpu",
-        model: torch.nn.Module | None = None,
+        model: NetworkPart | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         c = config or QRDQNConfig()
-        if model is None and isinstance(action_space, gym.spaces.Discrete):
-            encoder = make_encoder(observation_space, images=c.images)
-            model = AtomQNetwork(
-                encoder.out_dim, int(action_space.n), c.num_quantiles, hidden=c.hidden_sizes,
-                dueling=c.dueling, noisy=c.noisy, sigma0=c.noisy_sigma0,
-                activation=c.activation, encoder=encoder,
+        given = {"encoder": encoder, "model": model}
+        if isinstance(action_space, gym.spaces.Discrete):
+            n, k = int(action_space.n), c.num_quantiles
+
+            def quantiles(obs_encoder: nn.Module) -> nn.Module:
+                return AtomQNetwork(
+                    obs_encoder.out_dim, n, k, hidden=c.hidden_sizes,
+                    dueling=c.dueling, noisy=c.noisy, sigma0=c.noisy_sigma0,
+                    activation=c.activation, encoder=obs_encoder,
+                )  # fmt: skip
+
+            model = value_network(
+                observation_space, action_space, quantiles, (n, k),
+                f"{k} quantile values for each of the {n} actions", c.images, encoder, model,
             )  # fmt: skip
         super().__init__(observation_space, action_space, c, device, model)  # type: ignore[arg-type]
+        self.note_networks(**given)
         self.register_buffer("taus", quantile_midpoints(c.num_quantiles, device=self.device))
 
     def quantiles(self, obs: Any, net: torch.nn.Module) -> torch.Tensor:

@@ -12,7 +12,6 @@ import gymnasium as gym
 import torch
 import torch.nn.functional as F
 
-from rlblocks.algo.nets import AtomQNetwork, make_encoder
 from rlblocks.contracts import Batch
 from rlblocks_algo_c51.c51 import C51Policy
 from rlblocks_algo_rainbow.config import RainbowConfig
@@ -27,18 +26,14 @@ class RainbowPolicy(C51Policy):
         action_space: gym.Space,
         config: RainbowConfig | None = None,
         device: str | torch.device = "cpu",
-        model: torch.nn.Module | None = None,
+        **nets: Any,
     ) -> None:
-        c = config or RainbowConfig()
-        if not c.distributional and model is None and isinstance(action_space, gym.spaces.Discrete):
-            # one output per action: the network's output is the expected value itself
-            encoder = make_encoder(observation_space, images=c.images)
-            model = AtomQNetwork(
-                encoder.out_dim, int(action_space.n), 1, hidden=c.hidden_sizes,
-                dueling=c.dueling, noisy=c.noisy, sigma0=c.noisy_sigma0,
-                activation=c.activation, encoder=encoder,
-            )  # fmt: skip
-        super().__init__(observation_space, action_space, c, device, model)
+        super().__init__(observation_space, action_space, config or RainbowConfig(), device, **nets)
+
+    @staticmethod
+    def outputs_per_action(config: Any) -> int:
+        """The atoms' logits, or one number (the expected value) without ``distributional``."""
+        return int(config.num_atoms) if config.distributional else 1
 
     def q_values(self, obs: Any, net: torch.nn.Module) -> torch.Tensor:
         if self.config.distributional:

@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Box",),
     training="off-policy",
+    networks=("encoder", "actor", "critic"),
     # Pendulum-v1 and any env without a preset (see presets.py for MuJoCo)
     defaults={
         "env": {"id": "Pendulum-v1", "num_envs": 4, "num_test_envs": 100},

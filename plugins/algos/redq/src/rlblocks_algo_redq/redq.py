@@ -20,7 +20,6 @@ import gymnasium as gym
 import torch
 
 from rlblocks.algo import EntropyTemperature, OffPolicyPolicy, OptimizerStep, TargetNetwork
-from rlblocks.algo.nets import QEnsemble, SquashedGaussianActor
 from rlblocks.contracts import Batch
 from rlblocks_algo_redq.config import REDQConfig
 
@@ -34,23 +33,18 @@ class REDQPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: REDQConfig | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or REDQConfig()
         super().__init__(
             observation_space, action_space, config, device,
-            action_bound_method=config.action_bound_method,
+            action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"REDQ needs a Box action space, got {action_space}")
         c = self.config = config
-        hidden = list(c.hidden_sizes)
-        self.actor = SquashedGaussianActor(
-            self.make_encoder(), self.act_dim, hidden, c.activation, (c.log_std_min, c.log_std_max)
-        )
-        self.critic = QEnsemble(
-            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation,
-            n=c.ensemble_size,
-        )  # fmt: skip
+        self.actor = self.squashed_gaussian_actor((c.log_std_min, c.log_std_max))
+        self.critic = self.q_ensemble(n=c.ensemble_size)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         self.temperature = EntropyTemperature(
             c.alpha,

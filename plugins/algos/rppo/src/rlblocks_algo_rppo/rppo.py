@@ -56,8 +56,8 @@ import torch
 from torch import nn
 
 from rlblocks.algo import OnPolicyPolicy, gae, value_loss
-from rlblocks.algo.nets import Actor, Critic, RecurrentBody, make_encoder, obs_to_tensor
-from rlblocks.contracts import Batch, Buffer, ConfigError, ViewRequirement, take_rows
+from rlblocks.algo.nets import RecurrentBody, obs_to_tensor
+from rlblocks.contracts import Batch, Buffer, ViewRequirement, take_rows
 from rlblocks_algo_rppo.config import RPPOConfig
 
 __all__ = ["RPPOPolicy"]
@@ -70,8 +70,10 @@ class RPPOPolicy(OnPolicyPolicy):
     """Recurrent PPO for Discrete, MultiDiscrete and Box actions (see :class:`RPPOConfig`).
 
     Args:
-        encoder: replaces the default observation encoder (a module with ``out_dim``; see
-            :class:`~rlblocks.algo.OnPolicyPolicy`).
+        encoder, actor, critic: your own networks (modules or factories of the spaces; see
+            :class:`~rlblocks.algo.OnPolicyPolicy`): the encoder maps observations to features,
+            the actor and critic heads read the output of their memory
+            (``[B, rnn_hidden_size]``).
     """
 
     def __init__(
@@ -80,25 +82,12 @@ class RPPOPolicy(OnPolicyPolicy):
         action_space: gym.Space,
         config: RPPOConfig | None = None,
         device: str | torch.device = "cpu",
-        encoder: nn.Module | None = None,
+        **nets: Any,
     ) -> None:
         c = config or RPPOConfig()
-        if encoder is None:
-            encoder = make_encoder(observation_space, images=c.images)
-        feat_dim = int(getattr(encoder, "out_dim", 0))
-        if feat_dim <= 0:
-            raise ConfigError("a custom encoder needs an out_dim attribute (its feature width)")
-        hidden = list(c.hidden_sizes)
+        super().__init__(observation_space, action_space, c, device, **nets)
+        feat_dim = int(self.encoder.out_dim)
         size = c.rnn_hidden_size
-        super().__init__(
-            observation_space,
-            action_space,
-            c,
-            device,
-            encoder=encoder,
-            actor=Actor(size, action_space, hidden, c.activation, c.log_std_init, c.ortho_init),
-            critic=Critic(size, hidden, c.activation, c.ortho_init),
-        )
         self.config: RPPOConfig
         #: width of the previous action and reward inputs (0 without them)
         self.prev_dim = 0
@@ -110,6 +99,12 @@ class RPPOPolicy(OnPolicyPolicy):
         self.critic_rnn = RecurrentBody(feat_dim + self.prev_dim, size, c.cell, c.rnn_layers)
         self.to(self.device)
         self.optim_step = self.add_optimizer("policy", self.make_optimizer_step(self, eps=1e-5))
+
+    def actor_input_dim(self, feature_dim: int) -> int:
+        return self.config.rnn_hidden_size
+
+    def critic_input_dim(self, feature_dim: int) -> int:
+        return self.config.rnn_hidden_size
 
     # -- state ----------------------------------------------------------------------------------
     @property

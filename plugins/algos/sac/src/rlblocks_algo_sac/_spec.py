@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Box",),
     training="off-policy",
+    networks=("encoder", "actor", "critic"),
     # Pendulum-v1 and any env without a preset (see presets.py for MuJoCo), tuned on seeds 0-4
     # (docs/benchmarks/offpolicy_time_to_solve.md reports other seeds): 3-step targets and a
     # test every 500 env steps (the trainer's 10-episode screen keeps failing tests cheap; on

@@ -20,7 +20,6 @@ import gymnasium as gym
 import torch
 
 from rlblocks.algo import EntropyTemperature, OffPolicyPolicy, OptimizerStep, TargetNetwork
-from rlblocks.algo.nets import QEnsemble, SquashedGaussianActor
 from rlblocks.contracts import Batch
 from rlblocks_algo_sac.config import SACConfig
 
@@ -34,6 +33,7 @@ class SACPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: SACConfig | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or SACConfig()
         super().__init__(
@@ -42,6 +42,7 @@ class SACPolicy(OffPolicyPolicy):
             config,
             device,
             action_bound_method=config.action_bound_method,
+            **nets,
         )
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(
@@ -49,14 +50,8 @@ class SACPolicy(OffPolicyPolicy):
                 "discrete-sac or dqn"
             )
         c = self.config = config
-        hidden = list(c.hidden_sizes)
-        self.actor = SquashedGaussianActor(
-            self.make_encoder(), self.act_dim, hidden, c.activation, (c.log_std_min, c.log_std_max)
-        )
-        self.critic = QEnsemble(
-            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation,
-            n=c.n_critics,
-        )  # fmt: skip
+        self.actor = self.squashed_gaussian_actor((c.log_std_min, c.log_std_max))
+        self.critic = self.q_ensemble(n=c.n_critics)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         self.temperature = EntropyTemperature(
             c.alpha,

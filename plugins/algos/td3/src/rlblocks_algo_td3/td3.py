@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork, make_noise
-from rlblocks.algo.nets import DeterministicActor, QEnsemble
 from rlblocks.contracts import Batch
 from rlblocks_algo_td3.config import TD3Config
 
@@ -35,20 +34,18 @@ class TD3Policy(OffPolicyPolicy):
         action_space: gym.Space,
         config: TD3Config | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or TD3Config()
         super().__init__(
             observation_space, action_space, config, device,
-            action_bound_method=config.action_bound_method,
+            action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"TD3 needs a Box action space, got {action_space}")
         c = self.config = config
-        hidden = list(c.hidden_sizes)
-        self.actor = DeterministicActor(self.make_encoder(), self.act_dim, hidden, c.activation)
-        self.critic = QEnsemble(
-            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation, n=2
-        )
+        self.actor = self.deterministic_actor()
+        self.critic = self.q_ensemble(n=2)
         self.actor_target = TargetNetwork(self.actor, tau=c.tau)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         # the last actor loss, reported on critic-only steps too; written in place, so a

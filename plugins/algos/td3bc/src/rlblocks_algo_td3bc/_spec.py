@@ -11,6 +11,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box",),
     action_spaces=("Box",),
     training="offline",
+    networks=("encoder", "actor", "critic"),
     # the paper's schedule (the algorithm's own settings are TD3BCConfig's defaults): batch
     # 256, an evaluation of 10 episodes every 5,000 gradient steps (the offline trainer counts
     # its test_interval in gradient steps) and a budget of 1M gradient steps; a run names its

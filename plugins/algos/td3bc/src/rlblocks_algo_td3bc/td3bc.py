@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from rlblocks.algo import OffPolicyPolicy, OptimizerStep, RunningMeanStd, TargetNetwork
-from rlblocks.algo.nets import DeterministicActor, QEnsemble, is_image_space
+from rlblocks.algo.nets import is_image_space
 from rlblocks.contracts import Batch, Buffer, ConfigError
 from rlblocks_algo_td3bc.config import TD3BCConfig
 
@@ -60,11 +60,12 @@ class TD3BCPolicy(OffPolicyPolicy):
         action_space: gym.Space,
         config: TD3BCConfig | None = None,
         device: str | torch.device = "cpu",
+        **nets: Any,
     ) -> None:
         config = config or TD3BCConfig()
         super().__init__(
             observation_space, action_space, config, device,
-            action_bound_method=config.action_bound_method,
+            action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"TD3+BC needs a Box action space, got {action_space}")
@@ -76,11 +77,8 @@ class TD3BCPolicy(OffPolicyPolicy):
                 f"algo.obs_norm normalises each feature of a vector observation, and "
                 f"{observation_space} is not one; set algo.obs_norm=false"
             )
-        hidden = list(c.hidden_sizes)
-        self.actor = DeterministicActor(self.make_encoder(), self.act_dim, hidden, c.activation)
-        self.critic = QEnsemble(
-            self.make_encoder(), act_dim=self.act_dim, hidden=hidden, activation=c.activation, n=2
-        )
+        self.actor = self.deterministic_actor()
+        self.critic = self.q_ensemble(n=2)
         self.actor_target = TargetNetwork(self.actor, tau=c.tau)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         # 1. the dataset's statistics: s -> (s - obs_mean) * obs_scale, the identity until

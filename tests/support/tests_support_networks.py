@@ -1,0 +1,34 @@
+"""Networks a user brings, importable by path (``algo.encoder`` in a config) for the tests of
+your own networks (tests/integration/test_user_networks.py)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+
+def small_encoder(
+    observation_space: gym.Space, action_space: gym.Space, features: int = 32
+) -> nn.Module:
+    """A one-layer feature extractor of flat Box observations: ``[B, obs] -> [B, features]``."""
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(int(np.prod(observation_space.shape)), features), nn.ReLU()
+    )
+
+
+class Net(nn.Module):
+    """A network in the thesis' style: ``forward(obs, state=None, info={}) -> (logits, state)``."""
+
+    def __init__(self, state_shape: int, action_shape: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.model = nn.Sequential(
+            nn.Linear(state_shape, hidden), nn.ReLU(),
+            nn.Linear(hidden, hidden), nn.ReLU(),
+            nn.Linear(hidden, action_shape),
+        )  # fmt: skip
+
+    def forward(self, obs, state=None, info={}):  # noqa: B006 (the thesis' signature)
+        obs = torch.as_tensor(obs, dtype=torch.float32)
+        return self.model(obs.reshape(obs.shape[0], -1)), state
