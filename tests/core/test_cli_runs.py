@@ -306,8 +306,6 @@ def test_a_kill_while_the_replaced_run_is_deleted_leaves_nothing_to_put_back(
     as if it were the old run whole."""
     import shutil
 
-    import rlblocks.run._experiment as experiment
-
     run = tmp_path / "run"
     _train(run)
     real_rmtree = shutil.rmtree
@@ -317,10 +315,10 @@ def test_a_kill_while_the_replaced_run_is_deleted_leaves_nothing_to_put_back(
         victim.unlink()  # part of the deletion happened, then the process dies
         raise KeyboardInterrupt("killed while deleting")
 
-    monkeypatch.setattr(experiment.shutil, "rmtree", killed_halfway)
+    monkeypatch.setattr(shutil, "rmtree", killed_halfway)
     with pytest.raises(KeyboardInterrupt):
         _train(run, overwrite=True)
-    monkeypatch.setattr(experiment.shutil, "rmtree", real_rmtree)
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
     assert not (run / ".replaced-run").exists()
     assert [p.name for p in run.iterdir() if p.name.startswith(".discarded-run-")]
     again = _train(run, overwrite=True, overrides=[*SMALL, "trainer.max_env_steps=400"])
@@ -331,7 +329,7 @@ def test_a_kill_while_the_replaced_run_is_deleted_leaves_nothing_to_put_back(
 def test_a_run_an_interrupted_overwrite_set_aside_is_named_until_restored_or_discarded(
     run: Path, finished: Path, tmp_path: Path, capsys
 ):
-    from rlblocks.run._experiment import set_aside_run
+    from rlblocks.run._rundir import set_aside_run
 
     set_aside_run(run)  # what a start with --overwrite that was killed before it began leaves
     held = run / ".replaced-run"

@@ -186,7 +186,7 @@ def test_a_hook_may_checkpoint_numpy_arrays(tmp_path: Path) -> None:
 def test_the_checkpoint_keeps_the_gpu_generators_and_resume_continues_them(
     tmp_path: Path, monkeypatch, capfd
 ) -> None:
-    from rlblocks.run import _experiment as experiment
+    from rlblocks.run import _seeding as experiment
     from rlblocks.run import load_checkpoint
 
     # a stand-in for a run on two GPUs (on a GPU, the sac-pendulum-cuda case above runs it all)

@@ -332,7 +332,7 @@ def test_resume_continues_the_exploration_and_global_random_streams(tmp_path: Pa
 
     import numpy as np
 
-    from rlblocks.run._experiment import _numpy_rng_state, _set_numpy_rng_state
+    from rlblocks.run._seeding import _numpy_rng_state, _set_numpy_rng_state
 
     policy = rlblocks.make_policy("dqn", *_spaces())
     policy.seed(3)

@@ -147,7 +147,7 @@ def test_a_resumed_run_keeps_its_composed_buffer_and_memmap_storage(
 def test_runs_flush_denormals_while_training_and_restore_the_setting(
     tmp_path: Path, flush: bool
 ) -> None:
-    from rlblocks.run._experiment import _flushing_denormals
+    from rlblocks.run._seeding import _flushing_denormals
 
     seen: list[bool] = []
 

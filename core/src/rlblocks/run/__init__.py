@@ -144,15 +144,7 @@ if TYPE_CHECKING:
         for_mujoco,
     )
     from rlblocks.run._envs import MASKED_CARTPOLE_ID, MaskedCartPole
-    from rlblocks.run._experiment import (
-        Experiment,
-        default_run_dir,
-        refuse_existing_run,
-        resolve_train_config,
-        resume,
-        seed_everything,
-        train,
-    )
+    from rlblocks.run._experiment import Experiment
     from rlblocks.run._family import EnvFamily, FamilyBuild, FamilyParts, env_family
     from rlblocks.run._rundir import (
         DISCARDED_PREFIX,
@@ -161,11 +153,15 @@ if TYPE_CHECKING:
         TESTS_FILE,
         RunDirLock,
         TestRecorder,
+        default_run_dir,
         read_result,
         read_tests,
+        refuse_existing_run,
         replaced_run_note,
         run_label,
         verify_run,
     )
+    from rlblocks.run._seeding import seed_everything
+    from rlblocks.run._train import resolve_train_config, resume, train
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -9,12 +9,16 @@ of reach), whatever loggers it uses, so ``rlblocks plot`` works on any run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import datetime as _dt
 import io
 import json
 import math
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -342,3 +346,132 @@ def _unreadable(path: Path) -> str:
     except (OSError, ValueError) as exc:
         return f"{path} is damaged: it is not valid JSON ({exc}); restore it from a copy"
     return ""
+
+
+def default_run_dir(algo: str, env_id: str) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{algo}-{env_id.replace('/', '_')}-{stamp}"
+
+
+#: what a run writes into its directory (``--overwrite`` removes exactly these)
+RUN_FILES = ("config.json", "plugins.json", "result.json", "tests.csv", "buffer.h5")
+
+
+RUN_DIRS = ("checkpoints", "logs")
+
+
+def set_aside_run(run_dir: Path) -> Path | None:
+    """Move the files of the run in ``run_dir`` into ``run_dir/.replaced-run`` (renames, on the
+    same file system) and return that folder; None when there was nothing to move. A folder
+    left there by a start that was killed is put back first, so no run is ever lost."""
+    held = run_dir / REPLACED_DIR
+    if held.is_dir():
+        put_back_run(run_dir, held)
+    names = [
+        p.name
+        for name in (*RUN_FILES, *RUN_DIRS)
+        for p in (run_dir / name, sidecar_of(run_dir / name))
+        if p.exists() or p.is_symlink()
+    ]
+    if not names:
+        return None
+    held.mkdir()
+    for name in names:
+        os.replace(run_dir / name, held / name)
+    return held
+
+
+def put_back_run(run_dir: Path, held: Path) -> None:
+    """Undo :func:`set_aside_run`: move every file in ``held`` back into ``run_dir`` (replacing
+    what a failed start wrote under the same names) and remove ``held``."""
+    for path in list(held.iterdir()):
+        target = run_dir / path.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(path, target)
+    held.rmdir()
+
+
+def discard_replaced_run(held: Path) -> None:
+    """Delete the run ``--overwrite`` set aside, once the new run has started. It is renamed
+    to a ``.discarded-run-*`` folder first, so a kill in the middle of the deletion never leaves
+    a half-deleted ``.replaced-run`` that a later ``--overwrite`` would put back as the old run
+    (what is left of a discarded one is deleted at the next start in that directory)."""
+    doomed = held.with_name(f"{DISCARDED_PREFIX}{uuid.uuid4().hex[:8]}")
+    try:
+        os.replace(held, doomed)
+    except OSError:
+        return  # gone already, or not ours to move: nothing is deleted under the old name
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Delete temporary files a killed run left behind (``.NAME.*.tmp`` of atomic writes) and
+    what is left of a set-aside run whose deletion was cut short (``.discarded-run-*``)."""
+    for leftover in run_dir.glob(f"{DISCARDED_PREFIX}*"):
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "logs"):
+        if folder.is_dir():
+            for tmp in folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+
+def _remove_failed_start(run_dir: Path, before: set[str], made_dir: bool) -> None:
+    """Remove what a new run that failed before training created in ``run_dir`` (its lock,
+    its loggers' folders, buffer files): the entries that were not there before it, and the
+    directory itself when the run created it. Nothing that was there before is touched."""
+    import shutil
+
+    try:
+        created = [run_dir / name for name in os.listdir(run_dir) if name not in before]
+    except OSError:
+        return
+    for path in created:
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    if made_dir:
+        with contextlib.suppress(OSError):
+            run_dir.rmdir()  # only when empty
+
+
+def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False) -> None:
+    """A new run never lands on an old one unasked: ``run_dir`` holding a run is refused unless
+    ``overwrite``; a path that is a file (or under one) is refused too."""
+    for part in (Path(run_dir), *Path(run_dir).parents):
+        if part.exists() and not part.is_dir():
+            raise ConfigError(
+                f"run directory {run_dir}: {part} is a file, not a directory; pick another "
+                "--run-dir"
+            )
+    replaced = replaced_run_note(run_dir)
+    if replaced and not overwrite:
+        replace = option("overwrite=True", "--overwrite")
+        raise ConfigError(
+            f"{replaced}; a new run there is refused until one or the other is done (or pass "
+            f"{replace}, which puts the earlier run back and replaces it)"
+        )
+    if (Path(run_dir) / "config.json").is_file() and not overwrite:
+        cont = option(f"rlblocks.resume({str(run_dir)!r})", f"`rlblocks resume {run_dir}`")
+        replace = option("overwrite=True", "--overwrite")
+        raise ConfigError(
+            f"{run_dir} already holds a run; continue it with {cont}, or pass {replace} to "
+            "replace it"
+        )
+
+
+def _finished(run_dir: Path) -> tuple[int, int, str] | None:
+    """(env steps, gradient steps, stop reason) of a run that wrote its result, else None; a
+    damaged ``result.json`` is a CheckpointError (``rlblocks describe`` says the same)."""
+    data = read_result(run_dir)
+    if data is None:
+        return None
+    return (
+        int(data["env_steps"]),
+        int(data.get("gradient_steps") or 0),
+        str(data.get("stop_reason") or "finished"),
+    )
