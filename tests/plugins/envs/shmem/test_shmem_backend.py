@@ -106,6 +106,54 @@ def test_every_supported_space_matches_the_in_process_backend(name: str, local_e
     dummy.close()
 
 
+class InfoEnv(gym.Env):
+    """Infos of every kind a worker may pack: numpy and Python scalars in the same keys every
+    step, and at some steps a key of its own, a mixed column and a value that is no scalar."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+
+    def __init__(self, k: int) -> None:
+        self.k, self.t = k, 0
+
+    def _info(self) -> dict[str, Any]:
+        t, k = self.t, self.k
+        info: dict[str, Any] = {"x": np.float64(t + k / 3), "c": np.float32(-k), "n": np.int64(t),
+                                "ok": np.bool_(k % 2), "f": t / 7, "i": t * 10**12, "b": k > 1}
+        if t == 2:
+            info["only_then"] = [k, t]  # not a scalar: the infos go as they are
+        if t == 3:
+            info["x"] = float(info["x"]) if k == 0 else info["x"]  # one column of two types
+        return info
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        self.t = 0
+        return np.zeros(2, np.float32), self._info()
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        return np.zeros(2, np.float32), 0.0, False, self.t >= 5, self._info()
+
+
+@pytest.mark.parametrize("local_envs", [0, 1])
+def test_infos_arrive_with_the_keys_types_and_values_the_envs_gave(local_envs: int) -> None:
+    fns = [functools.partial(InfoEnv, k) for k in range(4)]
+
+    def same(a: list[dict], b: list[dict]) -> None:
+        assert [list(d) for d in a] == [list(d) for d in b]  # keys in their order
+        for da, db in zip(a, b, strict=True):
+            for key in da:
+                assert type(da[key]) is type(db[key]) and da[key] == db[key], key
+
+    with DummyVectorEnv(fns) as dummy, ShmemVectorEnv(fns, num_workers=2,
+                                                      local_envs=local_envs) as shm:
+        same(dummy.reset(seed=0)[1], shm.reset(seed=0)[1])
+        act = np.zeros((4, 1), np.float32)
+        for _ in range(4):
+            same(dummy.step(act)[4], shm.step(act)[4])
+        same(dummy.step(act[[3, 1]], [3, 1])[4], shm.step(act[[3, 1]], [3, 1])[4])
+
+
 @pytest.mark.parametrize("local_envs", [0, 1])
 def test_returned_obs_are_copies_not_views_of_shared_memory(local_envs: int) -> None:
     with rlblocks.make_vector_env(

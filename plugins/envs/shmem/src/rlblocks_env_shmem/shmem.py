@@ -142,11 +142,59 @@ class ShmTransport:
         self.rew[gids] = rew
         self.term[gids] = term
         self.trunc[gids] = trunc
-        return infos if any(infos) else None
+        return pack_infos(infos) if any(infos) else None
 
     def pack_reset(self, gids: Any, obs: list[Any], infos: list[dict]) -> Any:
         self._write_obs(gids, obs)
-        return infos if any(infos) else None
+        return pack_infos(infos) if any(infos) else None
+
+
+#: numpy scalar types whose values pack_infos sends as the bytes of one array per key
+_NUMPY_SCALARS = frozenset(
+    (np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint64,
+     np.uint32, np.uint16, np.uint8, np.bool_)
+)
+_PLAIN_SCALARS = (float, int, bool)
+
+
+def pack_infos(infos: list[dict]) -> Any:
+    """The infos of one reply in the form that travels (undone by :func:`unpack_infos`).
+
+    MuJoCo envs return the same few numpy scalars in every step's info, and pickling a numpy
+    scalar goes through its ``__reduce__`` (a function, a dtype and a bytes object each): for
+    four such dicts that costs the worker several times what the rest of its reply does. When
+    every dict has the same keys in the same order and each key's values share one scalar type,
+    the infos go as ``(keys, columns)``: a numpy scalar column as its dtype and the bytes of one
+    array, a Python float/int/bool column as the list it is. The parent rebuilds dicts with the
+    same keys, order, types and values. Anything else goes as the list of dicts."""
+    keys = tuple(infos[0])
+    n = len(keys)
+    for info in infos:
+        if len(info) != n or tuple(info) != keys:
+            return infos
+    cols: list[tuple[str | None, Any]] = []
+    for key in keys:
+        vals = [info[key] for info in infos]
+        kind = type(vals[0])
+        for v in vals:
+            if type(v) is not kind:
+                return infos
+        if kind in _NUMPY_SCALARS:
+            cols.append((np.dtype(kind).str, np.array(vals, dtype=kind).tobytes()))
+        elif kind in _PLAIN_SCALARS:
+            cols.append((None, vals))
+        else:
+            return infos
+    return keys, cols
+
+
+def unpack_infos(payload: Any) -> list[dict]:
+    """The list of info dicts :func:`pack_infos` packed."""
+    if type(payload) is not tuple:
+        return payload
+    keys, cols = payload
+    columns = [data if dtype is None else np.frombuffer(data, dtype) for dtype, data in cols]
+    return [dict(zip(keys, row)) for row in zip(*columns)]
 
 
 class ShmemVectorEnv(SubprocVectorEnv):
@@ -248,6 +296,10 @@ class ShmemVectorEnv(SubprocVectorEnv):
         return out
 
     def _ids_of(self, parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None) -> Any:
+        if order is None and len(parts) == len(self._workers) and all(
+            p[0] is w.ids for p, w in zip(parts, self._workers)
+        ):  # every worker's whole block, in order (a step of every env): no ids to join
+            return self._all_ids, None
         ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
         if order is not None:
             ids = ids[order]
@@ -259,7 +311,7 @@ class ShmemVectorEnv(SubprocVectorEnv):
     def _infos(parts: list[tuple[np.ndarray, Any]], order: np.ndarray | None) -> list[dict]:
         infos: list[dict] = []
         for ids, payload in parts:
-            infos += payload if payload is not None else [{} for _ in range(len(ids))]
+            infos += unpack_infos(payload) if payload is not None else [{} for _ in range(len(ids))]
         return infos if order is None else [infos[k] for k in order]
 
     def _assemble_step(

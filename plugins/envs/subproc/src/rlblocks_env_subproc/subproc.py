@@ -23,12 +23,14 @@ import contextlib
 import math
 import multiprocessing as mp
 import os
+import select
 import signal
 import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait as mp_wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import cloudpickle
@@ -105,6 +107,11 @@ _CALLS = {
 }
 
 
+#: A step of every env of a worker whose actions travel outside the command (shared memory),
+#: pickled once: ``Connection.send`` would pickle the same tuple again for every worker and step.
+_STEP_ALL_BYTES = bytes(ForkingPickler.dumps((W.STEP, None, None)))
+
+
 def _default_context() -> str:
     return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
@@ -134,7 +141,7 @@ class Worker:
     Public for backends built on this one (shmem starts one to learn the spaces)."""
 
     __slots__ = ("conn", "dead", "group", "ids", "index", "label", "local", "pending",
-                 "process", "restarts", "start", "stop", "where")
+                 "poller", "process", "restarts", "start", "stop", "where")
 
     def __init__(self, index: int, start: int, stop: int, label: str, local: bool = False) -> None:
         self.index = index  # position in SubprocVectorEnv._workers
@@ -144,6 +151,9 @@ class Worker:
         self.ids = np.arange(start, stop)
         self.process: Any = None
         self.conn: Any = None
+        #: a poll object on ``conn``, built once per pipe (``Connection.poll`` builds and
+        #: registers a selector at every call)
+        self.poller: Any = None
         self.group: Any = None  # local: the W.EnvGroup the parent runs commands in
         self.pending: deque[Request] = deque()
         self.dead: str | None = None
@@ -371,6 +381,8 @@ class SubprocVectorEnv(WorkerGroups):
         process.start()
         child_conn.close()  # only the worker holds its end: its death closes the pipe
         w.process, w.conn, w.dead = process, parent_conn, None
+        w.poller = select.poll()
+        w.poller.register(parent_conn.fileno(), select.POLLIN)
         w.pending.clear()
         w.pending.append(Request(-1, w.ids, (), time.monotonic()))
 
@@ -478,13 +490,16 @@ class SubprocVectorEnv(WorkerGroups):
                 w.pending.popleft()
             else:
                 conn = w.conn
-                if not conn.poll():
+                if conn.closed:  # as Connection.poll would say
+                    raise OSError("handle is closed")
+                # poll reports a hang-up or error as ready too, as Connection.poll does
+                if not w.poller.poll(0):
                     limit = None
                     allowed = self.worker_timeout if req.kind >= 0 else self.start_timeout
                     if allowed is not None:
-                        limit = max(0.0, req.sent + allowed - time.monotonic())
+                        limit = max(0.0, req.sent + allowed - time.monotonic()) * 1000.0
                     # a dead worker's pipe reads as EOF at once: one poll covers death and hangs
-                    if not conn.poll(limit):
+                    if not w.poller.poll(limit):
                         self._fail(w, W.COMMAND_NAMES[req.kind] if req.kind >= 0 else "make")
                         continue
                 try:
@@ -528,7 +543,10 @@ class SubprocVectorEnv(WorkerGroups):
             return req
         req = Request(kind, ids, msg, time.monotonic())
         try:
-            w.conn.send(msg)
+            if kind == W.STEP and msg[1] is None and msg[2] is None:
+                w.conn.send_bytes(_STEP_ALL_BYTES)
+            else:
+                w.conn.send(msg)
         except (OSError, ValueError):
             w.pending.append(req)
             self._fail(w, W.COMMAND_NAMES[kind])  # raises, or restarts and re-queues req
@@ -720,10 +738,13 @@ class SubprocVectorEnv(WorkerGroups):
         n = len(all_ids)
         if len(actions) != n:
             raise ValueError(f"got {len(actions)} actions for {n} envs")
-        if np.count_nonzero(self._needs_reset[all_ids]) or np.count_nonzero(
-            self._in_flight[all_ids]
-        ):
-            bad = all_ids[self._needs_reset[all_ids] | self._in_flight[all_ids]].tolist()
+        # a step of every env reads the flags whole (no gathered copies)
+        need, flying = (
+            (self._needs_reset, self._in_flight) if ids is None
+            else (self._needs_reset[all_ids], self._in_flight[all_ids])
+        )
+        if np.count_nonzero(need) or np.count_nonzero(flying):
+            bad = all_ids[need | flying].tolist()
             raise EnvWorkerError(
                 f"envs {bad} finished their episode, were never reset or have a step in flight; "
                 "call reset(env_ids) (or step_wait()) first"
