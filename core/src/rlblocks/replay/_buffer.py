@@ -23,6 +23,7 @@ returned.
 
 from __future__ import annotations
 
+import inspect
 import operator
 import os
 from collections.abc import Mapping
@@ -221,7 +222,8 @@ class ReplayBuffer(BufferFiles):
             episode_cut=True,
             persistent=True,
             sequences=isinstance(self.sampler, SequenceSampler),
-            cuts_some_envs=True,
+            # a subclass may end every env's episodes only (no env_ids): asked, not assumed
+            cuts_some_envs="env_ids" in inspect.signature(self.truncate_unfinished).parameters,
             stack_num=self.stack_num,
             rebuilds_obs_next=self.ignore_obs_next,
         )
