@@ -274,8 +274,9 @@ def test_sigkill_at_random_moments_loses_nothing_and_resumes_bit_identical(
     # a kill lands at a random moment of training, after the process has started (which takes
     # longer on a loaded machine, or under coverage): measured here, not assumed
     began = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import rlblocks.run, torch, gymnasium"],
-                   capture_output=True, check=True, timeout=300)  # fmt: skip
+    # (rlblocks' faces import on first use: name what a training run imports)
+    probe = "from rlblocks.run import Experiment, train; import torch, gymnasium"
+    subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True, timeout=300)
     startup = time.monotonic() - began
     kills = 0
     last_step = -1
