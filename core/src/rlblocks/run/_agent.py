@@ -530,7 +530,6 @@ def load(
     from rlblocks.algo import optimizers_deferred
     from rlblocks.run import _config as cfg
     from rlblocks.run._compose import (
-        env_spec,
         make_env_fns,
         make_policy,
         resolve_device,
@@ -538,7 +537,8 @@ def load(
         stacked_space,
     )
     from rlblocks.run._family import env_family
-    from rlblocks.run._networks import check_network_imports, check_networks_again
+    from rlblocks.run._networks import check_networks_again
+    from rlblocks.run._trust import check_run_imports
 
     ckpt, config_file = _resolve(path, which)
     config = cfg.read_config(config_file, spec_lookup)
@@ -551,8 +551,7 @@ def load(
             f"family ({family[0].summary}); rlblocks.load does not load its runs yet (the "
             "policy weights are in the run's checkpoints: best.pt, latest.pt)"
         )
-    env_spec(env_id, trusted=trust_imports)
-    check_network_imports(config, trusted=trust_imports)
+    check_run_imports(config, trusted=trust_imports)
     networks = dict(networks or {})
     check_networks_again(
         config, networks, "loading it",

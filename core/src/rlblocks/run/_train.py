@@ -21,7 +21,6 @@ from rlblocks.run import _config as cfg
 from rlblocks.run._advice import option
 from rlblocks.run._agent import factory_env_message
 from rlblocks.run._compose import (
-    check_env_id,
     resolve_device,
     spec_lookup,
 )
@@ -31,7 +30,6 @@ from rlblocks.run._dataset import (
 from rlblocks.run._experiment import Experiment, _warn_stderr
 from rlblocks.run._networks import (
     algo_of_policy,
-    check_network_imports,
     check_networks,
     check_networks_again,
 )
@@ -41,6 +39,7 @@ from rlblocks.run._rundir import (
     refuse_existing_run,
     replaced_run_note,
 )
+from rlblocks.run._trust import check_run_imports
 from rlblocks.trainers import (
     TrainResult,
 )
@@ -389,13 +388,11 @@ def resume(
     if replaced:  # the run resumes; the earlier one stays where it is until restored or deleted
         _warn_stderr(replaced)
     resolved = cfg.read_config(config_file, spec_lookup)
-    if env is None:
-        if resolved.env.factory is not None:
-            raise ConfigError(factory_env_message(
-                resolved, "resuming it", f"rlblocks.resume({str(run_dir)!r}, env=<the factory>)"
-            ))  # fmt: skip
-        check_env_id(resolved.env.id, trusted=trust_imports)
-    check_network_imports(resolved, trusted=trust_imports)
+    if env is None and resolved.env.factory is not None:
+        raise ConfigError(factory_env_message(
+            resolved, "resuming it", f"rlblocks.resume({str(run_dir)!r}, env=<the factory>)"
+        ))  # fmt: skip
+    check_run_imports(resolved, trusted=trust_imports, env_id=env is None)
     networks = dict(networks or {})
     check_networks_again(
         resolved, networks, "resuming it",

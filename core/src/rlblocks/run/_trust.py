@@ -1,0 +1,89 @@
+"""The trust rule for the code a run directory's config names.
+
+A run directory is data: loading, evaluating or resuming it must not run code of whoever wrote
+its ``config.json``. Every import path a config can hold — the env id (``module:EnvId``), the env
+wrappers, a buffer part's functions (a spec's ``import_fields``: HER's ``compute_reward``) and
+``algo.encoder`` — is imported only when its module is imported already, belongs to rlblocks,
+its installed plugins or gymnasium, or the user trusts the run (``trust_imports=True``,
+``--trust-imports``). :func:`check_run_imports` applies the rule to a whole config, before
+anything is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from rlblocks.contracts import ConfigError
+from rlblocks.plugins import GROUPS, get_registry
+from rlblocks.run._advice import option
+from rlblocks.run._compose import check_env_id, spec_lookup
+from rlblocks.run._networks import check_network_imports
+
+__all__ = ["check_run_imports", "untrusted_module"]
+
+#: packages whose modules a config may name without trust: rlblocks and the env API it builds on
+#: (importing them runs only code the user installed to run rlblocks at all)
+TRUSTED_PACKAGES = ("rlblocks", "gymnasium")
+
+
+@functools.cache
+def _plugin_packages() -> frozenset[str]:
+    """The top-level packages of the installed rlblocks plugins (from their entry points)."""
+    roots = set()
+    for kind in GROUPS:
+        for entry in get_registry(kind).entries():
+            roots.add(entry.value.partition(":")[0].split(".")[0])
+    return frozenset(roots)
+
+
+def untrusted_module(path: str) -> str | None:
+    """The module an import path (``"package.module:name"``) names when importing it would run
+    code that the user has not vouched for; None when it may be imported."""
+    module = str(path).partition(":")[0]
+    root = module.split(".")[0]
+    if module in sys.modules or root in TRUSTED_PACKAGES or root in _plugin_packages():
+        return None
+    return module
+
+
+def _refuse(field: str, path: Any, module: str) -> ConfigError:
+    return ConfigError(
+        f"{field}: {path!r} names code in the module {module!r}, and importing it runs that "
+        f"code; import it yourself first, or pass {option('trust_imports=True', '--trust-imports')}"
+        " if you trust this run"
+    )
+
+
+def check_run_imports(config: Any, trusted: bool, env_id: bool = True) -> None:
+    """Refuse, before anything is built, every import path of a run directory's ``config`` that
+    the trust rule does not allow (one line naming the field, the path and the fix). The env id
+    is checked (and, trusted, imported) unless ``env_id`` is False (a factory replaces it)."""
+    if env_id:
+        check_env_id(config.env.id, trusted=trusted)
+    if trusted:
+        return
+    for field in ("wrappers", "train_wrappers"):
+        for item in getattr(config.env, field):
+            path = item.get("path") if isinstance(item, Mapping) else item
+            module = untrusted_module(str(path))
+            if module is not None:
+                raise _refuse(f"env.{field}", path, module)
+    # options are keyed by the part's role ("relabel": HER's options); the role's field names it
+    for role, options in (config.buffer.options or {}).items():
+        name = getattr(config.buffer, str(role), None)
+        try:
+            fields = spec_lookup("buffer", str(name)).import_fields
+        except Exception:  # an unknown part is reported where the buffer is built
+            continue
+        for field in fields:
+            value = options.get(field) if isinstance(options, Mapping) else getattr(
+                options, field, None
+            )
+            if isinstance(value, str):
+                module = untrusted_module(value)
+                if module is not None:
+                    raise _refuse(f"buffer.{field}", value, module)
+    check_network_imports(config, trusted=False)
