@@ -94,11 +94,8 @@ def test_wrappers_of_rlblocks_and_gymnasium_need_no_trust(finished_run: Path) ->
 
 def test_a_buffer_parts_function_from_an_untrusted_module_is_refused(planted) -> None:
     module, marker = planted
-    resolved = build_config(
-        "dqn",
-        flags={"buffer": {"name": "vector", "relabel": "her", "compute_reward": f"{module}:reward"}},
-        spec_lookup=spec_lookup,
-    )
+    her = {"name": "vector", "relabel": "her", "compute_reward": f"{module}:reward"}
+    resolved = build_config("dqn", flags={"buffer": her}, spec_lookup=spec_lookup)
     with pytest.raises(ConfigError, match=rf"buffer.compute_reward: '{module}:reward' names"):
         check_run_imports(resolved, trusted=False)
     check_run_imports(resolved, trusted=True)  # the user's word lets it through
