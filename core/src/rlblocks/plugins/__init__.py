@@ -35,12 +35,13 @@ __all__ = [
     "install_hint",
     "make_plugin_manager",
     "reset_caches",
+    "untrusted_module",
 ]
 
 if TYPE_CHECKING:
     from rlblocks.plugins import _hookspecs as hookspecs
     from rlblocks.plugins._hookspecs import hookimpl, hookspec
-    from rlblocks.plugins._imports import import_entry
+    from rlblocks.plugins._imports import import_entry, untrusted_module
     from rlblocks.plugins._manager import RlblocksPluginManager, hook_names, make_plugin_manager
     from rlblocks.plugins._registry import (
         FIRST_PARTY,

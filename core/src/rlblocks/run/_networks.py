@@ -12,12 +12,17 @@ only named, and are passed again to load or resume the run.
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rlblocks.contracts import ConfigError
-from rlblocks.plugins import NETWORK_PARTS, AlgoSpec, get_registry, import_object
+from rlblocks.plugins import (
+    NETWORK_PARTS,
+    AlgoSpec,
+    get_registry,
+    import_object,
+    untrusted_module,
+)
 from rlblocks.run._advice import option
 
 __all__ = [
@@ -61,8 +66,8 @@ def network_factory(path: str, kwargs: Mapping[str, Any], trusted: bool = True) 
     """The factory an ``algo.encoder`` import path names, with ``kwargs`` bound. Importing runs
     the module's code: ``trusted=False`` (a path read from someone's run directory) refuses a
     module that is not imported yet, as env ids of the form ``module:EnvId`` are refused."""
-    module = path.partition(":")[0]
-    if module not in sys.modules and not trusted:
+    module = untrusted_module(path)
+    if module is not None and not trusted:
         raise ConfigError(
             f"algo.encoder {path!r} names code in the module {module!r}, and importing it runs "
             f"that code; import it yourself first, or pass "

@@ -11,43 +11,16 @@ anything is built.
 
 from __future__ import annotations
 
-import functools
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from rlblocks.contracts import ConfigError
-from rlblocks.plugins import GROUPS, get_registry
+from rlblocks.plugins import untrusted_module
 from rlblocks.run._advice import option
 from rlblocks.run._compose import check_env_id, spec_lookup
 from rlblocks.run._networks import check_network_imports
 
-__all__ = ["check_run_imports", "untrusted_module"]
-
-#: packages whose modules a config may name without trust: rlblocks and the env API it builds on
-#: (importing them runs only code the user installed to run rlblocks at all)
-TRUSTED_PACKAGES = ("rlblocks", "gymnasium")
-
-
-@functools.cache
-def _plugin_packages() -> frozenset[str]:
-    """The top-level packages of the installed rlblocks plugins (from their entry points)."""
-    roots = set()
-    for kind in GROUPS:
-        for entry in get_registry(kind).entries():
-            roots.add(entry.value.partition(":")[0].split(".")[0])
-    return frozenset(roots)
-
-
-def untrusted_module(path: str) -> str | None:
-    """The module an import path (``"package.module:name"``) names when importing it would run
-    code that the user has not vouched for; None when it may be imported."""
-    module = str(path).partition(":")[0]
-    root = module.split(".")[0]
-    if module in sys.modules or root in TRUSTED_PACKAGES or root in _plugin_packages():
-        return None
-    return module
-
+__all__ = ["check_run_imports"]
 
 def _refuse(field: str, path: Any, module: str) -> ConfigError:
     return ConfigError(
