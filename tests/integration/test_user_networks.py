@@ -247,6 +247,45 @@ def test_a_policy_of_no_installed_algorithm_is_refused_in_one_line(tmp_path) -> 
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def test_iqn_trains_and_loads_with_your_quantile_network(tmp_path, support) -> None:
+    """IQN's ``model`` part: a user quantile network (obs, taus) -> [B, K, A] is what the run
+    trains (its weights move), is recorded, and loads back to act."""
+    net = support.QuantileNet(4, 2)
+    before = [p.detach().clone() for p in net.parameters()]
+    result = rlblocks.train(
+        "iqn", seed=0, run_dir=tmp_path / "run", networks={"model": net},
+        overrides=["trainer.max_env_steps=1500", "trainer.warmup_steps=200",
+                   "trainer.test_episodes=2", "trainer.test_interval=1500"],
+        **QUIET,
+    )  # fmt: skip
+    assert result.agent.policy.model is net
+    assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters(), strict=True))
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["run"]["networks"] == {"model": "tests_support_networks:QuantileNet"}
+    agent = rlblocks.load(tmp_path / "run", networks={"model": support.QuantileNet(4, 2)})
+    for a, b in zip(agent.policy.model.parameters(), net.parameters(), strict=True):
+        assert torch.equal(a.cpu(), b.detach().cpu())
+    assert agent.act(CARTPOLE.observation_space.sample()) in (0, 1)
+
+
+def test_r2d2_trains_and_loads_with_an_encoder_from_its_config(tmp_path, support) -> None:
+    """R2D2 takes ``algo.encoder`` (an import path) like the other value-based algorithms: the
+    recurrent network is built over it, and load rebuilds it from the run's config."""
+    result = rlblocks.train(
+        "r2d2", seed=0, run_dir=tmp_path / "run",
+        overrides=["algo.encoder=tests_support_networks:small_encoder",
+                   "algo.encoder_kwargs={features = 24}", "env.id=CartPole-v1",
+                   "env.num_envs=2", "trainer.max_env_steps=600", "trainer.test_episodes=2",
+                   "trainer.test_interval=600", "buffer.size=2000"],
+        **QUIET,
+    )  # fmt: skip
+    encoder = result.agent.policy.model.encoder
+    assert _widths(encoder) == [24]
+    agent = rlblocks.load(tmp_path / "run")
+    assert _widths(agent.policy.model.encoder) == [24]
+    assert agent.policy.custom_networks == {"encoder": "tests_support_networks:small_encoder"}
+
+
 # -- refusals --------------------------------------------------------------------------------------
 def test_a_part_the_algorithm_does_not_take_is_one_line_naming_what_it_takes(tmp_path) -> None:
     obs, act = CARTPOLE.observation_space, CARTPOLE.action_space
@@ -258,29 +297,85 @@ def test_a_part_the_algorithm_does_not_take_is_one_line_naming_what_it_takes(tmp
         rlblocks.train("reinforce", networks={"critic": nn.Linear(4, 1)},
                        run_dir=tmp_path / "run", **QUIET)  # fmt: skip
     assert not (tmp_path / "run").exists()  # refused before anything was made
-    with pytest.raises(ConfigError, match="algo 'r2d2' takes no encoder of yours; it builds all"):
-        rlblocks.make_policy("r2d2", obs, act, encoder="tests_support_networks:small_encoder")
+    with pytest.raises(ConfigError, match=r"algo 'fqf' takes no model of yours; it takes encoder$"):
+        rlblocks.make_policy("fqf", obs, act, model=nn.Linear(4, 2))
     with pytest.raises(ConfigError, match="'head' is not a network part"):
         rlblocks.train("ppo", networks={"head": nn.Linear(4, 2)}, run_dir=tmp_path / "x", **QUIET)
+
+
+class _FirstQuantile(nn.Module):
+    """A quantile network that forgets the fraction axis: ``[B, A]`` instead of ``[B, K, A]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(4, 2)
+
+    def forward(self, obs: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        return self.q(obs)
 
 
 @pytest.mark.parametrize(
     ("algo", "space", "part", "net", "message"),
     [
-        ("ppo", None, "actor", nn.Linear(4, 3),
-         "the actor's output has shape [B, 3], expected [B, 2] (a Distribution, or 2 logits)"),
-        ("ppo", None, "critic", nn.Linear(4, 2),
-         "the critic's output has shape [B, 2], expected [B, 1] or [B] (the state value V(s))"),
-        ("dqn", None, "model", nn.Linear(4, 5),
-         "the model's output has shape [B, 5], expected [B, 2] (Q-values of the 2 actions)"),
-        ("sac", "box", "actor", nn.Linear(3, 1),
-         "the actor's output has shape [B, 1], expected [B, 2] (the mean, then the log std, of "
-         "each action dimension)"),
-        ("sac", "box", "critic", nn.Linear(4, 3),
-         "the critic's output has shape [B, 3], expected [B, 1] or [B] (Q(s, a) of the features "
-         "and the action concatenated)"),
-        ("sac", "box", "encoder", nn.Sequential(nn.Linear(3, 8), nn.Flatten(0)),
-         "the encoder's output has shape [16] (for a batch of B=2), expected [B, D] (features)"),
+        (
+            "ppo",
+            None,
+            "actor",
+            nn.Linear(4, 3),
+            "the actor's output has shape [B, 3], expected [B, 2] (a Distribution, or 2 logits)",
+        ),
+        (
+            "ppo",
+            None,
+            "critic",
+            nn.Linear(4, 2),
+            "the critic's output has shape [B, 2], expected [B, 1] or [B] (the state value V(s))",
+        ),
+        (
+            "dqn",
+            None,
+            "model",
+            nn.Linear(4, 5),
+            "the model's output has shape [B, 5], expected [B, 2] (Q-values of the 2 actions)",
+        ),
+        (
+            "iqn",
+            None,
+            "model",
+            _FirstQuantile(),
+            "the model's output has shape [B, 2], expected [B, 3, 2] (quantile values [B, K, 2] "
+            "for fractions taus [B, K])",
+        ),
+        (
+            "r2d2",
+            None,
+            "encoder",
+            nn.Flatten(0),
+            "the encoder's output has shape [8] (for a batch of B=2), expected [B, D] (features)",
+        ),
+        (
+            "sac",
+            "box",
+            "actor",
+            nn.Linear(3, 1),
+            "the actor's output has shape [B, 1], expected [B, 2] (the mean, then the log std, of "
+            "each action dimension)",
+        ),
+        (
+            "sac",
+            "box",
+            "critic",
+            nn.Linear(4, 3),
+            "the critic's output has shape [B, 3], expected [B, 1] or [B] (Q(s, a) of the features "
+            "and the action concatenated)",
+        ),
+        (
+            "sac",
+            "box",
+            "encoder",
+            nn.Sequential(nn.Linear(3, 8), nn.Flatten(0)),
+            "the encoder's output has shape [16] (for a batch of B=2), expected [B, D] (features)",
+        ),
     ],
 )
 def test_a_network_whose_output_does_not_fit_is_one_line_naming_both_shapes(
@@ -295,9 +390,7 @@ def test_a_network_whose_output_does_not_fit_is_one_line_naming_both_shapes(
     assert str(err.value) == message
 
 
-def test_an_untrusted_encoder_import_path_is_not_imported_on_load(
-    tmp_path, monkeypatch
-) -> None:
+def test_an_untrusted_encoder_import_path_is_not_imported_on_load(tmp_path, monkeypatch) -> None:
     """A run directory naming ``algo.encoder`` is data: loading it imports that module only when
     it is imported already or with ``trust_imports=True``."""
     module = "rlblocks_test_untrusted_encoder"

@@ -32,3 +32,20 @@ class Net(nn.Module):
     def forward(self, obs, state=None, info={}):  # noqa: B006 (the thesis' signature)
         obs = torch.as_tensor(obs, dtype=torch.float32)
         return self.model(obs.reshape(obs.shape[0], -1)), state
+
+
+class QuantileNet(nn.Module):
+    """An IQN quantile network of one's own: ``forward(obs [B, obs], taus [B, K]) -> [B, K, A]``
+    (the observation's features times a cosine embedding of each fraction)."""
+
+    def __init__(self, obs_dim: int, num_actions: int, hidden: int = 64, cosines: int = 16) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Linear(obs_dim, hidden), nn.ReLU())
+        self.embed = nn.Sequential(nn.Linear(cosines, hidden), nn.ReLU())
+        self.head = nn.Linear(hidden, num_actions)
+        self.register_buffer("freqs", torch.arange(1, cosines + 1, dtype=torch.float32) * np.pi)
+
+    def forward(self, obs: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        x = self.features(obs.reshape(obs.shape[0], -1).float())  # [B, H]
+        e = self.embed(torch.cos(taus.unsqueeze(-1) * self.freqs))  # [B, K, H]
+        return self.head(x.unsqueeze(1) * e)  # [B, K, A]

@@ -18,6 +18,7 @@ cover them.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
@@ -65,7 +66,10 @@ class TupleOutput(nn.Module):
 
 
 def describe_part(given: Any) -> str:
-    """``module:qualname`` of a part's class or factory, for a run's record (never imported)."""
+    """``module:qualname`` of a part's class or factory, for a run's record (never imported); a
+    ``functools.partial`` (a factory with its config's keyword arguments) names its function."""
+    while isinstance(given, functools.partial):
+        given = given.func
     source = type(given) if isinstance(given, nn.Module) else given
     module = getattr(source, "__module__", None) or "unknown"
     return f"{module}:{getattr(source, '__qualname__', type(source).__name__)}"

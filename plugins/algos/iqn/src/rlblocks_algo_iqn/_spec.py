@@ -12,7 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
-    networks=("encoder",),
+    networks=("encoder", "model"),
     # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.run)
     env_defaults=atari_presets("iqn"),
     defaults={

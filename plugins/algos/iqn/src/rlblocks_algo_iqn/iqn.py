@@ -28,8 +28,10 @@ from rlblocks.algo.nets import (
     ImplicitQuantileNetwork,
     NetworkPart,
     build_part,
+    check_output,
     encoder_part,
     make_encoder,
+    sample_observations,
 )
 from rlblocks.contracts import Batch
 from rlblocks_algo_iqn.config import IQNConfig
@@ -41,10 +43,35 @@ def at_actions(z: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
     return z.gather(2, index).squeeze(2)
 
 
+def quantile_model(
+    given: NetworkPart, observation_space: gym.Space, action_space: gym.Space
+) -> torch.nn.Module:
+    """A user's quantile network, built from a factory if need be and checked once on a sample
+    batch: ``model(obs, taus [B, K])`` must return ``[B, K, A]``; a module answering
+    ``(values, state)`` is wrapped to return the values."""
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise TypeError(f"IQN needs a Discrete action space, got {action_space}")
+    built = build_part("model", given, observation_space, action_space)
+    sample = sample_observations(observation_space)
+    leaf = sample
+    while isinstance(leaf, dict):  # Dict and Tuple observations come as dicts of tensors
+        leaf = next(iter(leaf.values()))
+    rows = int(leaf.shape[0])
+    k, n = 3, int(action_space.n)
+    taus = torch.rand(rows, k, generator=torch.Generator().manual_seed(0))
+    module, _ = check_output(
+        "model", built, [sample, taus], [(k, n)],
+        f"quantile values [B, K, {n}] for fractions taus [B, K]",
+    )  # fmt: skip
+    return module
+
+
 class IQNPolicy(ValueBasedPolicy):
     """IQN over discrete actions. ``model`` defaults to an :class:`ImplicitQuantileNetwork` over
-    the default observation encoder; a custom one is called as ``model(obs, taus [B, K])`` and
-    returns quantile values ``[B, K, A]``."""
+    the default observation encoder (or your ``encoder``); your own ``model`` (a module or a
+    factory given the spaces) is called as ``model(obs, taus [B, K])`` and returns quantile
+    values ``[B, K, A]`` (or ``(values, state)``), checked on a sample batch when the policy is
+    built."""
 
     def __init__(
         self,
@@ -52,12 +79,14 @@ class IQNPolicy(ValueBasedPolicy):
         action_space: gym.Space,
         config: IQNConfig | None = None,
         device: str | torch.device = "cpu",
-        model: torch.nn.Module | None = None,
+        model: NetworkPart | None = None,
         encoder: NetworkPart | None = None,
     ) -> None:
         c = config or IQNConfig()
-        given = encoder
-        if model is None and isinstance(action_space, gym.spaces.Discrete):
+        given_encoder, given_model = encoder, model
+        if model is not None:
+            model = quantile_model(model, observation_space, action_space)
+        elif isinstance(action_space, gym.spaces.Discrete):
             if encoder is None:
                 encoder = make_encoder(observation_space, images=c.images)
             else:
@@ -69,7 +98,7 @@ class IQNPolicy(ValueBasedPolicy):
                 sigma0=c.noisy_sigma0, activation=c.activation, encoder=encoder,
             )  # fmt: skip
         super().__init__(observation_space, action_space, c, device, model)  # type: ignore[arg-type]
-        self.note_networks(encoder=given)
+        self.note_networks(encoder=given_encoder, model=given_model)
         self.register_buffer(
             "test_taus", quantile_midpoints(c.num_quantile_samples, device=self.device)
         )

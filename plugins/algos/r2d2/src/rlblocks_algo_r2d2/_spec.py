@@ -44,6 +44,7 @@ SPEC = AlgoSpec(
     action_spaces=("Discrete",),
     training="off-policy",
     recurrent=True,
+    networks=("encoder",),
     # Tuned on rlblocks/MaskedCartPole-v1 (seeds 0-2 solve within 20k-48k env steps). The
     # paper copies the target network every 2500 updates; a run this short makes only a few
     # thousand updates, and values propagate far faster with Polyak averaging (tau).

@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlblocks.algo import QLearningPolicy, epsilon_greedy, linear_decay
-from rlblocks.algo.nets import make_encoder
+from rlblocks.algo.nets import NetworkPart, build_part, encoder_part, make_encoder
 from rlblocks.contracts import Batch, Buffer
 from rlblocks_algo_r2d2.config import R2D2Config
 from rlblocks_algo_r2d2.network import RecurrentQNetwork
@@ -116,8 +116,10 @@ def nstep_window_targets(
 
 class R2D2Policy(QLearningPolicy):
     """R2D2 over Discrete actions (see the module docstring). ``model`` defaults to a
-    :class:`RecurrentQNetwork` over the default observation encoder; a custom one must offer
-    the same ``step``, ``sequence_features``, ``core`` and ``q_head``."""
+    :class:`RecurrentQNetwork` over the default observation encoder, or over your ``encoder``
+    (a module or a factory given the spaces, mapping observations to features ``[B, D]``,
+    checked on a sample batch); a custom ``model`` must offer the same ``step``,
+    ``sequence_features``, ``core`` and ``q_head``."""
 
     def __init__(
         self,
@@ -126,6 +128,7 @@ class R2D2Policy(QLearningPolicy):
         config: R2D2Config | None = None,
         device: str | torch.device = "cpu",
         model: nn.Module | None = None,
+        encoder: NetworkPart | None = None,
     ) -> None:
         c = config or R2D2Config()
         if not isinstance(action_space, gym.spaces.Discrete):
@@ -133,14 +136,21 @@ class R2D2Policy(QLearningPolicy):
                 f"R2D2 needs a Discrete action space, got {action_space}; for continuous "
                 "actions use an actor-critic algorithm"
             )
+        given = encoder
         if model is None:
+            if encoder is None:
+                encoder = make_encoder(observation_space, images=c.images)
+            else:
+                built = build_part("encoder", encoder, observation_space, action_space)
+                encoder = encoder_part(built, observation_space)
             model = RecurrentQNetwork(
-                make_encoder(observation_space, images=c.images), int(action_space.n),
+                encoder, int(action_space.n),
                 torso=c.torso_sizes, hidden_size=c.rnn_hidden, cell=c.cell,
                 num_layers=c.rnn_layers, head=c.hidden_sizes, dueling=c.dueling,
                 activation=c.activation,
             )  # fmt: skip
         super().__init__(observation_space, action_space, c, device, model)
+        self.note_networks(encoder=given)
         self.config: R2D2Config = c
         if c.lr_decay_steps:
             lr, steps = c.lr, c.lr_decay_steps
