@@ -247,6 +247,42 @@ def test_a_policy_of_no_installed_algorithm_is_refused_in_one_line(tmp_path) -> 
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def test_a_run_of_your_policy_subclass_loads_and_resumes_as_that_class(tmp_path, support) -> None:
+    """train(MyDQN(...)) records the subclass; load and resume rebuild it when it is passed
+    again (policy_class=), refuse in one line without it, and take the algorithm's own class
+    when asked to."""
+    from rlblocks_algo_dqn.dqn import DQNPolicy
+
+    cls = support.counting_dqn_class()
+    mine = cls(CARTPOLE.observation_space, CARTPOLE.action_space)
+    budget = ["trainer.warmup_steps=100", "trainer.test_episodes=2", "trainer.test_interval=400"]
+    run = tmp_path / "run"
+    rlblocks.train(mine, env="CartPole-v1", seed=0, run_dir=run,
+                   overrides=["trainer.max_env_steps=400", *budget], **QUIET)  # fmt: skip
+    assert cls.learned > 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["run"]["policy_class"] == "tests_support_networks:CountingDQN"
+    for call in (lambda: rlblocks.load(run), lambda: rlblocks.resume(run)):
+        with pytest.raises(ConfigError) as err:
+            call()
+        assert "your class tests_support_networks:CountingDQN (a subclass of DQNPolicy)" in str(
+            err.value
+        ) and "\n" not in str(err.value)
+    agent = rlblocks.load(run, which="latest", policy_class=cls)
+    assert type(agent.policy) is cls
+    assert type(rlblocks.load(run, which="latest", policy_class=DQNPolicy).policy) is DQNPolicy
+    with pytest.raises(ConfigError, match="policy_class must be DQNPolicy"):
+        rlblocks.load(run, policy_class=nn.Linear)
+    before = cls.learned
+    result = rlblocks.resume(run, overrides=["trainer.max_env_steps=800"], policy_class=cls)
+    assert type(result.agent.policy) is cls and cls.learned > before
+    plain = tmp_path / "plain"
+    rlblocks.train("dqn", env="CartPole-v1", seed=0, run_dir=plain,
+                   overrides=["trainer.max_env_steps=200", *budget], **QUIET)  # fmt: skip
+    with pytest.raises(ConfigError, match="leave policy_class out"):
+        rlblocks.load(plain, which="latest", policy_class=cls)
+
+
 def test_iqn_trains_and_loads_with_your_quantile_network(tmp_path, support) -> None:
     """IQN's ``model`` part: a user quantile network (obs, taus) -> [B, K, A] is what the run
     trains (its weights move), is recorded, and loads back to act."""

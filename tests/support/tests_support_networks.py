@@ -49,3 +49,20 @@ class QuantileNet(nn.Module):
         x = self.features(obs.reshape(obs.shape[0], -1).float())  # [B, H]
         e = self.embed(torch.cos(taus.unsqueeze(-1) * self.freqs))  # [B, K, H]
         return self.head(x.unsqueeze(1) * e)  # [B, K, A]
+
+
+def counting_dqn_class() -> type:
+    """A subclass of DQN's policy that counts its gradient steps (``learned``), the way a user
+    changes an algorithm by subclassing it."""
+    from rlblocks_algo_dqn.dqn import DQNPolicy
+
+    class CountingDQN(DQNPolicy):
+        learned = 0
+
+        def learn(self, batch, **kwargs):  # type: ignore[no-untyped-def]
+            type(self).learned += 1
+            return super().learn(batch, **kwargs)
+
+    CountingDQN.__module__ = __name__
+    CountingDQN.__qualname__ = "CountingDQN"
+    return CountingDQN

@@ -330,8 +330,12 @@ class Agent:
             shape = getattr(got, "shape", None)
             if what == "observation" and self.frame_stack > 1 and shape is not None:
                 shape = (self.frame_stack, *shape)  # the policy acts on stacks of frames
-            if type(got) is not type(want) or shape != want.shape or (
-                isinstance(want, gym.spaces.Discrete) and got.n != want.n  # type: ignore[attr-defined]
+            if (
+                type(got) is not type(want)
+                or shape != want.shape
+                or (
+                    isinstance(want, gym.spaces.Discrete) and got.n != want.n  # type: ignore[attr-defined]
+                )
             ):
                 raise ConfigError(
                     f"the env {env if env is not None else self.env_id!r} has the {what} space "
@@ -342,7 +346,6 @@ class Agent:
     def _refuse_factory_run(self, what: str) -> None:
         """The run's own env cannot be rebuilt when it came from a factory: say so."""
         if getattr(self.config.env, "factory", None) is not None:
-
             how = option(
                 f"pass env=<the factory> (or an env id, e.g. {self.env_id!r}, to use that env as "
                 "registered)",
@@ -495,8 +498,10 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
                 from rlblocks.run._rundir import replaced_run_note
 
                 replaced = replaced_run_note(p)
-                hint = f" and no config.json; {replaced}" if replaced else (
-                    " and no config.json: is it a run directory?"
+                hint = (
+                    f" and no config.json; {replaced}"
+                    if replaced
+                    else (" and no config.json: is it a run directory?")
                 )
             raise CheckpointError(f"no checkpoints/{which}.pt in {p}{hint}")
     elif p.is_file():
@@ -520,13 +525,15 @@ def load(
     device: str | None = None,
     trust_imports: bool = False,
     networks: Mapping[str, Any] | None = None,
+    policy_class: type | None = None,
 ) -> Agent:
     """The agent of a run directory (``which``: its ``best.pt`` or ``latest.pt``) or of one
     checkpoint file inside it; the networks go to ``device`` (default: cpu). A run whose env id
     names a module (``module:EnvId``) needs that module imported first, or ``trust_imports``;
     so does one whose config names an encoder (``algo.encoder``). A run trained with networks
     from Python (``train(networks=...)``) needs them again: ``networks={"actor": ...}``, the
-    same modules or factories (the weights come from the checkpoint)."""
+    same modules or factories (the weights come from the checkpoint); one trained from a policy
+    object of your own subclass needs the class again (``policy_class=``)."""
     from rlblocks.algo import optimizers_deferred
     from rlblocks.run import _config as cfg
     from rlblocks.run._compose import (
@@ -537,7 +544,7 @@ def load(
         stacked_space,
     )
     from rlblocks.run._family import env_family
-    from rlblocks.run._networks import check_networks_again
+    from rlblocks.run._networks import check_networks_again, check_policy_class_again
     from rlblocks.run._trust import check_run_imports
 
     ckpt, config_file = _resolve(path, which)
@@ -557,6 +564,10 @@ def load(
         config, networks, "loading it",
         f"rlblocks.load({str(config_file.parent)!r}, networks={{...}}) from Python",
     )  # fmt: skip
+    check_policy_class_again(
+        config, policy_class, "loading it",
+        f"rlblocks.load({str(config_file.parent)!r}, policy_class=...) from Python",
+    )  # fmt: skip
     try:
         probe = make_env_fns(
             env_id, 1, dict(config.env.make_kwargs or {}), list(config.env.wrappers)
@@ -574,7 +585,7 @@ def load(
     with optimizers_deferred():
         policy = make_policy(
             config.algo_name, obs_space, act_space, device=dev, config=config.algo,
-            trust_imports=trust_imports, **networks,
+            trust_imports=trust_imports, policy_class=policy_class, **networks,
         )  # fmt: skip
     payload = load_checkpoint(ckpt, map_location=dev)
     state = payload.get("policy")

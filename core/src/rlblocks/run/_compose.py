@@ -359,6 +359,7 @@ def make_policy(
     critic: Any = None,
     model: Any = None,
     trust_imports: bool = True,
+    policy_class: type | None = None,
     **fields: Any,
 ) -> Any:
     """Build an algorithm's policy by name; ``fields`` override its config's defaults.
@@ -371,7 +372,8 @@ def make_policy(
     checked once on a sample of the spaces. An ``encoder`` given as a string is the config
     field ``encoder``: an import path ``"package.module:factory"`` imported here (with the
     config's ``encoder_kwargs``); ``trust_imports=False`` (a config read from a run directory)
-    refuses to import a module that is not imported yet."""
+    refuses to import a module that is not imported yet. ``policy_class``: a subclass of the
+    algorithm's policy class to build instead (with the same constructor arguments)."""
     reg = get_registry("algo")
     spec = reg.spec(name)
     _check_spaces(spec, observation_space, action_space, global_state=state_space is not None)
@@ -390,8 +392,7 @@ def make_policy(
     if path is not None:
         if "encoder" not in spec.networks:
             raise ConfigError(
-                f"$.algo.encoder: algo {name!r} takes no encoder of yours; "
-                f"{networks_taken(spec)}"
+                f"$.algo.encoder: algo {name!r} takes no encoder of yours; {networks_taken(spec)}"
             )
         if "encoder" in networks:
             raise ConfigError(
@@ -405,12 +406,17 @@ def make_policy(
             "algo.encoder = 'package.module:factory' or leave encoder_kwargs out"
         )
     cls = reg.load(name)
+    if policy_class is not None:
+        if not (isinstance(policy_class, type) and issubclass(policy_class, cls)):
+            raise ConfigError(
+                f"policy_class must be {cls.__qualname__} (algo {name!r}) or a subclass of it, "
+                f"got {policy_class!r}"
+            )
+        cls = policy_class
     extra: dict[str, Any] = {}
     if "state_space" in inspect.signature(cls).parameters:
         extra["state_space"] = state_space
-    policy = cls(
-        observation_space, action_space, config=config, device=device, **extra, **networks
-    )
+    policy = cls(observation_space, action_space, config=config, device=device, **extra, **networks)
     _check_policy(policy, reg, name)
     return policy
 

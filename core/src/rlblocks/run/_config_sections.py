@@ -335,6 +335,10 @@ class RunConfig:
     """Recorded by ``train(networks=...)`` (and ``train(policy)``): the parts of the networks
     that came from Python, as ``{"actor": "module:qualname"}`` of their class or factory. Never
     imported: loading or resuming the run needs them passed again (``networks=``)."""
+    policy_class: str | None = None
+    """Recorded by ``train(policy)`` when the policy object is of a subclass of the algorithm's
+    own policy class: its ``module:qualname``. Never imported: loading or resuming the run needs
+    the class passed again (``policy_class=``)."""
 
 
 @define(kw_only=True)

@@ -20,6 +20,7 @@ An offline algorithm (spec ``training="offline"``) learns from the dataset ``buf
 ``trainer.max_gradient_steps``, checkpoints record the dataset's size and sha256 (never a copy)
 and a resume reloads it from the path in ``config.json``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -136,18 +137,6 @@ def _dist_versions(specs: Iterable[tuple[str, str]]) -> dict[str, Any]:
     return out
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 @contextlib.contextmanager
 def _graceful_signals(trainer: BaseTrainer) -> Iterator[None]:
     """While training: the first SIGINT or SIGTERM asks the trainer to stop after the current
@@ -209,10 +198,6 @@ def _finished_not_interrupted(result: TrainResult, trainer: BaseTrainer) -> None
         trainer.state.stop_reason = result.stop_reason
 
 
-
-
-
-
 class Experiment:
     """One run built from an :class:`~rlblocks.run.ExperimentConfig`."""
 
@@ -228,6 +213,7 @@ class Experiment:
         test_fn: Callable[[int, int], None] | None = None,
         networks: Mapping[str, Any] | None = None,
         policy: Any = None,
+        policy_class: type | None = None,
     ) -> None:
         self.config = config
         #: the run's vector envs, once built (closed again when a start fails)
@@ -237,6 +223,8 @@ class Experiment:
         self.networks = dict(networks or {})
         #: a policy object to train instead of building one (``train(policy)``)
         self.given_policy = policy
+        #: the subclass of the algorithm's policy class to build (resuming a run of one)
+        self.policy_class = policy_class
         #: the trainer's ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)``
         self.train_fn = train_fn
         self.test_fn = test_fn
@@ -472,7 +460,7 @@ class Experiment:
         if policy is None:
             return make_policy(
                 c.algo_name, space_o, space_a, device=device, config=c.algo,
-                state_space=state_space, **self.networks,
+                state_space=state_space, policy_class=self.policy_class, **self.networks,
             )  # fmt: skip
         for what, own, env_space in (
             ("observation", policy.observation_space, space_o),
@@ -616,15 +604,14 @@ class Experiment:
             "trainer": trainer.state_dict(),
             "torch_rng": torch.get_rng_state(),
             # the GPUs' own generators: a CUDA run draws its exploration and sampled actions there
-            "cuda_rng": (
-                torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-            ),
+            "cuda_rng": (torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None),
             "python_rng": random.getstate(),
             "numpy_rng": _numpy_rng_state(),
             # random streams, counters, and the envs with their running episodes
             "collectors": {
                 # an offline run has no training collector
-                "train": None if self.train_collector is None
+                "train": None
+                if self.train_collector is None
                 else to_plain(self.train_collector.state_dict()),
                 "test": to_plain(self.test_collector.state_dict()),
             },
@@ -867,49 +854,5 @@ class Experiment:
         return result
 
 
-
-
-
-
-
-
-
-
-
-
 def _json_safe(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -30,6 +30,7 @@ __all__ = [
     "check_network_imports",
     "check_networks",
     "check_networks_again",
+    "check_policy_class_again",
     "network_factory",
     "networks_taken",
 ]
@@ -113,6 +114,26 @@ def check_networks_again(config: Any, networks: Mapping[str, Any], what: str, ho
                 f"this run was trained with the built-in {part}, and its checkpoints hold that "
                 f"network's weights; leave {part!r} out of networks"
             )
+
+
+def check_policy_class_again(config: Any, policy_class: type | None, what: str, how: str) -> None:
+    """A run trained with a policy object of a subclass (``run.policy_class``) needs the class
+    passed again to be rebuilt as such, and a run without one takes none: said for ``what``
+    (loading, resuming), with ``how`` to pass it."""
+    recorded = config.run.policy_class
+    if recorded is not None and policy_class is None:
+        spec = get_registry("algo").spec(config.algo_name)
+        base = spec.impl.rpartition(":")[2]
+        raise ConfigError(
+            f"this run trained a policy of your class {recorded} (a subclass of {base}); "
+            f"{what} needs the class again: {how} (policy_class={base} rebuilds the "
+            "algorithm's own class instead)"
+        )
+    if recorded is None and policy_class is not None:
+        raise ConfigError(
+            f"this run trained the algorithm's own policy class ({config.algo_name}); leave "
+            "policy_class out"
+        )
 
 
 def algo_of_policy(policy: Any) -> str:

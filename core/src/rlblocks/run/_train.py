@@ -32,6 +32,7 @@ from rlblocks.run._networks import (
     algo_of_policy,
     check_networks,
     check_networks_again,
+    check_policy_class_again,
 )
 from rlblocks.run._rundir import (
     _finished,
@@ -336,7 +337,11 @@ def _with_networks(
     record = dict(getattr(policy, "custom_networks", {}))
     if getattr(own, "encoder", None) is not None:
         record.pop("encoder", None)  # the config names it: rebuilt from the import path
-    run = attrs.evolve(resolved.run, networks=record)
+    cls = type(policy)
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    run = attrs.evolve(
+        resolved.run, networks=record, policy_class=None if path == spec.impl else path
+    )
     return attrs.evolve(resolved, algo=own, run=run)
 
 
@@ -366,6 +371,7 @@ def resume(
     train_fn: Callable[[int, int], None] | None = None,
     test_fn: Callable[[int, int], None] | None = None,
     networks: Mapping[str, Any] | None = None,
+    policy_class: type | None = None,
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
     (Callables are not saved with a run: pass ``train_fn``/``test_fn`` again to keep them.)
@@ -376,7 +382,9 @@ def resume(
     env id of the form ``module:EnvId`` is imported only when the module is imported already or
     with ``trust_imports`` (importing runs the module's code); so is an ``algo.encoder`` import
     path. A run trained on an env factory needs it again as ``env``, one trained with networks
-    from Python (``train(networks=...)``) needs them again as ``networks``."""
+    from Python (``train(networks=...)``) needs them again as ``networks``, and one trained
+    from a policy object of your own subclass (``train(MyPolicy(...))``) needs the class again
+    as ``policy_class``."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     replaced = replaced_run_note(run_dir)
@@ -397,6 +405,10 @@ def resume(
     check_networks_again(
         resolved, networks, "resuming it",
         f"rlblocks.resume({str(run_dir)!r}, networks={{...}}) from Python",
+    )  # fmt: skip
+    check_policy_class_again(
+        resolved, policy_class, "resuming it",
+        f"rlblocks.resume({str(run_dir)!r}, policy_class=...) from Python",
     )  # fmt: skip
     finished = _finished(run_dir)
     if spec_lookup("algo", resolved.algo_name).training == "offline":
@@ -434,5 +446,5 @@ def resume(
     # a finished run's result.json goes once the run is rebuilt (Experiment._reopen_finished_run)
     return Experiment(
         resolved, run_dir, hooks=hooks, env_factory=env, train_fn=train_fn, test_fn=test_fn,
-        networks=networks,
+        networks=networks, policy_class=policy_class,
     ).run(resumed=True)  # fmt: skip
