@@ -151,7 +151,7 @@ def _gen_store(tmp_path: Path):
 
     def commit(step: int) -> Path:
         def write(gen: Path) -> dict:
-            save_checkpoint(gen / "latest.pt", {"trainer": {"env_step": step},
+            save_checkpoint(gen / "latest.pt", {"trainer": {"env_step": step}, "policy": {},
                                                "w": torch.full((64,), float(step))})  # fmt: skip
             (gen / "buffer.h5").write_bytes(bytes([step % 256]) * 1000)
             return {"env_step": step}

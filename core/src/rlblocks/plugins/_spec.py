@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, ClassVar
 
+import attrs
 from attrs import field, frozen
 
 #: Bumped when the contract between core and plugins changes incompatibly: 2 is the 1.0 layout,
@@ -57,6 +58,27 @@ class PluginSpec:
     impl: str = field(validator=_check_import_path)
     config: type | None = None
     api_version: int = PLUGIN_API_VERSION
+    path_fields: tuple[str, ...] = field(default=(), converter=tuple)
+    """Fields of ``config`` that name a file or folder the component writes (W&B's ``dir``).
+    ``resume`` takes such a setting from a run directory's ``config.json`` only when it lies
+    inside that run directory, when the user gives it again or trusts the run."""
+    endpoint_fields: tuple[str, ...] = field(default=(), converter=tuple)
+    """Fields of ``config`` that say where the component connects or what it asks of that
+    place (MLflow's ``tracking_uri``, W&B's ``entity``, a Ray cluster's ``address``). ``resume``
+    takes such a setting from a run directory's ``config.json`` only when the user gives it
+    again or trusts the run; left unset, the component uses the user's own defaults."""
+
+    @path_fields.validator
+    @endpoint_fields.validator
+    def _check_declared_fields(self, attribute: Any, value: tuple[str, ...]) -> None:
+        if not value:
+            return
+        if self.config is None or not attrs.has(self.config):
+            raise ValueError(f"{attribute.name}={value!r} needs an attrs config class to name")
+        known = {a.name for a in attrs.fields(self.config)}
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(f"{attribute.name}: {unknown} are no fields of {self.config.__name__}")
 
     def load(self) -> Any:
         """Import and return the implementation object (tier 2)."""
@@ -69,6 +91,8 @@ class PluginSpec:
             if a.name in {"name", "summary", "impl"}:
                 continue
             value = getattr(self, a.name)
+            if a.name in {"path_fields", "endpoint_fields"} and not value:
+                continue  # most components reach nothing outside the run: no line for it
             if a.name == "env_defaults" and isinstance(value, dict):
                 value = sorted(value)  # the patterns; `rlblocks describe` shows the values
             elif a.name == "defaults" and isinstance(value, dict):
@@ -122,9 +146,7 @@ class AlgoSpec(PluginSpec):
     @training.validator
     def _check_training(self, _attr: Any, value: str) -> None:
         if value not in {"on-policy", "off-policy", "offline"}:
-            raise ValueError(
-                f"training={value!r}; use 'on-policy', 'off-policy' or 'offline'"
-            )
+            raise ValueError(f"training={value!r}; use 'on-policy', 'off-policy' or 'offline'")
 
 
 BUFFER_PARTS = ("layout", "sampler", "relabeller", "writer")

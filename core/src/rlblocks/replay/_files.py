@@ -120,10 +120,19 @@ class BufferFiles:
                 "store in a file; store it as a numeric or fixed-width bytes array"
             )
         os.makedirs(self.path, exist_ok=True)
-        return np.lib.format.open_memmap(
-            os.path.join(self.path, "data." + ".".join(path) + ".npy"), mode="w+", dtype=dtype,
-            shape=shape,
-        )
+        # made under a fresh name (created exclusively: no link there is followed), then renamed
+        # into place, which replaces whatever entry had the name (a link, not its target)
+        target = os.path.join(self.path, "data." + ".".join(path) + ".npy")
+        fd, tmp = tempfile.mkstemp(prefix=".data.", suffix=".npy.tmp", dir=self.path)
+        os.close(fd)
+        try:
+            arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+            os.replace(tmp, target)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return arr
 
     def flush(self) -> None:
         """Make a memory-mapped buffer durable: write the mapped arrays out, then the
@@ -146,12 +155,18 @@ class BufferFiles:
             "rng_state": self.rng.bit_generator.state,
         }
         target = os.path.join(self.path, _STATE_FILE)
-        tmp = target + ".tmp"
-        with open(tmp, "wb") as fh:
-            np.savez(fh, state=np.array(json.dumps(state)), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        # a fresh temporary (created exclusively, so no link is followed), renamed over the file
+        fd, tmp = tempfile.mkstemp(prefix=f".{_STATE_FILE}.", suffix=".tmp", dir=self.path)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, state=np.array(json.dumps(state)), **arrays)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         _fsync_dir(self.path)
 
     def _open_memmap(self) -> None:
@@ -175,10 +190,16 @@ class BufferFiles:
                     f"the buffer state in {self.path!r} names an invalid key {list(path)!r}"
                 )
         root = os.path.realpath(self.path)
-        file = os.path.realpath(os.path.join(root, "data." + ".".join(path) + ".npy"))
+        entry = os.path.join(root, "data." + ".".join(path) + ".npy")
+        file = os.path.realpath(entry)
         if os.path.dirname(file) != root:
             raise BufferFileError(
                 f"the buffer state in {self.path!r} points outside the buffer directory"
+            )
+        if os.path.islink(entry):  # mapped read-write: a link would have it write elsewhere
+            raise BufferFileError(
+                f"{entry} is a symbolic link; a memory-mapped buffer never writes through one: "
+                "replace it with the file itself, or delete the buffer directory to start anew"
             )
         return file
 

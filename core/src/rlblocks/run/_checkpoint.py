@@ -252,6 +252,11 @@ def _load_failure(exc: BaseException) -> str:
 
 # -- generations: one checkpoint = several files committed together ---------------------------
 
+#: a generation's trainer checkpoint: the policy, the trainer's counters, the random streams
+TRAINER_FILE = "latest.pt"
+#: the manifest's counters, which its trainer checkpoint records too
+COUNTERS = ("env_step", "gradient_step")
+
 CURRENT = "CURRENT"
 MANIFEST = "MANIFEST.json"
 #: the manifest's key for the SHA-256 of its other entries (so a flipped counter is caught too)
@@ -323,9 +328,7 @@ class GenerationStore:
         tmp.mkdir()
         try:
             extra = write(tmp) or {}
-            files = {
-                p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()
-            }
+            files = {p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()}
             for p in tmp.iterdir():
                 with contextlib.suppress(OSError), open(p, "rb+") as fh:
                     os.fsync(fh.fileno())
@@ -407,6 +410,8 @@ class GenerationStore:
             got = file_digest(path)
             if got["size"] != want.get("size") or got["sha256"] != want.get("sha256"):
                 return f"{gen.name}/{name} is damaged (size or checksum differs from the manifest)"
+        if TRAINER_FILE in files:
+            return _trainer_checkpoint_problem(gen, manifest)
         return ""
 
     def candidates(self) -> list[Path]:
@@ -431,19 +436,43 @@ class GenerationStore:
                 return gen
             problems.append(problem)
         if problems:
-            raise CheckpointError(
-                f"no intact checkpoint in {self.root}: {'; '.join(problems)}"
-            )
+            raise CheckpointError(f"no intact checkpoint in {self.root}: {'; '.join(problems)}")
         return None
 
     def manifest(self, gen: Path) -> dict[str, Any]:
         return json.loads((gen / MANIFEST).read_text(encoding="utf-8"))
 
 
+def checkpoint_content_problem(path: Path, payload: dict[str, Any]) -> str:
+    """Empty when the checkpoint ``payload`` read from ``path`` holds policy weights (all that
+    ``load`` takes from it); else what is wrong, in the words of the reader that refuses it."""
+    if not isinstance(payload.get("policy"), dict):
+        return f"{path} is damaged: it holds no policy weights; restore it from a copy"
+    return ""
 
 
-
-
+def _trainer_checkpoint_problem(gen: Path, manifest: dict[str, Any]) -> str:
+    """Empty when ``gen``'s trainer checkpoint reads as resuming reads it (weights only, no code
+    from it) and agrees with the manifest's counters; else what is wrong. A checksum vouches
+    only for what the manifest lists, and a manifest can be rewritten with its file: this is
+    what a rewritten pair cannot pass unless it is a checkpoint that fits its counters."""
+    path = gen / TRAINER_FILE
+    try:
+        payload = _read_checkpoint(path)
+    except CheckpointError as exc:
+        return str(exc)  # names the file and what it is not
+    if problem := checkpoint_content_problem(path, payload):
+        return problem
+    trainer = payload.get("trainer")
+    if not isinstance(trainer, dict):
+        return f"{path} is damaged: it holds no trainer state; restore it from a copy"
+    for key in COUNTERS:
+        if key in manifest and trainer.get(key) != manifest[key]:
+            return (
+                f"{gen.name}/{MANIFEST} says {key}={manifest[key]!r} and {TRAINER_FILE} "
+                f"{trainer.get(key)!r}: one of them was changed, so the generation is damaged"
+            )
+    return ""
 
 
 def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path:

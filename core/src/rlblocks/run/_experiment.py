@@ -93,6 +93,7 @@ from rlblocks.run._rundir import (
     _remove_failed_start,
     discard_replaced_run,
     put_back_run,
+    refuse_symlinks,
     remove_stale_temporaries,
     set_aside_run,
 )
@@ -786,6 +787,7 @@ class Experiment:
         failed_start = False
         try:
             if rd is not None:
+                refuse_symlinks(rd)  # a run writes through no link inside its directory
                 if self.overwrite and not resumed:
                     self._replaced = set_aside_run(rd)
                     if before is None:  # what the new run creates is measured from here

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.contracts import CheckpointError, ConfigError
+from rlblocks.contracts import CheckpointError, ConfigError, RlblocksError
 from rlblocks.plugins import hookimpl
 from rlblocks.run._advice import option
 from rlblocks.run._checkpoint import (
@@ -34,6 +34,7 @@ from rlblocks.run._checkpoint import (
     GenerationStore,
     _read_checkpoint,
     check_file,
+    checkpoint_content_problem,
     sidecar_of,
     verify_file,
     write_verified,
@@ -198,7 +199,7 @@ def replaced_run_note(run_dir: str | os.PathLike[str]) -> str | None:
     left one (and no run holds the directory now): the earlier run, kept there, and how to
     restore or discard it; None when there is none."""
     held = Path(run_dir) / REPLACED_DIR
-    if not held.is_dir() or RunDirLock.holder(run_dir) is not None:
+    if not held.is_dir() or held.is_symlink() or RunDirLock.holder(run_dir) is not None:
         return None  # nothing set aside, or a start running now that deals with it itself
     return (
         f"an earlier run is kept in {held}: a start with {option('overwrite=True', '--overwrite')}"
@@ -218,7 +219,7 @@ class RunDirLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(self.path)
         try:
             import fcntl
         except ImportError:  # not POSIX: no lock, as before
@@ -253,8 +254,8 @@ class RunDirLock:
             import fcntl
         except ImportError:
             return None
-        try:
-            fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY)
+        try:  # a symbolic link is no lock of this directory's (and is refused by acquire)
+            fd = os.open(Path(run_dir) / ".lock", os.O_RDONLY | _NOFOLLOW)
         except OSError:
             return None
         try:
@@ -271,6 +272,37 @@ class RunDirLock:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor releases the lock
             self._fd = None
+
+
+#: ``os.O_NOFOLLOW`` where the OS has it: opening a symbolic link then fails instead of
+#: opening whatever it points to
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_lock_file(path: Path) -> int:
+    """A descriptor of the lock file ``path``, created when missing. The file is truncated and
+    rewritten, so it must be the directory's own: a symbolic link (which would truncate its
+    target), a hard link or anything but a regular file is refused with a ConfigError."""
+    import stat
+
+    refuse = ConfigError(
+        f"{path} is not a plain file of the run directory (a symbolic or hard link, or a special "
+        "file), so the run cannot lock the directory without writing elsewhere; delete it (what "
+        "it points to is left alone) and start again"
+    )
+    if path.is_symlink():
+        raise refuse
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+    except OSError as exc:
+        if path.is_symlink():  # planted between the check and the open
+            raise refuse from None
+        raise ConfigError(f"cannot open the lock file {path}: {exc.strerror or exc}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise refuse
+    return fd
 
 
 def _lock_pid(fd: int) -> str:
@@ -330,22 +362,34 @@ def _unreadable(path: Path) -> str:
             payload = _read_checkpoint(path)
         except CheckpointError as exc:
             return str(exc)  # names the file and what it is not
-        if not isinstance(payload.get("policy"), dict):
-            return f"{path} is damaged: it holds no policy weights; restore it from a copy"
-        return ""
+        return checkpoint_content_problem(path, payload)
 
     try:
         if path.name == "result.json":
             read_result(path.parent)
+        elif path.name == "config.json":
+            _read_run_config(path)
         elif path.suffix == ".json":
             json.loads(path.read_text(encoding="utf-8"))
         else:
             read_tests(path.parent)
     except CheckpointError as exc:
         return str(exc)
+    except RlblocksError as exc:  # a config.json that resume would refuse
+        detail = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        return f"{path} does not read as a run's config: {detail}"
     except (OSError, ValueError) as exc:
         return f"{path} is damaged: it is not valid JSON ({exc}); restore it from a copy"
     return ""
+
+
+def _read_run_config(path: Path) -> None:
+    """Read a run's ``config.json`` as ``resume`` reads it (its checksum, then every section
+    and field checked against the installed plugins); its refusal is the caller's problem."""
+    from rlblocks.run import _config as cfg
+    from rlblocks.run._compose import spec_lookup
+
+    cfg.read_config(path, spec_lookup)
 
 
 def default_run_dir(algo: str, env_id: str) -> Path:
@@ -365,6 +409,7 @@ def set_aside_run(run_dir: Path) -> Path | None:
     same file system) and return that folder; None when there was nothing to move. A folder
     left there by a start that was killed is put back first, so no run is ever lost."""
     held = run_dir / REPLACED_DIR
+    refuse_symlinks(run_dir)  # nothing is moved into, or out of, a place a link points to
     if held.is_dir():
         put_back_run(run_dir, held)
     names = [
@@ -412,10 +457,54 @@ def remove_stale_temporaries(run_dir: Path) -> None:
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
     for folder in (run_dir, run_dir / "checkpoints", run_dir / "logs"):
-        if folder.is_dir():
+        if folder.is_dir() and not folder.is_symlink():
             for tmp in folder.glob(".*.tmp"):
                 with contextlib.suppress(OSError):
                     tmp.unlink()
+
+
+#: the folder a memory-mapped buffer of a run keeps its arrays in, unless buffer.path says
+#: otherwise
+BUFFER_DIR = "buffer"
+
+
+def refuse_symlinks(run_dir: str | os.PathLike[str]) -> None:
+    """Refuse (one line naming it) a symbolic link among the entries a run writes in
+    ``run_dir``: its files and their checksum files, ``.lock``, ``logs/`` and the entries
+    directly in it, everything under ``checkpoints/`` and the memory-mapped ``buffer/``, and the
+    same in a ``.replaced-run`` that ``--overwrite`` left. A run writes through none of them
+    (the link could send its files anywhere); the link and its target are left alone."""
+    run_dir = Path(run_dir)
+    for folder in (run_dir, run_dir / REPLACED_DIR):
+        if folder != run_dir and (folder.is_symlink() or not folder.is_dir()):
+            continue  # a symbolic .replaced-run is named below, as an entry of run_dir
+        link = _symlinked_entry(folder)
+        if link is not None:
+            raise ConfigError(
+                f"{link} is a symbolic link inside the run directory; a run never writes "
+                "through one (it could send the run's files anywhere): replace it with the "
+                "file or folder itself, or delete it (its target is left alone)"
+            )
+
+
+def _symlinked_entry(run_dir: Path) -> Path | None:
+    """The first symbolic link among the entries a run writes in ``run_dir``, else None."""
+    names = [*RUN_FILES, *RUN_DIRS, BUFFER_DIR, ".lock", REPLACED_DIR]
+    entries = [run_dir / n for n in names] + [sidecar_of(run_dir / n) for n in RUN_FILES]
+    for entry in entries:
+        if entry.is_symlink():
+            return entry
+    logs = run_dir / "logs"
+    if logs.is_dir():  # the loggers' own files (their insides are theirs to manage)
+        for entry in sorted(logs.iterdir()):
+            if entry.is_symlink():
+                return entry
+    for folder in (run_dir / "checkpoints", run_dir / BUFFER_DIR):
+        for root, dirs, files in os.walk(folder):  # never descends into a link
+            for name in sorted(dirs + files):
+                if (Path(root) / name).is_symlink():
+                    return Path(root) / name
+    return None
 
 
 def _remove_failed_start(run_dir: Path, before: set[str], made_dir: bool) -> None:

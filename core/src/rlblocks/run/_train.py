@@ -40,7 +40,7 @@ from rlblocks.run._rundir import (
     refuse_existing_run,
     replaced_run_note,
 )
-from rlblocks.run._trust import check_run_imports
+from rlblocks.run._trust import check_run_imports, check_run_reach
 from rlblocks.trainers import (
     TrainResult,
 )
@@ -380,11 +380,14 @@ def resume(
     an offline run) change the saved config, e.g. to train a finished run for longer. An
     offline run reloads its dataset from ``buffer.dataset`` and refuses a file that changed. An
     env id of the form ``module:EnvId`` is imported only when the module is imported already or
-    with ``trust_imports`` (importing runs the module's code); so is an ``algo.encoder`` import
-    path. A run trained on an env factory needs it again as ``env``, one trained with networks
-    from Python (``train(networks=...)``) needs them again as ``networks``, and one trained
-    from a policy object of your own subclass (``train(MyPolicy(...))``) needs the class again
-    as ``policy_class``."""
+    with ``trust_imports`` (importing runs the module's code); so are env wrappers, a buffer
+    part's functions and an ``algo.encoder`` import path. ``trust_imports`` also lets the run's
+    config write outside ``run_dir`` (a memory-mapped ``buffer.path``) and contact the endpoints
+    it names (MLflow's ``tracking_uri``, W&B's ``entity``...); without it such a setting is
+    refused unless ``overrides`` give it again. A run trained on an env factory needs it again
+    as ``env``, one trained with networks from Python (``train(networks=...)``) needs them
+    again as ``networks``, and one trained from a policy object of your own subclass
+    (``train(MyPolicy(...))``) needs the class again as ``policy_class``."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     replaced = replaced_run_note(run_dir)
@@ -425,6 +428,9 @@ def resume(
             overrides=list(overrides),
             spec_lookup=spec_lookup,
         ))  # fmt: skip
+    # what the config names outside the run (files it would write, servers it would contact)
+    # comes from the run's own word: refused unless given again above or trusted
+    check_run_reach(resolved, run_dir, trusted=trust_imports, overrides=overrides)
     if finished is not None:
         offline = spec_lookup("algo", resolved.algo_name).training == "offline"
         env_steps, gradient_steps, reason = finished

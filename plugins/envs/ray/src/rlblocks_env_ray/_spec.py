@@ -61,6 +61,7 @@ SPEC = EnvBackendSpec(
     summary="Env workers as Ray actors, several envs each; local or on a Ray cluster.",
     impl="rlblocks_env_ray.ray_env:RayVectorEnv",
     config=RayConfig,
+    endpoint_fields=("address", "init_kwargs"),
     supports_async=True,
     multiprocess=True,
 )

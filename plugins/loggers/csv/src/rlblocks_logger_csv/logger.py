@@ -6,10 +6,12 @@ import csv
 import json
 import math
 import numbers
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from rlblocks.contracts import ConfigError
 from rlblocks.plugins import hookimpl
 from rlblocks_logger_csv._spec import CsvConfig
 
@@ -35,13 +37,13 @@ class CsvLogger:
         path = self.log_dir / f"{namespace}.csv"
         if columns is None:
             columns = ["step", *keys]
-            fh = path.open("w", newline="")
+            fh = _open_own(path, "w")
             csv.writer(fh).writerow(columns)
         elif any(k not in columns for k in keys):
             fh = self._widen(namespace, path, columns + [k for k in keys if k not in columns])
             columns = self._columns[namespace]
         else:
-            fh = self._files.get(namespace) or path.open("a", newline="")
+            fh = self._files.get(namespace) or _open_own(path, "a")
         self._columns[namespace] = columns
         self._files[namespace] = fh
         return fh, columns
@@ -54,7 +56,7 @@ class CsvLogger:
         if path.exists():
             with path.open(newline="") as fh:
                 rows = list(csv.DictReader(fh))
-        fh = path.open("w", newline="")
+        fh = _open_own(path, "w")
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
@@ -69,7 +71,7 @@ class CsvLogger:
         csv.DictWriter(fh, fieldnames=columns).writerow(row)
         if self.config.jsonl:
             if self._jsonl is None:
-                self._jsonl = (self.log_dir / "metrics.jsonl").open("a")
+                self._jsonl = _open_own(self.log_dir / "metrics.jsonl", "a")
             record = {"namespace": namespace, "step": step}
             record.update({k: _fmt(v) for k, v in scalars.items()})
             self._jsonl.write(json.dumps(record) + "\n")
@@ -99,6 +101,23 @@ class CsvLogger:
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
+
+
+def _open_own(path: Path, mode: str) -> IO[str]:
+    """``path`` opened for writing (``"w"``) or appending (``"a"``) as text, never through a
+    symbolic link: one in its place is refused (naming it), and what it points to is left
+    alone."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if mode == "w" else os.O_APPEND)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError:
+        if path.is_symlink():
+            raise ConfigError(
+                f"{path} is a symbolic link; the csv logger never writes through one (it could "
+                "send the log anywhere): delete it (its target is left alone)"
+            ) from None
+        raise
+    return os.fdopen(fd, mode, newline="" if path.suffix == ".csv" else None)
 
 
 def _fmt(value: float) -> float | int | None:

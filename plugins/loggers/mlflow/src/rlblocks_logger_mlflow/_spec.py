@@ -25,4 +25,5 @@ SPEC = LoggerSpec(
     summary="MLflow tracking: every scalar as a metric against env steps, the config as params.",
     impl="rlblocks_logger_mlflow.logger:MlflowLogger",
     config=MlflowConfig,
+    endpoint_fields=("tracking_uri",),
 )

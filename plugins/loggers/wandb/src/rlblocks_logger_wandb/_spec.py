@@ -35,4 +35,6 @@ SPEC = LoggerSpec(
     summary="Weights & Biases runs: every scalar against env steps, the resolved config.",
     impl="rlblocks_logger_wandb.logger:WandbLogger",
     config=WandbConfig,
+    path_fields=("dir",),
+    endpoint_fields=("mode", "entity", "project"),
 )
