@@ -17,7 +17,6 @@ checkpoint through ``torch.load(weights_only=True)``: nothing in a run directory
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import warnings
@@ -475,10 +474,13 @@ def _resolve(path: str | os.PathLike[str], which: str) -> tuple[Path, Path]:
         run_dir = p
         ckpt = p / "checkpoints" / f"{which}.pt"
         if which == "latest":
-            from rlblocks.run._checkpoint import latest_checkpoint
+            from rlblocks.run._checkpoint import GenerationStore, latest_checkpoint
 
-            with contextlib.suppress(CheckpointError):
+            try:
                 ckpt = latest_checkpoint(p)
+            except CheckpointError:
+                if GenerationStore(p / "checkpoints").generations():
+                    raise  # generations, none intact: which one is damaged and how, not "none"
         if not ckpt.is_file():
             if which == "best":
                 has_other = (
