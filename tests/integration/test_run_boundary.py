@@ -21,7 +21,7 @@ import rlblocks
 from rlblocks.cli import main as cli
 from rlblocks.contracts import BufferFileError, CheckpointError, ConfigError
 from rlblocks.run import build_config, spec_lookup, verify_run
-from rlblocks.run._trust import check_run_reach
+from rlblocks.run._trust import check_run_imports, check_run_reach
 
 MORE = ["trainer.max_env_steps=400"]
 
@@ -390,3 +390,22 @@ def test_verify_reads_the_config_as_resume_does(finished_run: Path, tmp_path: Pa
         rlblocks.resume(run, overrides=MORE)
     (problem,) = verify_run(run)
     assert "config.json does not read as a run's config" in problem and "batch_size" in problem
+
+
+def test_a_wrapper_told_where_to_write_needs_trust_even_from_gymnasium(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "videos"
+    record = {"path": "gymnasium.wrappers:RecordVideo", "kwargs": {"video_folder": str(folder)}}
+    run = _copy(finished_run, tmp_path, lambda c: c["env"].update(wrappers=[record]))
+    for attempt in (lambda: rlblocks.load(run), lambda: rlblocks.resume(run, overrides=MORE)):
+        with pytest.raises(ConfigError, match=r"env\.wrappers: .*RecordVideo.* takes "
+                           r"video_folder=.*trust_imports=True"):  # fmt: skip
+            attempt()
+    assert cli(["eval", str(run), "--episodes", "1"]) == 2
+    assert not folder.exists()
+    # keyword arguments that name no file pass, as before
+    clip = {"path": "gymnasium.wrappers:ClipReward", "kwargs": {"min_reward": -1, "max_reward": 1}}
+    config = json.loads((finished_run / "config.json").read_text())
+    config["env"]["wrappers"] = [clip]
+    check_run_imports(build_config("dqn", file_data=config, spec_lookup=spec_lookup), False)

@@ -573,7 +573,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(sets run.device; default: the run's own)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",
-                   help="import the module named by a module:EnvId env id (runs its code)")
+                   help="trust the run: import the code its config names (a module:EnvId env "
+                   "id, env wrappers, an encoder; runs that code), write where it says outside "
+                   "the run directory and contact the endpoints it names (a tracking server)")
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("eval", parents=[common], help="evaluate a trained agent (and record it)")
@@ -600,7 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="DEV", help="torch device (default cpu; auto picks CUDA)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the returns as JSON")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",
-                   help="import the module named by a module:EnvId env id (runs its code)")
+                   help="import the code the run's config names (a module:EnvId env id, env "
+                   "wrappers, an encoder; runs that code)")
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("plot", parents=[common], help="plot test-return curves of runs")

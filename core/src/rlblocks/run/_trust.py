@@ -9,7 +9,10 @@ each is used only as follows:
   a buffer part's functions (a spec's ``import_fields``: HER's ``compute_reward``) and
   ``algo.encoder`` — is imported only when its module is imported already, belongs to rlblocks,
   its installed plugins or gymnasium, or the user trusts the run (``trust_imports=True``,
-  ``--trust-imports``). :func:`check_run_imports` applies it (load, eval, resume).
+  ``--trust-imports``). A wrapper's keyword arguments that name a file or folder
+  (``RecordVideo``'s ``video_folder``: names ending in ``folder``, ``dir``, ``path``,
+  ``file``...) need that trust too, as the wrapper, trusted code, would write wherever they say.
+  :func:`check_run_imports` applies it (load, eval, resume).
 * Files. A folder or file the run would write (``buffer.path`` of a memory-mapped buffer, a
   plugin's ``path_fields``: W&B's ``dir``) must lie inside the run directory, reached without
   a symbolic link, unless the user gives the setting again (``--set buffer.path=...``) or
@@ -67,6 +70,15 @@ def check_run_imports(config: Any, trusted: bool, env_id: bool = True) -> None:
             module = untrusted_module(str(path))
             if module is not None:
                 raise _refuse(f"env.{field}", path, module)
+            kwargs = item.get("kwargs") if isinstance(item, Mapping) else None
+            for key, value in (kwargs or {}).items():
+                if _names_a_file(str(key)):  # trusted code, told where to write by the file
+                    trust = option("trust_imports=True", "--trust-imports")
+                    raise ConfigError(
+                        f"env.{field}: {path!r} takes {key}={value!r} from the run's "
+                        "config.json, a file or folder the wrapper would write or read "
+                        f"wherever it says; pass {trust} if you trust this run"
+                    )
     # options are keyed by the part's role ("relabel": HER's options); the role's field names it
     for role, options in (config.buffer.options or {}).items():
         name = getattr(config.buffer, str(role), None)
@@ -85,6 +97,15 @@ def check_run_imports(config: Any, trusted: bool, env_id: bool = True) -> None:
                 if module is not None:
                     raise _refuse(f"buffer.{field}", value, module)
     check_network_imports(config, trusted=False)
+
+
+#: how the keyword arguments that name a file or folder end (``video_folder``, ``log_dir``,
+#: ``path``, ``xml_file``): a wrapper's are refused from an untrusted run's config
+_FILE_WORDS = ("folder", "dir", "directory", "path", "file", "filename")
+
+
+def _names_a_file(key: str) -> bool:
+    return key.lower().rsplit("_", 1)[-1] in _FILE_WORDS
 
 
 def check_run_reach(
