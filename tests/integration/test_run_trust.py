@@ -100,3 +100,24 @@ def test_a_buffer_parts_function_from_an_untrusted_module_is_refused(planted) ->
         check_run_imports(resolved, trusted=False)
     check_run_imports(resolved, trusted=True)  # the user's word lets it through
     assert not marker.exists()  # checking imports nothing
+
+
+def test_train_resume_takes_trust_imports_like_resume(
+    finished_run: Path, planted: tuple[str, Path], tmp_path: Path, capsys
+) -> None:
+    """``rlblocks train ALGO --resume --run-dir RUN`` refuses the planted wrapper like
+    ``rlblocks resume`` does, and imports it with ``--trust-imports``; without ``--resume`` the
+    flag is refused as meaningless."""
+    from rlblocks.cli import main
+
+    module, marker = planted
+    run = _plant_wrapper(finished_run, tmp_path, module)
+    argv = ["train", "dqn", "--resume", "--run-dir", str(run), "--no-progress",
+            "--max-env-steps", "600", "--set", "run.loggers=[]"]  # fmt: skip
+    assert main(argv) != 0
+    assert "trust-imports" in capsys.readouterr().err and not marker.exists()
+    main([*argv, "--trust-imports"])  # the planted wrapper then fails the env snapshot check
+    assert marker.read_text() == "imported"
+    assert "trust-imports" not in capsys.readouterr().err
+    assert main(["train", "dqn", "--trust-imports", "--run-dir", str(tmp_path / "n")]) != 0
+    assert "--trust-imports goes with --resume" in capsys.readouterr().err

@@ -267,6 +267,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(dry_run(args), indent=2))
         return 0
     common = train_settings(args)
+    if args.trust_imports and not args.resume:
+        raise RlblocksError(
+            "--trust-imports goes with --resume (a run from elsewhere); a new run imports what "
+            "you name yourself"
+        )
     if args.seeds is not None:
         seeds = importlib.import_module("rlblocks.tools")
         if args.seed is not None:
@@ -300,7 +305,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             )
         _check_resume_flags(args)
         overrides = _resume_overrides(args, common["overrides"])
-        result = experiment.resume(args.run_dir, overrides=overrides)
+        result = experiment.resume(
+            args.run_dir, overrides=overrides, trust_imports=args.trust_imports
+        )
         return _exit_code(result)
     result = experiment.train(
         args.algo,
@@ -547,6 +554,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in --run-dir (its checkpoints, logs, result)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir (as `rlblocks resume DIR`)")
+    p.add_argument("--trust-imports", "--allow-import", action="store_true",
+                   help="with --resume: trust the run (as `rlblocks resume --trust-imports`)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the resolved config as JSON (what --config reads) and exit: "
                    "names, fields, the env and the algorithm's fit to it are checked, nothing "
