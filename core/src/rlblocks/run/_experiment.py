@@ -15,7 +15,7 @@ trainer and leaves a run directory that can be inspected and resumed::
     RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
 
 An offline algorithm (spec ``training="offline"``) learns from the dataset ``buffer.dataset``
-(an hdf5 file of :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5`) with the
+(an hdf5 file of :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5`, or a Minari dataset) with the
 :class:`~rlblocks.trainers.OfflineTrainer`: only test envs are made, the budget is
 ``trainer.max_gradient_steps``, checkpoints record the dataset's size and sha256 (never a copy)
 and a resume reloads it from the path in ``config.json``.
@@ -83,7 +83,10 @@ from rlblocks.run._compose import (
 from rlblocks.run._dataset import (
     check_dataset_spaces,
     dataset_fingerprint,
+    find_dataset,
+    load_dataset,
 )
+from rlblocks.run._minari import to_policy_actions
 from rlblocks.run._family import FamilyBuild, env_family
 from rlblocks.run._rundir import (
     RESULT_FILE,
@@ -441,6 +444,8 @@ class Experiment:
         check_dataset_spaces(self.buffer, space_o, space_a, str(c.buffer.dataset), c.env.id)
         self.policy = self._make_policy(space_o, space_a, resolve_device(c.run.device))
         self.policy.seed(seed)
+        if self.dataset_env_actions:  # a Minari dataset holds env actions: to policy units
+            to_policy_actions(self.buffer, self.policy)
         abilities = BufferAbilities.of(self.buffer)
         if abilities.seedable:
             self.buffer.seed(seed)
@@ -545,26 +550,18 @@ class Experiment:
         }
 
     def _load_dataset(self, resumed: bool) -> Any:
-        """Read ``buffer.dataset`` into a buffer (never executing code the file names: HER's
-        ``compute_reward`` and the like are refused) and fingerprint it (size, sha256) so a
-        resume can tell whether it is still the file the run trained on."""
-        from rlblocks.replay import ReplayBuffer
-
+        """Read ``buffer.dataset`` (an rlblocks hdf5 file or a Minari dataset) into a buffer
+        (never executing code the file names: HER's ``compute_reward`` and the like are
+        refused) and fingerprint it (size, sha256) so a resume can tell whether it is still the
+        dataset the run trained on."""
         c = self.config
         path = Path(str(c.buffer.dataset))
-        if not path.is_file():
-            if resumed:
-                raise CheckpointError(
-                    f"the dataset {path} this run trained on is gone (config.json names it in "
-                    "buffer.dataset); put the file back, or point the run at a copy of it with "
-                    f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
-                )
-            raise ConfigError(
-                f"$.buffer.dataset: {path} is not a file; pass --dataset FILE with an hdf5 file "
-                "written by ReplayBuffer.save_hdf5 (or an online run's "
-                "checkpoints/gen-N/buffer.h5)"
+        if find_dataset(path) is None and resumed:
+            raise CheckpointError(
+                f"the dataset {path} this run trained on is gone (config.json names it in "
+                "buffer.dataset); put it back, or point the run at a copy of it with "
+                f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
             )
-        self.dataset_fingerprint = dataset_fingerprint(path)
         storage_path = None
         if c.buffer.storage == "memmap":
             if c.buffer.path is None and self.run_dir is None:
@@ -573,13 +570,16 @@ class Experiment:
                     "buffer.path or give the run a directory"
                 )
             storage_path = c.buffer.path or str(Path(str(self.run_dir)) / "buffer")
-        buffer = ReplayBuffer.load_hdf5(path, storage=c.buffer.storage, storage_path=storage_path)
-        if len(buffer) == 0:
+        loaded = load_dataset(path, stack_num=c.buffer.stack_num, storage=c.buffer.storage,
+                              storage_path=storage_path)  # fmt: skip
+        self.dataset_fingerprint = dataset_fingerprint(loaded.path)
+        self.dataset_env_actions = loaded.env_actions
+        if len(loaded.buffer) == 0:
             raise ConfigError(
                 f"$.buffer.dataset: {path} holds no transitions; save a filled buffer "
                 "(ReplayBuffer.save_hdf5) and pass that file with --dataset"
             )
-        return buffer
+        return loaded.buffer
 
     def _hook_objects(self) -> list[object]:
         c = self.config
