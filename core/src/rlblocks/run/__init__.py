@@ -30,8 +30,8 @@ __all__ = [
     "FamilyBuild",
     "FamilyParts",
     "FireReset",
-    "LoadedDataset",
     "GenerationStore",
+    "LoadedDataset",
     "MaskedCartPole",
     "RunConfig",
     "RunDirLock",
@@ -57,9 +57,9 @@ __all__ = [
     "for_mujoco",
     "latest_checkpoint",
     "load",
-    "load_dataset",
     "load_checkpoint",
     "load_config_file",
+    "load_dataset",
     "make_atari",
     "make_auto_vector_env",
     "make_buffer",
@@ -102,7 +102,6 @@ if TYPE_CHECKING:
         measure_env,
         measure_vector_env,
     )
-    from rlblocks.run._collect_data import CollectedDataset, collect_dataset
     from rlblocks.run._checkpoint import (
         GenerationStore,
         atomic_write,
@@ -112,6 +111,7 @@ if TYPE_CHECKING:
         save_checkpoint,
         write_json,
     )
+    from rlblocks.run._collect_data import CollectedDataset, collect_dataset
     from rlblocks.run._compose import (
         check_env_id,
         check_env_spaces,

@@ -83,7 +83,7 @@ def collect_dataset(
     epsilon: float | None = None,
     sigma: float | None = None,
     random_fraction: float | None = None,
-    format: str | None = None,  # noqa: A002 - the CLI's --format
+    format: str | None = None,
     seed: int = 0,
     which: str = "best",
     device: str | None = None,
@@ -224,7 +224,7 @@ def _check_noise_flag(agent: Agent, epsilon: float | None, sigma: float | None) 
         )
 
 
-def _format(out: str | os.PathLike[str], format: str | None) -> str:  # noqa: A002
+def _format(out: str | os.PathLike[str], format: str | None) -> str:
     """The dataset format: as asked, else hdf5 for an ``.h5`` name, else Minari when installed."""
     hdf5_name = Path(os.fspath(out)).suffix.lower() in _HDF5_SUFFIXES
     if format is not None:

@@ -335,6 +335,11 @@ class RunConfig:
     """Recorded by ``train(networks=...)`` (and ``train(policy)``): the parts of the networks
     that came from Python, as ``{"actor": "module:qualname"}`` of their class or factory. Never
     imported: loading or resuming the run needs them passed again (``networks=``)."""
+    init_from: dict[str, Any] | None = None
+    """Recorded by ``train(init_from=RUN)`` (``--init-from RUN``): the run whose policy weights
+    this run started from (``run``, its ``algo``, the ``checkpoint`` and its ``sha256``) and
+    whether that run's data filled the replay buffer (``buffer``, ``data``). A new run with
+    this config starts from the same checkpoint again; a resumed one continues its own."""
 
 
 @define(kw_only=True)

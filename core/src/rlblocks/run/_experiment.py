@@ -86,8 +86,9 @@ from rlblocks.run._dataset import (
     find_dataset,
     load_dataset,
 )
-from rlblocks.run._minari import to_policy_actions
 from rlblocks.run._family import FamilyBuild, env_family
+from rlblocks.run._init_from import init_buffer, init_weights
+from rlblocks.run._minari import to_policy_actions
 from rlblocks.run._rundir import (
     RESULT_FILE,
     RunDirLock,
@@ -231,8 +232,11 @@ class Experiment:
         test_fn: Callable[[int, int], None] | None = None,
         networks: Mapping[str, Any] | None = None,
         policy: Any = None,
+        trust_imports: bool = False,
     ) -> None:
         self.config = config
+        #: import what the run named in ``run.init_from`` names, whatever the trust rule says
+        self.trust_imports = trust_imports
         #: the run's vector envs, once built (closed again when a start fails)
         self.train_envs: Any = None
         self.test_envs: Any = None
@@ -315,6 +319,11 @@ class Experiment:
             return made[-1]
 
         if family is not None:
+            if c.run.init_from is not None:
+                raise ConfigError(
+                    f"$.run.init_from: the {family[0].name!r} family builds its own policies; "
+                    "starting from another run's weights is for gymnasium's envs"
+                )
             # an env family (a plugin: PettingZoo's multi-agent envs...) builds the run's parts
             parts = family[1].build(
                 FamilyBuild(
@@ -345,6 +354,8 @@ class Experiment:
             self.policy = run_policy(space_o, self.train_envs.action_space)
             self.policy.seed(seed)
             self.buffer = run_buffer(c.env.num_envs)
+            if c.run.init_from is not None and not resumed:
+                self._init_from(with_buffer=True)
         # a family may give a buffer per policy (a mapping of them): each is seeded and checked
         buffers = list(self.buffer.values()) if isinstance(self.buffer, Mapping) else [self.buffer]
         abilities = BufferAbilities.of(buffers[0])
@@ -446,6 +457,8 @@ class Experiment:
         self.policy.seed(seed)
         if self.dataset_env_actions:  # a Minari dataset holds env actions: to policy units
             to_policy_actions(self.buffer, self.policy)
+        if c.run.init_from is not None and not resumed:
+            self._init_from(with_buffer=False)
         abilities = BufferAbilities.of(self.buffer)
         if abilities.seedable:
             self.buffer.seed(seed)
@@ -466,6 +479,15 @@ class Experiment:
         )
         self.trainer.run_dir = self.run_dir
         return self.trainer
+
+    def _init_from(self, with_buffer: bool) -> None:
+        """A new run started from another run (``run.init_from``): that run's weights into the
+        policy and, when asked, its data into the replay buffer."""
+        record = self.config.run.init_from
+        assert record is not None
+        init_weights(self.policy, record, self.config.algo_name, trusted=self.trust_imports)
+        if with_buffer and record.get("buffer"):
+            init_buffer(self.buffer, self.policy, record, trusted=self.trust_imports)
 
     def _make_policy(
         self, space_o: gym.Space, space_a: gym.Space, device: str, state_space: Any = None
