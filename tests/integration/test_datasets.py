@@ -351,6 +351,8 @@ def test_init_from_starts_from_the_runs_weights(expert: Path, tmp_path: Path) ->
     assert record["run"] == str(expert.resolve()) and record["algo"] == "dqn"
     assert record["sha256"] == _sha256(expert / "checkpoints" / "best.pt")
     assert record["buffer"] is False
+    summary = rlblocks.tools.describe_run(tmp_path / "init")
+    assert f"started from the weights of the dqn run {expert.resolve()}" in summary
 
 
 def test_init_from_refuses_networks_that_do_not_fit(

@@ -233,10 +233,12 @@ def write_minari(
     try:
         data_dir = tmp / "data"
         data_dir.mkdir()
-        storage = MinariStorage.new(
-            data_dir, observation_space=observation_space, action_space=action_space,
-            env_spec=env_spec, data_format="hdf5", jpeg_encoding=False,
-        )  # fmt: skip
+        spaces = {"observation_space": observation_space, "action_space": action_space,
+                  "env_spec": env_spec, "data_format": "hdf5"}  # fmt: skip
+        try:  # images losslessly: Minari 0.5.4 and later JPEG-encode them unless told not to
+            storage = MinariStorage.new(data_dir, **spaces, jpeg_encoding=False)
+        except TypeError:  # an earlier Minari, which never encodes them
+            storage = MinariStorage.new(data_dir, **spaces)
         storage.update_metadata({
             "dataset_id": dataset_id,
             "minari_version": str(minari.__version__),
