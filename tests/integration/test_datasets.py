@@ -110,7 +110,7 @@ def test_noisy_mode_takes_random_actions_with_probability_epsilon(
     assert _expert_disagreement(agent, exact.path) == 0.0
     assert dataset_metadata(noisy.path)["epsilon"] == 0.5
     assert dataset_metadata(noisy.path)["mode"] == "noisy"
-    with pytest.raises(rlblocks.ConfigError, match="sigma.*Box actions.*epsilon"):
+    with pytest.raises(rlblocks.ConfigError, match=r"sigma.*Box actions.*epsilon"):
         rlblocks.collect_dataset(expert, tmp_path / "x.h5", 1, mode="noisy", sigma=0.2)
     with pytest.raises(rlblocks.ConfigError, match="applies to mode 'noisy'"):
         rlblocks.collect_dataset(expert, tmp_path / "x.h5", 1, epsilon=0.2)
@@ -378,6 +378,6 @@ def test_init_from_follows_the_import_trust_rule(expert: Path, tmp_path: Path) -
     config = json.loads((expert / "config.json").read_text())
     config["env"]["wrappers"] = ["planted_wrapper_module:Wrapper"]
     (copy / "config.json").write_text(json.dumps(config))
-    with pytest.raises(rlblocks.ConfigError, match="planted_wrapper_module.*trust_imports=True"):
+    with pytest.raises(rlblocks.ConfigError, match=r"planted_wrapper_module.*trust_imports=True"):
         rlblocks.resolve_train_config("dqn", init_from=copy)
     assert "planted_wrapper_module" not in sys.modules
