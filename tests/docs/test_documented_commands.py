@@ -5,8 +5,8 @@ fence), parsed by the real command line's parser and resolved the way ``rlblocks
 it (section defaults, the algorithm's presets for the env, then the flags and ``--set``
 overrides), without training. A misspelt ``--set`` field, an option of the wrong section or an
 unknown plugin name in a documented command fails here instead of in a reader's terminal.
-Commands that need a config file (``--config``) or show a placeholder (``ALGO``, ``<...>``) are
-skipped.
+Commands that need a config file (``--config``) or another run (``--init-from``), or show a
+placeholder (``ALGO``, ``<...>``), are skipped.
 """
 
 from __future__ import annotations
@@ -61,8 +61,10 @@ def test_documented_train_command_resolves(where: str, command: str) -> None:
     from rlblocks.run import resolve_train_config
 
     argv = shlex.split(command)[1:]
-    if "--config" in argv or any(a.isupper() or "<" in a for a in argv[:2]):
-        pytest.skip("needs a config file or shows a placeholder")
+    if "--config" in argv or "--init-from" in argv or any(
+        a.isupper() or "<" in a for a in argv[:2]
+    ):
+        pytest.skip("needs a config file or another run, or shows a placeholder")
     args = build_parser().parse_args(argv)
     resolved = resolve_train_config(
         args.algo, seed=args.seed, run_dir=args.run_dir, **train_settings(args)

@@ -1,6 +1,7 @@
 """rlblocks: deep reinforcement learning for PyTorch, a small core plus plugins composed by name.
 
-This face holds what a user writes first (``rlblocks.train``, ``load``, ``resume``, the
+This face holds what a user writes first (``rlblocks.train``, ``load``, ``resume``,
+``collect_dataset``, the
 ``make_*`` factories, ``Batch``, ``ReplayBuffer``, ``Collector``, the trainers and the error
 types). The building blocks live in the subpackages' faces, lowest first: ``rlblocks.contracts``,
 ``rlblocks.plugins``, ``rlblocks.replay`` / ``rlblocks.collect`` / ``rlblocks.algo``
@@ -34,6 +35,7 @@ __all__ = [
     "RlblocksError",
     "UnknownComponentError",
     "__version__",
+    "collect_dataset",
     "load",
     "make_buffer",
     "make_policy",
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from rlblocks.run import (
         Agent,
         EvalResult,
+        collect_dataset,
         load,
         make_buffer,
         make_policy,

@@ -1,5 +1,5 @@
 """The ``rlblocks`` command: list installed components, train an agent, resume a run, and get
-the agent back (eval, plot, describe).
+the agent back (eval, collect a dataset, plot, describe).
 
 Module-level imports stay light: ``rlblocks list`` must work without importing torch or numpy, so
 the training machinery is imported inside the commands that need it.
@@ -229,6 +229,9 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
         "max_env_steps": args.max_env_steps,
         "max_gradient_steps": args.max_gradient_steps,
         "dataset": args.dataset,
+        "init_from": args.init_from,
+        "init_buffer": args.init_buffer,
+        "trust_imports": args.trust_imports,
     }
 
 
@@ -334,6 +337,7 @@ def _check_resume_flags(args: argparse.Namespace) -> None:
         ("--env", args.env), ("--seed", args.seed), ("--config", args.config),
         ("--backend", args.backend), ("--buffer", args.buffer), ("--num-envs", args.num_envs),
         ("--stop-reward", args.stop_reward), ("--dataset", args.dataset),
+        ("--init-from", args.init_from), ("--init-buffer", args.init_buffer or None),
     ) if value is not None]  # fmt: skip
     if ignored:
         raise RlblocksError(
@@ -362,6 +366,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 # -- after training -----------------------------------------------------------------------------
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """Record a dataset from a run's agent (or its replay buffer) and say what was written."""
+    run = importlib.import_module("rlblocks.run")
+    written = run.collect_dataset(
+        args.run, args.out, args.episodes, mode=args.mode, epsilon=args.epsilon,
+        sigma=args.sigma, random_fraction=args.random_fraction, format=args.format,
+        seed=args.seed, which=args.which, device=args.device, overwrite=args.overwrite,
+        trust_imports=args.trust_imports,
+    )  # fmt: skip
+    print(f"wrote {written.format} dataset: {written}")
+    return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -532,10 +549,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gradient-steps", type=_gradient_steps, metavar="N",
                    help="offline algorithms: gradient-step budget (1e5; default: the "
                    "algorithm's); with --resume, the continued run's new budget")
-    p.add_argument("--dataset", metavar="FILE",
-                   help="offline algorithms: the hdf5 dataset to learn from (buffer.dataset), "
-                   "written by ReplayBuffer.save_hdf5 or an online run's "
-                   "checkpoints/gen-N/buffer.h5")
+    p.add_argument("--dataset", metavar="DATASET",
+                   help="offline algorithms: the dataset to learn from (buffer.dataset): an "
+                   "hdf5 file (ReplayBuffer.save_hdf5, an online run's "
+                   "checkpoints/gen-N/buffer.h5, `rlblocks collect`) or a Minari dataset (a "
+                   "directory, or an id in the local Minari datasets folder)")
     p.add_argument("--stop-reward", type=float, metavar="R",
                    help="stop when the mean test return reaches R (default: the env's threshold)")
     p.add_argument("--backend", metavar="NAME", help="vector-env backend (see `rlblocks list env`)")
@@ -567,6 +585,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --seeds: runs at a time in parallel processes (default: cores)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="with --seeds: run the seeds as Ray tasks at ADDRESS ('local': start one)")
+    p.add_argument("--init-from", metavar="RUN",
+                   help="start from the policy weights of RUN's best.pt (a run of this "
+                   "algorithm, or of one whose networks fit: cql for sac); the run takes RUN's "
+                   "env unless --env names one (run.init_from records it)")
+    p.add_argument("--init-buffer", action="store_true",
+                   help="with --init-from: fill the replay buffer with RUN's data (an offline "
+                   "run's dataset, an off-policy run's saved replay buffer)")
+    p.add_argument("--trust-imports", "--allow-import", action="store_true",
+                   help="with --init-from: import the modules RUN's config names (env id, "
+                   "wrappers, encoder), which runs their code")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("resume", parents=[common], help="continue a run from its last checkpoint")
@@ -615,6 +643,41 @@ def build_parser() -> argparse.ArgumentParser:
                    "wrappers, an encoder; runs that code)")
     p.set_defaults(func=cmd_eval)
 
+    p = sub.add_parser("collect", parents=[common],
+                       help="record a dataset for offline learning from a run's agent")
+    p.add_argument("run", type=Path, metavar="RUN", help="a run directory or a checkpoint file")
+    p.add_argument("--episodes", type=_positive_int, metavar="N",
+                   help="episodes to record (every mode but replay)")
+    p.add_argument("--out", required=True, metavar="DATASET",
+                   help="where it goes: a Minari id (name-v0, namespace/name-v0) in the local "
+                   "Minari datasets folder, a directory (./name for one that looks like an id), "
+                   "or FILE.h5 (rlblocks hdf5)")
+    p.add_argument("--mode", choices=("expert", "noisy", "mixture", "replay"), default="expert",
+                   help="expert: the agent's test actions; noisy: with --epsilon or --sigma "
+                   "noise; mixture: a --random-fraction of the episodes with random actions; "
+                   "replay: the run's whole replay buffer from its newest checkpoint "
+                   "(default expert)")
+    p.add_argument("--epsilon", type=float, metavar="E",
+                   help="noisy, discrete actions: probability of a random action (default 0.1)")
+    p.add_argument("--sigma", type=float, metavar="S",
+                   help="noisy, Box actions: standard deviation of Gaussian noise in units of "
+                   "half the action range (default 0.1)")
+    p.add_argument("--random-fraction", type=float, metavar="F",
+                   help="mixture: the fraction of episodes played with random actions "
+                   "(default 0.5)")
+    p.add_argument("--format", choices=("minari", "hdf5"),
+                   help="minari or rlblocks hdf5 (default: hdf5 for an .h5 name, else minari "
+                   "when it is installed)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="episode k plays env seed S+k; the noise draws from S too (default 0)")
+    p.add_argument("--which", choices=("best", "latest"), default="best",
+                   help="checkpoint of a run directory (default best)")
+    p.add_argument("--device", metavar="DEV", help="torch device (default cpu)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing dataset")
+    p.add_argument("--trust-imports", "--allow-import", action="store_true",
+                   help="import the modules the run's config names (runs their code)")
+    p.set_defaults(func=cmd_collect)
+
     p = sub.add_parser("plot", parents=[common], help="plot test-return curves of runs")
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN",
                    help="run directories, or folders holding some (every run below them)")
@@ -635,9 +698,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-gradient-steps", type=_gradient_steps, metavar="N",
                    help="offline algorithms: gradient-step budget per trial (1e5; default: the "
                    "algorithm's)")
-    p.add_argument("--dataset", metavar="FILE",
-                   help="offline algorithms: the hdf5 dataset every trial learns from "
-                   "(buffer.dataset), as for `rlblocks train --dataset`")
+    p.add_argument("--dataset", metavar="DATASET",
+                   help="offline algorithms: the dataset every trial learns from "
+                   "(buffer.dataset): an hdf5 file or a Minari dataset, as for `rlblocks train "
+                   "--dataset`")
     p.add_argument("--param", action="append", metavar="SECTION.FIELD=DIST",
                    help="a searched field: loguniform:LO:HI, uniform:LO:HI, int:LO:HI or "
                    "choice:A|B; repeatable (default: learning rates, gamma, n_step, batch size, "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -247,10 +247,16 @@ class BufferFiles:
 
     # --- hdf5 files -----------------------------------------------------------------------------
 
-    def save_hdf5(self, path: str | os.PathLike[str], compression: str | None = None) -> None:
+    def save_hdf5(
+        self,
+        path: str | os.PathLike[str],
+        compression: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
         """Write the whole buffer (storage, links, pointer, running episode stats, generator
         state) to an hdf5 file. Nested keys become groups; nothing is pickled, so object arrays
-        are refused with an error naming the key.
+        are refused with an error naming the key. ``metadata`` (plain JSON data: how a dataset
+        was made) goes into the file's ``dataset`` attribute, as JSON.
 
         The file is written atomically: to a temporary file in the same directory, flushed and
         fsynced, then renamed over ``path``; a failure leaves an existing file untouched.
@@ -273,6 +279,8 @@ class BufferFiles:
         try:
             with h5py.File(tmp, "w", track_order=True) as f:
                 self._write_hdf5(f, compression)
+                if metadata is not None:
+                    f.attrs["dataset"] = json.dumps(dict(metadata), sort_keys=True)
                 f.flush()
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())

@@ -1,6 +1,7 @@
 """Runs: configs (attrs classes and their converter), composition by name (``make_*``), the
 experiment that builds and trains a run, checkpoints and run directories, the trained agent
-(``load``), the ``auto`` backend, env families and rlblocks' own envs.
+(``load``), datasets (reading rlblocks and Minari datasets, ``collect_dataset``), the ``auto``
+backend, env families and rlblocks' own envs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "TESTS_FILE",
     "Agent",
     "BufferConfig",
+    "CollectedDataset",
     "EnvConfig",
     "EnvFamily",
     "EpisodicLife",
@@ -29,6 +31,7 @@ __all__ = [
     "FamilyParts",
     "FireReset",
     "GenerationStore",
+    "LoadedDataset",
     "MaskedCartPole",
     "RunConfig",
     "RunDirLock",
@@ -43,8 +46,10 @@ __all__ = [
     "check_env_spaces",
     "check_file",
     "choose_backend",
+    "collect_dataset",
     "command_line",
     "current_command",
+    "dataset_metadata",
     "default_run_dir",
     "env_family",
     "env_spaces",
@@ -54,6 +59,7 @@ __all__ = [
     "load",
     "load_checkpoint",
     "load_config_file",
+    "load_dataset",
     "make_atari",
     "make_auto_vector_env",
     "make_buffer",
@@ -105,6 +111,7 @@ if TYPE_CHECKING:
         save_checkpoint,
         write_json,
     )
+    from rlblocks.run._collect_data import CollectedDataset, collect_dataset
     from rlblocks.run._compose import (
         check_env_id,
         check_env_spaces,
@@ -135,6 +142,7 @@ if TYPE_CHECKING:
         RunConfig,
         TrainerConfig,
     )
+    from rlblocks.run._dataset import LoadedDataset, dataset_metadata, load_dataset
     from rlblocks.run._env_families import (
         ATARI_ENVS,
         MUJOCO_ENVS,

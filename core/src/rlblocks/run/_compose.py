@@ -609,7 +609,8 @@ def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
         raise ConfigError(
             f"$.buffer.dataset: algo {c.algo_name!r} trains offline from a dataset and none is "
             "given; pass --dataset FILE (buffer.dataset=FILE): an hdf5 file written by "
-            "ReplayBuffer.save_hdf5, or an online run's RUN_DIR/checkpoints/gen-N/buffer.h5"
+            "ReplayBuffer.save_hdf5, or an online run's RUN_DIR/checkpoints/gen-N/buffer.h5; or "
+            "a Minari dataset, by its directory or its id"
         )
     if t.max_gradient_steps is None:
         raise ConfigError(

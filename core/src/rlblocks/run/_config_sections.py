@@ -339,6 +339,11 @@ class RunConfig:
     """Recorded by ``train(policy)`` when the policy object is of a subclass of the algorithm's
     own policy class: its ``module:qualname``. Never imported: loading or resuming the run needs
     the class passed again (``policy_class=``)."""
+    init_from: dict[str, Any] | None = None
+    """Recorded by ``train(init_from=RUN)`` (``--init-from RUN``): the run whose policy weights
+    this run started from (``run``, its ``algo``, the ``checkpoint`` and its ``sha256``) and
+    whether that run's data filled the replay buffer (``buffer``, ``data``). A new run with
+    this config starts from the same checkpoint again; a resumed one continues its own."""
 
 
 @define(kw_only=True)

@@ -15,7 +15,7 @@ trainer and leaves a run directory that can be inspected and resumed::
     RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
 
 An offline algorithm (spec ``training="offline"``) learns from the dataset ``buffer.dataset``
-(an hdf5 file of :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5`) with the
+(an hdf5 file of :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5`, or a Minari dataset) with the
 :class:`~rlblocks.trainers.OfflineTrainer`: only test envs are made, the budget is
 ``trainer.max_gradient_steps``, checkpoints record the dataset's size and sha256 (never a copy)
 and a resume reloads it from the path in ``config.json``.
@@ -84,8 +84,12 @@ from rlblocks.run._compose import (
 from rlblocks.run._dataset import (
     check_dataset_spaces,
     dataset_fingerprint,
+    find_dataset,
+    load_dataset,
 )
 from rlblocks.run._family import FamilyBuild, env_family
+from rlblocks.run._init_from import init_buffer, init_weights
+from rlblocks.run._minari import to_policy_actions
 from rlblocks.run._rundir import (
     RESULT_FILE,
     RunDirLock,
@@ -215,8 +219,11 @@ class Experiment:
         networks: Mapping[str, Any] | None = None,
         policy: Any = None,
         policy_class: type | None = None,
+        trust_imports: bool = False,
     ) -> None:
         self.config = config
+        #: import what the run named in ``run.init_from`` names, whatever the trust rule says
+        self.trust_imports = trust_imports
         #: the run's vector envs, once built (closed again when a start fails)
         self.train_envs: Any = None
         self.test_envs: Any = None
@@ -301,6 +308,11 @@ class Experiment:
             return made[-1]
 
         if family is not None:
+            if c.run.init_from is not None:
+                raise ConfigError(
+                    f"$.run.init_from: the {family[0].name!r} family builds its own policies; "
+                    "starting from another run's weights is for gymnasium's envs"
+                )
             # an env family (a plugin: PettingZoo's multi-agent envs...) builds the run's parts
             parts = family[1].build(
                 FamilyBuild(
@@ -331,6 +343,8 @@ class Experiment:
             self.policy = run_policy(space_o, self.train_envs.action_space)
             self.policy.seed(seed)
             self.buffer = run_buffer(c.env.num_envs)
+            if c.run.init_from is not None and not resumed:
+                self._init_from(with_buffer=True)
         # a family may give a buffer per policy (a mapping of them): each is seeded and checked
         buffers = list(self.buffer.values()) if isinstance(self.buffer, Mapping) else [self.buffer]
         abilities = BufferAbilities.of(buffers[0])
@@ -430,6 +444,10 @@ class Experiment:
         check_dataset_spaces(self.buffer, space_o, space_a, str(c.buffer.dataset), c.env.id)
         self.policy = self._make_policy(space_o, space_a, resolve_device(c.run.device))
         self.policy.seed(seed)
+        if self.dataset_env_actions:  # a Minari dataset holds env actions: to policy units
+            to_policy_actions(self.buffer, self.policy)
+        if c.run.init_from is not None and not resumed:
+            self._init_from(with_buffer=False)
         abilities = BufferAbilities.of(self.buffer)
         if abilities.seedable:
             self.buffer.seed(seed)
@@ -450,6 +468,15 @@ class Experiment:
         )
         self.trainer.run_dir = self.run_dir
         return self.trainer
+
+    def _init_from(self, with_buffer: bool) -> None:
+        """A new run started from another run (``run.init_from``): that run's weights into the
+        policy and, when asked, its data into the replay buffer."""
+        record = self.config.run.init_from
+        assert record is not None
+        init_weights(self.policy, record, self.config.algo_name, trusted=self.trust_imports)
+        if with_buffer and record.get("buffer"):
+            init_buffer(self.buffer, self.policy, record, trusted=self.trust_imports)
 
     def _make_policy(
         self, space_o: gym.Space, space_a: gym.Space, device: str, state_space: Any = None
@@ -534,26 +561,18 @@ class Experiment:
         }
 
     def _load_dataset(self, resumed: bool) -> Any:
-        """Read ``buffer.dataset`` into a buffer (never executing code the file names: HER's
-        ``compute_reward`` and the like are refused) and fingerprint it (size, sha256) so a
-        resume can tell whether it is still the file the run trained on."""
-        from rlblocks.replay import ReplayBuffer
-
+        """Read ``buffer.dataset`` (an rlblocks hdf5 file or a Minari dataset) into a buffer
+        (never executing code the file names: HER's ``compute_reward`` and the like are
+        refused) and fingerprint it (size, sha256) so a resume can tell whether it is still the
+        dataset the run trained on."""
         c = self.config
         path = Path(str(c.buffer.dataset))
-        if not path.is_file():
-            if resumed:
-                raise CheckpointError(
-                    f"the dataset {path} this run trained on is gone (config.json names it in "
-                    "buffer.dataset); put the file back, or point the run at a copy of it with "
-                    f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
-                )
-            raise ConfigError(
-                f"$.buffer.dataset: {path} is not a file; pass --dataset FILE with an hdf5 file "
-                "written by ReplayBuffer.save_hdf5 (or an online run's "
-                "checkpoints/gen-N/buffer.h5)"
+        if find_dataset(path) is None and resumed:
+            raise CheckpointError(
+                f"the dataset {path} this run trained on is gone (config.json names it in "
+                "buffer.dataset); put it back, or point the run at a copy of it with "
+                f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
             )
-        self.dataset_fingerprint = dataset_fingerprint(path)
         storage_path = None
         if c.buffer.storage == "memmap":
             if c.buffer.path is None and self.run_dir is None:
@@ -562,13 +581,16 @@ class Experiment:
                     "buffer.path or give the run a directory"
                 )
             storage_path = c.buffer.path or str(Path(str(self.run_dir)) / "buffer")
-        buffer = ReplayBuffer.load_hdf5(path, storage=c.buffer.storage, storage_path=storage_path)
-        if len(buffer) == 0:
+        loaded = load_dataset(path, stack_num=c.buffer.stack_num, storage=c.buffer.storage,
+                              storage_path=storage_path)  # fmt: skip
+        self.dataset_fingerprint = dataset_fingerprint(loaded.path)
+        self.dataset_env_actions = loaded.env_actions
+        if len(loaded.buffer) == 0:
             raise ConfigError(
                 f"$.buffer.dataset: {path} holds no transitions; save a filled buffer "
                 "(ReplayBuffer.save_hdf5) and pass that file with --dataset"
             )
-        return buffer
+        return loaded.buffer
 
     def _hook_objects(self) -> list[object]:
         c = self.config

@@ -28,6 +28,7 @@ from rlblocks.run._dataset import (
     absolute_dataset,
 )
 from rlblocks.run._experiment import Experiment, _warn_stderr
+from rlblocks.run._init_from import resolve_init_from
 from rlblocks.run._networks import (
     algo_of_policy,
     check_networks,
@@ -64,6 +65,9 @@ def resolve_train_config(
     max_env_steps: int | None = None,
     dataset: str | os.PathLike[str] | None = None,
     max_gradient_steps: int | None = None,
+    init_from: str | os.PathLike[str] | None = None,
+    init_buffer: bool = False,
+    trust_imports: bool = False,
 ) -> cfg.ExperimentConfig:
     """The config :func:`train` would run with these arguments, without running anything.
 
@@ -114,9 +118,23 @@ def resolve_train_config(
     # writes does): it is taken out, and refused below if it asks for anything but the value
     # the run has anyway
     file_budget = _pop_env_budget(file_data) if offline else _UNSET
+    record = None
+    if init_from is not None:
+        layer, record = resolve_init_from(
+            init_from, algo, env_given=_names_env(env, file_data, overrides),
+            with_buffer=init_buffer, trusted=trust_imports,
+        )  # fmt: skip
+        file_data = _under(layer, file_data or {})
+    elif init_buffer:
+        raise ConfigError(
+            "init_buffer fills the replay buffer with the data of the run given as init_from; "
+            f"pass that run too ({option('init_from=RUN', '--init-from RUN')})"
+        )
     resolved = absolute_dataset(cfg.build_config(
         algo, file_data=file_data, overrides=list(overrides), flags=flags, spec_lookup=spec_lookup
     ))  # fmt: skip
+    if record is not None:
+        resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, init_from=record))
     if file_budget is not _UNSET and file_budget != resolved.trainer.max_env_steps:
         where = "config" if config is None or isinstance(config, Mapping) else (
             f"the config file {os.fspath(config)}"
@@ -124,6 +142,27 @@ def resolve_train_config(
         fix = option("max_gradient_steps=N", "--max-gradient-steps N")
         raise _offline_env_budget_error(algo, f"{file_budget!r} ({where})", fix)
     return resolved
+
+
+def _names_env(
+    env: str | None, file_data: Mapping[str, Any] | None, overrides: Sequence[str]
+) -> bool:
+    """Whether the user names the env (a flag, the config file, or an ``env.id`` override)."""
+    section = (file_data or {}).get("env")
+    if env is not None or (isinstance(section, Mapping) and "id" in section):
+        return True
+    return any(str(o).replace(" ", "").startswith("env.id=") for o in overrides)
+
+
+def _under(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` merged over it, tables key by key (``top`` wins)."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _under(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def _offline_env_budget_error(algo: str, setting: str, fix: str) -> ConfigError:
@@ -194,6 +233,9 @@ def train(
     train_fn: Callable[[int, int], None] | None = None,
     test_fn: Callable[[int, int], None] | None = None,
     networks: Mapping[str, Any] | None = None,
+    init_from: str | os.PathLike[str] | None = None,
+    init_buffer: bool = False,
+    trust_imports: bool = False,
 ) -> TrainResult:
     """Train ``algo`` (a registry name, or a policy object) and return the result.
 
@@ -224,6 +266,16 @@ def train(
     them again (``networks=``). ``algo`` may be a policy object instead (``make_policy(...)``
     or an algorithm's policy class): the run trains that policy, with its own config and
     device, as the algorithm whose spec builds its class.
+
+    ``init_from`` (a run directory, or a checkpoint file in one) starts the run from that run's
+    policy weights (its ``best.pt``): the same algorithm, or one whose networks fit (an offline
+    ``cql`` run for ``sac``, ``discrete-cql`` for ``qrdqn``); a mismatch is refused in one line.
+    The run takes that run's env unless one is given, and the algo settings both algorithms
+    have, below ``config`` and ``overrides``; ``config.json`` records where it started
+    (``run.init_from``). ``init_buffer`` also fills the replay buffer with that run's data (an
+    offline run's dataset, an off-policy run's saved replay buffer). That run is read as
+    :func:`load` reads it: code its config names is imported only under the trust rule, or with
+    ``trust_imports``.
     """
     policy = None
     if not isinstance(algo, str):
@@ -252,6 +304,9 @@ def train(
         max_env_steps=max_env_steps,
         dataset=dataset,
         max_gradient_steps=max_gradient_steps,
+        init_from=init_from,
+        init_buffer=init_buffer,
+        trust_imports=trust_imports,
     )
     if env_factory is not None:
         resolved = attrs.evolve(
@@ -276,6 +331,7 @@ def train(
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,
         train_fn=train_fn, test_fn=test_fn, networks=networks, policy=policy,
+        trust_imports=trust_imports,
     ).run()  # fmt: skip
 
 

@@ -340,6 +340,13 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     lines = [f"{run}: {f.algo} on {f.env_id}{made_by}, seed {f.seed}, device {f.device}"]
     if f.dataset:
         lines.append(f"offline, from the dataset {f.dataset}")
+    if f.init_from:
+        start = f.init_from
+        data = " and its data in the replay buffer" if start.get("buffer") else ""
+        lines.append(
+            f"started from the weights of the {start.get('algo', '?')} run {start.get('run')}"
+            f"{data}"
+        )
     if f.versions:
         v = f.versions
         parts = [f"rlblocks {v.get('rlblocks', '?')}"]
@@ -438,6 +445,8 @@ class _RunFacts:
         self.factory = env.get("factory")
         #: the networks a run got from Python (train(networks=...)): part -> where from
         self.networks = rs.get("networks") if isinstance(rs.get("networks"), dict) else {}
+        #: where a run started from (train(init_from=...)), or None
+        self.init_from = rs.get("init_from") if isinstance(rs.get("init_from"), dict) else None
         buffer = data.get("buffer") if isinstance(data.get("buffer"), dict) else {}
         #: the dataset of an offline run (its progress is in gradient steps), or None
         self.dataset = buffer.get("dataset")
