@@ -120,4 +120,4 @@ def test_train_resume_takes_trust_imports_like_resume(
     assert marker.read_text() == "imported"
     assert "trust-imports" not in capsys.readouterr().err
     assert main(["train", "dqn", "--trust-imports", "--run-dir", str(tmp_path / "n")]) != 0
-    assert "--trust-imports goes with --resume" in capsys.readouterr().err
+    assert "--trust-imports goes with --resume or --init-from" in capsys.readouterr().err

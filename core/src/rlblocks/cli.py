@@ -270,10 +270,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(dry_run(args), indent=2))
         return 0
     common = train_settings(args)
-    if args.trust_imports and not args.resume:
+    if args.trust_imports and not (args.resume or args.init_from):
         raise RlblocksError(
-            "--trust-imports goes with --resume (a run from elsewhere); a new run imports what "
-            "you name yourself"
+            "--trust-imports goes with --resume or --init-from (a run from elsewhere); a new "
+            "run imports what you name yourself"
         )
     if args.seeds is not None:
         seeds = importlib.import_module("rlblocks.tools")
@@ -572,8 +572,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace the run already in --run-dir (its checkpoints, logs, result)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir (as `rlblocks resume DIR`)")
-    p.add_argument("--trust-imports", "--allow-import", action="store_true",
-                   help="with --resume: trust the run (as `rlblocks resume --trust-imports`)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the resolved config as JSON (what --config reads) and exit: "
                    "names, fields, the env and the algorithm's fit to it are checked, nothing "
@@ -593,8 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --init-from: fill the replay buffer with RUN's data (an offline "
                    "run's dataset, an off-policy run's saved replay buffer)")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",
-                   help="with --init-from: import the modules RUN's config names (env id, "
-                   "wrappers, encoder), which runs their code")
+                   help="with --init-from or --resume: trust that run (import the modules its "
+                   "config names, which runs their code; as `rlblocks resume --trust-imports`)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("resume", parents=[common], help="continue a run from its last checkpoint")
