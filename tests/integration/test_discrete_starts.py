@@ -21,7 +21,8 @@ class StartBandit(gym.Env):
 
     def __init__(self, space: gym.spaces.Discrete | gym.spaces.MultiDiscrete) -> None:
         self.action_space = space
-        self.sizes = np.atleast_1d(space.n if isinstance(space, gym.spaces.Discrete) else space.nvec)
+        sizes = space.n if isinstance(space, gym.spaces.Discrete) else space.nvec
+        self.sizes = np.atleast_1d(sizes)
         self.starts = np.atleast_1d(np.asarray(space.start))
         self.observation_space = gym.spaces.Box(0.0, 1.0, (int(self.sizes.sum()),), np.float32)
 

@@ -120,7 +120,9 @@ class Collector:
         self._random_block: np.ndarray | None = None
         self._random_next = 0
         space = self.action_space
-        self._uniform_actions = isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete) or (
+        self._uniform_actions = isinstance(
+            space, gym.spaces.Discrete | gym.spaces.MultiDiscrete
+        ) or (
             isinstance(space, gym.spaces.Box)
             and bool(np.all(np.isfinite(space.low)))
             and bool(np.all(np.isfinite(space.high)))

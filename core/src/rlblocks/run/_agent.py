@@ -605,13 +605,10 @@ def factory_env_message(config: Any, what: str, how: str) -> str:
 
 
 def _other_values(got: gym.Space, want: gym.Space) -> bool:
-    """Whether two discrete spaces of one type and shape hold other values (another ``n``,
-    ``nvec`` or ``start``): the policy would send actions outside the env's space."""
-    if isinstance(want, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
-        sizes = want.n if isinstance(want, gym.spaces.Discrete) else want.nvec
-        got_sizes = got.n if isinstance(got, gym.spaces.Discrete) else got.nvec  # type: ignore[attr-defined]
-        return not (
-            np.array_equal(got_sizes, sizes)
-            and np.array_equal(got.start, want.start)  # type: ignore[attr-defined]
-        )
+    """Whether two discrete spaces of one type hold other values (another ``n``, ``nvec`` or
+    ``start``): the policy would send actions outside the env's space."""
+    if isinstance(want, gym.spaces.Discrete) and isinstance(got, gym.spaces.Discrete):
+        return got.n != want.n or got.start != want.start
+    if isinstance(want, gym.spaces.MultiDiscrete) and isinstance(got, gym.spaces.MultiDiscrete):
+        return not (np.array_equal(got.nvec, want.nvec) and np.array_equal(got.start, want.start))
     return False

@@ -14,8 +14,9 @@ finite statistics, and a checkpoint round trip (``weights_only``) that reproduce
 deterministic actions. An algorithm for Discrete or MultiDiscrete actions also acts on spaces
 whose values start below and above 0 (:data:`START_SPACES`): greedy in test mode, sampled and
 explored in training mode and at random (warm-up), every action the env gets must be inside
-its space and be what the stored action maps to, and an update from those steps must run. ``device="cuda"`` runs the same checks with the policy on a GPU (and checks
-that its parameters are there). Each failed rule is a plain assert naming it.
+its space and be what the stored action maps to, and an update from those steps must run.
+``device="cuda"`` runs the same checks with the policy on a GPU (and checks that its parameters
+are there). Each failed rule is a plain assert naming it.
 """
 
 from __future__ import annotations
