@@ -229,7 +229,11 @@ class ActionSpaceEnv(CountEnv):
 
 @pytest.mark.parametrize(
     "space",
-    [gym.spaces.Discrete(3, start=-1), gym.spaces.Box(-2.0, 3.0, (2,), dtype=np.float32)],
+    [
+        gym.spaces.Discrete(3, start=-1),
+        gym.spaces.MultiDiscrete([2, 3], start=[-1, 4]),
+        gym.spaces.Box(-2.0, 3.0, (2,), dtype=np.float32),
+    ],
 )
 def test_random_actions_fill_the_space_and_follow_the_seed(space) -> None:
     def run(seed: int) -> np.ndarray:
@@ -245,6 +249,8 @@ def test_random_actions_fill_the_space_and_follow_the_seed(space) -> None:
     assert all(space.contains(np.asarray(a, dtype=space.dtype)) for a in acts)
     if isinstance(space, gym.spaces.Discrete):
         assert set(acts.tolist()) == {-1, 0, 1}
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        assert {tuple(a) for a in acts.tolist()} == {(i, j) for i in (-1, 0) for j in (4, 5, 6)}
     else:
         assert acts.shape == (314, 2) and acts.std(axis=0).min() > 1.0  # spread, not constant
     np.testing.assert_array_equal(acts, run(0))
@@ -268,7 +274,9 @@ def test_default_dqn_acts_greedily_with_exactly_its_network() -> None:
         out = policy(Batch(obs=obs))
         q = policy.model(torch.as_tensor(obs))
     assert torch.equal(out.logits, q)  # the same computation, not just close
-    assert out.act.tolist() == (q.argmax(dim=1).numpy() + 2).tolist()
+    # it acts by index from 0 (what it stores and learns); map_action sends start + index
+    assert out.act.tolist() == q.argmax(dim=1).numpy().tolist()
+    assert policy.map_action(out.act).tolist() == (q.argmax(dim=1).numpy() + 2).tolist()
     # with autograd on, the logits still carry the graph
     assert policy(Batch(obs=obs)).logits.requires_grad
 
@@ -294,7 +302,7 @@ def test_dqn_exploration_through_the_collector_picks_every_action_alike() -> Non
     policy.train()  # env_step 0: epsilon 1, every action random
     buf = ReplayBuffer(4000, num_envs=4)
     Collector(policy, envs, buf).collect(n_step=3000)
-    counts = np.bincount(buf.act[: len(buf)] - 1, minlength=3) / len(buf)
+    counts = np.bincount(buf.act[: len(buf)], minlength=3) / len(buf)  # indices stored
     assert np.abs(counts - 1 / 3).max() < 0.04
 
 

@@ -442,6 +442,22 @@ def test_discrete_observations_are_one_hot_from_their_start() -> None:
     torch.testing.assert_close(out, torch.eye(3))
 
 
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Box(-1, 1, (2, 3)),
+        gym.spaces.MultiBinary(4),
+        gym.spaces.MultiDiscrete([2, 3], start=[1, -1]),
+        gym.spaces.Discrete(3, start=2),
+    ],
+)
+def test_an_empty_batch_of_observations_encodes_to_no_rows(space: gym.Space) -> None:
+    # an on-policy update whose episodes all terminated has no observation to bootstrap from
+    enc = ObsEncoder(space)
+    empty = torch.zeros((0, *space.shape))
+    assert enc(empty).shape == (0, enc.out_dim)
+
+
 def test_nested_dict_and_tuple_observations_are_encoded_leaf_by_leaf() -> None:
     space = gym.spaces.Dict(
         {

@@ -3,6 +3,7 @@ resumable, and refused with the reason where asynchronous collection cannot work
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import attrs
@@ -16,6 +17,7 @@ from rlblocks.contracts import AsyncVectorEnv, ConfigError
 from rlblocks.plugins import hookimpl
 from rlblocks.run import build_config, make_auto_vector_env, spec_lookup
 from rlblocks.run._compose import check_async_collect, check_training
+from rlblocks.run._experiment import ASYNC_NOT_REPRODUCIBLE
 
 SMALL = [
     "trainer.max_env_steps=600",
@@ -51,10 +53,16 @@ def test_an_async_collect_run_collects_with_the_async_collector_and_resumes(
 ) -> None:
     run = tmp_path / "run"
     rec = Rollouts()
-    result = rlblocks.train(
-        "dqn", seed=0, overrides=[*SMALL, *ASYNC], run_dir=run, progress=False, hooks=[rec],
-        loggers=[],
-    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")  # every time it is said, not once per process
+        result = rlblocks.train(
+            "dqn", seed=0, overrides=[*SMALL, *ASYNC], run_dir=run, progress=False, hooks=[rec],
+            loggers=[],
+        )  # fmt: skip
+    # the run says, once and on one line, that it is not bit-reproducible
+    said = [str(w.message) for w in told if "async_collect" in str(w.message)]
+    assert said == [ASYNC_NOT_REPRODUCIBLE] and "\n" not in said[0]
+    assert "not bit-reproducible" in said[0] and "trainer.async_collect=false" in said[0]
     assert rec.collectors == {"AsyncCollector"}
     # wait_num=2 of 4 envs: some collects return with steps still running (a synchronous
     # collector never leaves one in flight)
@@ -104,13 +112,28 @@ def test_an_async_run_takes_back_steps_in_flight_before_each_checkpoint(
     assert "restart on resume" not in capfd.readouterr().err
 
 
+def test_the_command_line_says_once_on_one_line_that_an_async_run_is_not_reproducible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rlblocks.cli import main as cli
+
+    sets = [a for o in [*SMALL, *ASYNC, "trainer.max_env_steps=200"] for a in ("--set", o)]
+    args = ["train", "dqn", "--seed", "0", "--run-dir", str(tmp_path / "run"), "--no-progress"]
+    assert cli([*args, *sets]) == 0
+    told = [line for line in capsys.readouterr().err.splitlines() if "async_collect" in line]
+    assert told == [f"warning: {ASYNC_NOT_REPRODUCIBLE}"]
+
+
 def test_the_synchronous_collector_stays_the_default(tmp_path: Path) -> None:
     rec = Rollouts()
-    rlblocks.train(
-        "dqn", seed=0, overrides=[*SMALL, "env.backend=subproc", "trainer.max_env_steps=200"],
-        run_dir=tmp_path / "run", progress=False, hooks=[rec], loggers=[],
-    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
+        rlblocks.train(
+            "dqn", seed=0, overrides=[*SMALL, "env.backend=subproc", "trainer.max_env_steps=200"],
+            run_dir=tmp_path / "run", progress=False, hooks=[rec], loggers=[],
+        )  # fmt: skip
     assert rec.collectors == {"Collector"} and set(rec.in_flight) == {0}
+    assert not [w for w in told if "async_collect" in str(w.message)]  # reproducible: no word
 
 
 def _config(algo: str, *overrides: str):

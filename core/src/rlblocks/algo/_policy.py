@@ -48,6 +48,18 @@ def _check_scalable(space: gym.spaces.Box) -> None:
         )
 
 
+def _index_offset(space: gym.Space) -> Any:
+    """The env action of network index 0 of a Discrete (an int) or MultiDiscrete (an array per
+    dimension) space: its ``start``. None for other spaces and for a start of 0 everywhere, so
+    those map actions at no cost."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.start) or None
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        start = np.asarray(space.start, dtype=np.int64)
+        return start if start.any() else None
+    return None
+
+
 class BasePolicy(nn.Module):
     """Shared policy machinery. Subclasses implement :meth:`forward` and :meth:`learn`."""
 
@@ -76,6 +88,9 @@ class BasePolicy(nn.Module):
         if self.action_scaling:
             _check_scalable(action_space)
         self.action_bound_method = action_bound_method
+        #: a discrete space's ``start`` (None when 0): networks act by index from 0, the env
+        #: gets ``start + index`` (see :meth:`map_action`)
+        self._index_offset = _index_offset(action_space)
         self._rng = np.random.default_rng()
         self._abilities: tuple[Any, BufferAbilities] = (None, BufferAbilities())
         self.gradient_steps = 0
@@ -101,9 +116,14 @@ class BasePolicy(nn.Module):
         return act
 
     def map_action(self, act: np.ndarray) -> np.ndarray:
-        """Turn network actions into env actions: for Box spaces bound them (``clip`` to
-        [-1, 1], or ``tanh``) and scale [-1, 1] to the space's [low, high] when
+        """Turn network actions into env actions. Discrete and MultiDiscrete: a policy acts,
+        stores and learns by index from 0 (the logit or Q-value it reads), the env gets
+        ``start + index`` per dimension (nothing is added for a start of 0). Box: bound them
+        (``clip`` to [-1, 1], or ``tanh``) and scale [-1, 1] to the space's [low, high] when
         ``action_scaling``; without scaling ``clip`` clips to [low, high] itself."""
+        offset = self._index_offset
+        if offset is not None:
+            return act + offset
         space = self.action_space
         if not isinstance(space, gym.spaces.Box):
             return act
@@ -126,9 +146,13 @@ class BasePolicy(nn.Module):
 
     def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`map_action`: env actions back to network units (for random warm-up
-        actions, which are sampled in env units but stored in network units): unscaled to
-        [-1, 1] with ``action_scaling`` (0 on a dimension whose low equals its high), then
-        ``arctanh`` under ``tanh`` bounding (the bounds themselves map to +-arctanh(1 - 1e-6))."""
+        actions, which are sampled in env units but stored in network units): discrete ones
+        less the space's ``start`` (indices from 0); Box ones unscaled to [-1, 1] with
+        ``action_scaling`` (0 on a dimension whose low equals its high), then ``arctanh`` under
+        ``tanh`` bounding (the bounds themselves map to +-arctanh(1 - 1e-6))."""
+        offset = self._index_offset
+        if offset is not None:
+            return np.asarray(act) - offset
         if not isinstance(self.action_space, gym.spaces.Box):
             return act
         if self.action_scaling:

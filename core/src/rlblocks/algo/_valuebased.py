@@ -194,7 +194,6 @@ class ValueBasedPolicy(QLearningPolicy):
             )
         super().__init__(observation_space, action_space, config, device, model)
         self.num_actions = int(action_space.n)
-        self.action_start = int(action_space.start)
 
     # -- acting -------------------------------------------------------------------------------
     def q_values(self, obs: Any, net: nn.Module) -> torch.Tensor:
@@ -206,18 +205,17 @@ class ValueBasedPolicy(QLearningPolicy):
         self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
     ) -> Batch:
         """Greedy actions (``eps_test`` of them random in test mode): ``Batch(act [B],
-        logits=expected q [B, A])``."""
+        logits=expected q [B, A])``, as indices from 0 (``map_action`` adds the space's
+        ``start``)."""
         net = self.target_model if model != "model" else self.model
         q = self.q_values(self.obs_tensor(batch.obs), net)
         act = q.detach().argmax(dim=1).cpu().numpy()
-        if self.action_start:
-            act = act + self.action_start
         out = Batch(act=act, logits=q, state=state)
         out.act = self.test_exploration(act, out)  # unchanged in training mode
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
-        return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)
+        return epsilon_greedy(act, self.epsilon, self.num_actions, 0, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
@@ -250,7 +248,7 @@ class ValueBasedPolicy(QLearningPolicy):
             return self.q_values(obs_boot, net).argmax(dim=1)
 
     def actions_tensor(self, batch: Batch) -> torch.Tensor:
-        """The stored actions as indices ``[B]`` from 0."""
-        act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)
-        return act - self.action_start if self.action_start else act
+        """The stored actions as indices ``[B]`` from 0 (what the buffer holds: network
+        indices, see :meth:`~rlblocks.algo.BasePolicy.map_action`)."""
+        return torch.as_tensor(batch.act, dtype=torch.long, device=self.device)
 

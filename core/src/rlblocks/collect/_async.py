@@ -19,6 +19,10 @@ Hot loop (R = envs ready this round, in ``step_wait``'s order)::
 Backends without ``step_async`` (the in-process one) are collected synchronously, as by
 :class:`~rlblocks.collect.Collector`.
 
+Not bit-reproducible for a seed: which envs are back at each round depends on timing, and with
+it the order of the stored steps and of the exploration draws (a run with
+``trainer.async_collect`` warns once). What is exact is a checkpoint taken after :meth:`drain`.
+
 An ``n_step`` collect returns with some envs' steps still in flight; the next collect takes them
 back. :meth:`AsyncCollector.drain` takes them back now (storing their transitions), so the envs
 can be reset or stepped by someone else, such as a synchronous collector.

@@ -120,12 +120,18 @@ class Collector:
         self._random_block: np.ndarray | None = None
         self._random_next = 0
         space = self.action_space
-        self._uniform_actions = isinstance(space, gym.spaces.Discrete) or (
+        self._uniform_actions = isinstance(
+            space, gym.spaces.Discrete | gym.spaces.MultiDiscrete
+        ) or (
             isinstance(space, gym.spaces.Box)
             and bool(np.all(np.isfinite(space.low)))
             and bool(np.all(np.isfinite(space.high)))
         )
-        action_size = int(np.prod(space.shape)) if isinstance(space, gym.spaces.Box) else 1
+        action_size = (
+            int(np.prod(space.shape))
+            if isinstance(space, gym.spaces.Box | gym.spaces.MultiDiscrete)
+            else 1
+        )
         self._block_steps = max(
             1, min(_RANDOM_BLOCK, _RANDOM_BLOCK_VALUES // (self.num_envs * max(1, action_size)))
         )
@@ -381,11 +387,15 @@ class Collector:
         return block[i]  # each row is handed out once, so callers may keep or change it
 
     def _draw_actions(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Uniformly random actions ``[*shape, *action_shape]``; other spaces than Discrete and
+        """Uniformly random actions ``[*shape, *action_shape]`` in env units (from each
+        dimension's ``start`` for discrete spaces); other spaces than Discrete, MultiDiscrete and
         bounded Box sample one action at a time (``shape`` is then ``(n,)``)."""
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
             return space.start + self._rng.integers(space.n, size=shape)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            pick = self._rng.integers(space.nvec, size=(*shape, *space.shape))
+            return (pick + space.start).astype(space.dtype)
         if self._uniform_actions:  # a Box with finite bounds
             return self._rng.uniform(space.low, space.high, size=(*shape, *space.shape)).astype(
                 space.dtype

@@ -329,13 +329,7 @@ class Agent:
             shape = getattr(got, "shape", None)
             if what == "observation" and self.frame_stack > 1 and shape is not None:
                 shape = (self.frame_stack, *shape)  # the policy acts on stacks of frames
-            if (
-                type(got) is not type(want)
-                or shape != want.shape
-                or (
-                    isinstance(want, gym.spaces.Discrete) and got.n != want.n  # type: ignore[attr-defined]
-                )
-            ):
+            if type(got) is not type(want) or shape != want.shape or _other_values(got, want):
                 raise ConfigError(
                     f"the env {env if env is not None else self.env_id!r} has the {what} space "
                     f"{got}, but this {self.algo} agent (trained on {self.env_id}) acts on "
@@ -617,3 +611,13 @@ def factory_env_message(config: Any, what: str, how: str) -> str:
         f"{config.env.id} is only what it makes, without its wrappers or settings); {what} "
         f"needs it again: {how}"
     )
+
+
+def _other_values(got: gym.Space, want: gym.Space) -> bool:
+    """Whether two discrete spaces of one type hold other values (another ``n``, ``nvec`` or
+    ``start``): the policy would send actions outside the env's space."""
+    if isinstance(want, gym.spaces.Discrete) and isinstance(got, gym.spaces.Discrete):
+        return got.n != want.n or got.start != want.start
+    if isinstance(want, gym.spaces.MultiDiscrete) and isinstance(got, gym.spaces.MultiDiscrete):
+        return not (np.array_equal(got.nvec, want.nvec) and np.array_equal(got.start, want.start))
+    return False

@@ -30,6 +30,7 @@ import os
 import platform
 import random
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -116,6 +117,13 @@ from rlblocks.trainers import (
     OffPolicyTrainer,
     OnPolicyTrainer,
     TrainResult,
+)
+
+#: Told once when a run collects asynchronously (its build; a resume builds it again).
+ASYNC_NOT_REPRODUCIBLE = (
+    "trainer.async_collect=true: this run is not bit-reproducible (which envs are back at each "
+    "collect round depends on timing), so two runs with one seed, or a resumed run and the same "
+    "run left alone, differ; set trainer.async_collect=false for reproducible runs"
 )
 
 
@@ -386,6 +394,8 @@ class Experiment:
                 seed=seed + 100_000,
                 frame_stack=frames,
             )
+        if t.async_collect:  # said once, as the run is built (a family's collectors too)
+            warnings.warn(ASYNC_NOT_REPRODUCIBLE, UserWarning, stacklevel=2)
         common: dict[str, Any] = {
             **self._trainer_options(),
             "max_env_steps": t.max_env_steps,

@@ -11,8 +11,12 @@ The checks build the algorithm by its registry name for every action-space kind 
 declares, then exercise what the collector, the trainers and checkpoints rely on: the spec and its
 config, ``forward`` shapes and action bounds, a collect into a replay buffer, one ``update`` with
 finite statistics, and a checkpoint round trip (``weights_only``) that reproduces the same
-deterministic actions. ``device="cuda"`` runs the same checks with the policy on a GPU (and checks
-that its parameters are there). Each failed rule is a plain assert naming it.
+deterministic actions. An algorithm for Discrete or MultiDiscrete actions also acts on spaces
+whose values start below and above 0 (:data:`START_SPACES`): greedy in test mode, sampled and
+explored in training mode and at random (warm-up), every action the env gets must be inside
+its space and be what the stored action maps to, and an update from those steps must run.
+``device="cuda"`` runs the same checks with the policy on a GPU (and checks that its parameters
+are there). Each failed rule is a plain assert naming it.
 """
 
 from __future__ import annotations
@@ -23,11 +27,20 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import gymnasium as gym
 import numpy as np
 import torch
 
 #: A small env per action-space kind (observations are Box in each).
 PROBE_ENVS = {"Discrete": "CartPole-v1", "Box": "Pendulum-v1"}
+
+
+#: Discrete action spaces whose values start elsewhere than 0 (below and above), per kind: a
+#: policy must send actions inside them however it acts, and learn from what it stored.
+START_SPACES: dict[str, tuple[gym.Space, ...]] = {
+    "Discrete": (gym.spaces.Discrete(3, start=-1), gym.spaces.Discrete(3, start=2)),
+    "MultiDiscrete": (gym.spaces.MultiDiscrete([3, 2], start=[-2, 1]),),
+}
 
 
 def check_algorithm(
@@ -48,6 +61,10 @@ def check_algorithm(
     assert kinds, f"{name}: declares action spaces {spec.action_spaces}, none of {list(PROBE_ENVS)}"
     for kind in kinds:
         _check_on_env(name, spec, PROBE_ENVS[kind], collect_steps, batch_size, device)
+    for kind, spaces in START_SPACES.items():
+        if kind in spec.action_spaces:
+            for space in spaces:
+                _check_action_start(name, spec, space, batch_size, device)
 
 
 def _check_config_resolves(name: str) -> None:
@@ -108,7 +125,7 @@ def _check_acting(policy: Any, act: Any, space: Any, where: str) -> None:
     assert len(act) == 4, f"{where}: forward gave {len(act)} actions for 4 observations"
     for a in policy.map_action(act):
         assert space.contains(np.asarray(a, dtype=space.dtype)), (
-            f"{where}: map_action gave {a!r}, outside {space}"
+            f"{where}: map_action gave {np.asarray(a).tolist()!r}, outside {space}"
         )
 
 
@@ -189,3 +206,132 @@ def _check_multiagent(
         _check_round_trip(policy, make, obs, where)
     finally:
         envs.close()
+
+
+class _EchoEnv(gym.Env):
+    """A probe env for :func:`_check_action_start`: Box observations of a few random numbers and
+    then the action the env got at the last step (zeros after a reset), episodes of 6 steps.
+    It takes any action, so what a policy sent is read back from the stored ``obs_next``; an
+    action of the wrong size is echoed as ``_WRONG_SIZE``."""
+
+    def __init__(self, action_space: gym.Space) -> None:
+        self.action_space = action_space
+        self.width = int(np.prod(action_space.shape)) if action_space.shape else 1
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (3 + self.width,), np.float32)
+        self._t = 0
+
+    def _obs(self, echo: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.np_random.normal(size=3), echo]).astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs(np.zeros(self.width)), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        got = np.asarray(action, dtype=np.float64).reshape(-1)
+        if got.size != self.width:
+            got = np.full(self.width, _WRONG_SIZE)
+        self._t += 1
+        start = np.asarray(self.action_space.start).reshape(-1)  # type: ignore[attr-defined]
+        rew = float(np.array_equal(got, start))  # something to learn: the space's first action
+        return self._obs(got), rew, self._t >= 6, False, {}
+
+
+#: what :class:`_EchoEnv` echoes for an action of the wrong size (outside every probe space)
+_WRONG_SIZE = -1.0e6
+
+
+def _check_action_start(name: str, spec: Any, space: Any, batch_size: int, device: str) -> None:
+    """On a discrete space whose values do not start at 0, every action the policy sends is in
+    the space (greedy in test mode, sampled and explored in training mode, random warm-up), a
+    stored action maps to the one the env got, and an update from those steps runs."""
+    import rlblocks
+    from rlblocks.contracts import Batch
+
+    torch.manual_seed(0)
+    factories = [lambda: _EchoEnv(space)] * 4
+    kwargs: dict[str, Any] = {}
+    if spec.needs_global_state:
+        family = _global_state_family(name)
+        envs = family.probe_envs(factories)
+        obs_space = envs.observation_space("agent_0")
+        kwargs["state_space"] = envs.state_space
+        collector, num_rows = family.collector, envs.num_slots
+        obs = np.stack(envs.reset(seed=0).ready_obs)
+    else:
+        envs = rlblocks.make_vector_env("dummy", factories)
+        obs_space, collector, num_rows = envs.observation_space, rlblocks.Collector, 4
+        obs, _ = envs.reset(seed=0)
+    where = f"{name} on {space}"
+    try:
+        policy = rlblocks.make_policy(name, obs_space, space, device=device, **kwargs)
+        policy.eval()
+        _check_acting(policy, policy(Batch(obs=obs)).act, space, f"{where}, greedy")
+        # (phase, training mode, random actions, learn from its steps): random warm-up steps
+        # are learned from where the algorithm's defaults take some (R2D2 needs stored states)
+        phases = (("acting in test mode", False, False, False),
+                  ("random warm-up", True, True, _default_warmup(name) > 0),
+                  ("collecting for training", True, False, True))  # fmt: skip
+        for phase, training, random, learn in phases:
+            policy.train(training)
+            buffer = rlblocks.make_buffer("replay", size=256, num_envs=num_rows)
+            stats = collector(policy, envs, buffer, seed=0).collect(n_step=48, random=random)
+            _check_sent(policy, buffer, space, f"{where}, {phase}")
+            policy.train()
+            if learn:
+                _check_update(policy, spec, buffer, stats.n_step, batch_size, f"{where}, {phase}")
+    finally:
+        envs.close()
+
+
+def _default_warmup(name: str) -> int:
+    """The random warm-up steps of the algorithm's resolved default config."""
+    from rlblocks.run import build_config, spec_lookup
+
+    return int(build_config(name, spec_lookup=spec_lookup).trainer.warmup_steps)
+
+
+def _check_sent(policy: Any, buffer: Any, space: Any, where: str) -> None:
+    """What the env got (echoed in ``obs_next``) is inside ``space`` and is what each stored
+    action maps to with ``policy.map_action``."""
+    batch, _ = buffer.sample(0)
+    width = int(np.prod(space.shape)) if space.shape else 1
+    got = np.asarray(batch.obs_next, dtype=np.float64)[:, -width:]
+    for row in got:
+        assert row[0] != _WRONG_SIZE, (
+            f"{where}: the env got an action of another size than {space}'s {space.shape}"
+        )
+        sent = row.astype(space.dtype).reshape(space.shape)
+        assert space.contains(sent), (
+            f"{where}: the env got the action {sent.tolist()}, outside {space} (a discrete "
+            "space's action is start + the network's index: BasePolicy.map_action adds it)"
+        )
+    stored = np.asarray(batch.act)
+    mapped = np.asarray(policy.map_action(stored), dtype=np.float64).reshape(len(stored), -1)
+    bad = np.flatnonzero((mapped != got).any(axis=1))
+    if len(bad):
+        i = bad[0]
+        shown = [np.asarray(x).astype(space.dtype).reshape(space.shape).tolist()
+                 for x in (mapped[i], got[i])]  # fmt: skip
+        raise AssertionError(
+            f"{where}: the stored action {np.asarray(stored[i]).tolist()} maps to {shown[0]} "
+            f"but the env got {shown[1]}; store what the network chose (indices from 0) and "
+            "let map_action (and map_action_inverse, for random actions) make the env's action"
+        )
+
+
+def _global_state_family(name: str) -> Any:
+    """An installed env family that gives a multi-agent env's global state, built."""
+    from rlblocks.plugins import EnvFamilySpec, get_registry
+
+    registry = get_registry("family")
+    names = [
+        n for n, s in registry.loadable_specs().items()
+        if isinstance(s, EnvFamilySpec) and s.provides_global_state
+    ]  # fmt: skip
+    assert names, (
+        f"{name} needs a multi-agent env's global state: install an env family that gives one "
+        "(rlblocks-family-pettingzoo) to check it"
+    )
+    return registry.load(names[0])()

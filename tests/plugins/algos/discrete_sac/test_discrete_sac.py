@@ -27,9 +27,10 @@ def test_actions_follow_the_spaces_start() -> None:
     space = gym.spaces.Discrete(3, start=5)
     policy = rlblocks.make_policy("discrete-sac", OBS, space)
     act = policy(Batch(obs=np.zeros((50, 3), np.float32))).act
-    assert set(act.tolist()) <= {5, 6, 7}
+    assert set(act.tolist()) <= {0, 1, 2}  # indices, stored and learned as they are
+    assert set(policy.map_action(act).tolist()) <= {5, 6, 7}  # what the env gets
     buf = ReplayBuffer(16)
-    for a in (5, 6, 7, 5):
+    for a in (0, 1, 2, 0):
         buf.add(
             Batch(obs=np.zeros(3, np.float32), act=a, rew=1.0, terminated=False, truncated=False,
                   obs_next=np.zeros(3, np.float32))

@@ -159,11 +159,12 @@ class _Leaf(nn.Module):
         if self.kind == "discrete":
             return F.one_hot(x.long().reshape(-1) - self.start, self.out_dim).float()
         if self.kind == "multidiscrete":
-            idx = x.long().reshape(x.shape[0], -1) - self.starts
+            idx = x.long().reshape(x.shape[0], len(self.nvec)) - self.starts
             return torch.cat(
                 [F.one_hot(idx[:, i], n).float() for i, n in enumerate(self.nvec)], dim=1
             )
-        return x.reshape(x.shape[0], -1).float()
+        # the width spelled out: an empty batch (an update with nothing to bootstrap) too
+        return x.reshape(x.shape[0], self.out_dim).float()
 
 
 class ObsEncoder(nn.Module):

@@ -18,7 +18,6 @@ import math
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import nn
 
@@ -76,7 +75,6 @@ class DiscreteSACPolicy(OffPolicyPolicy):
             )
         c = self.config = config
         self.num_actions = int(action_space.n)
-        self.action_start = int(action_space.start)
         encoder = self.make_encoder()
         head = self.actor_head(
             int(encoder.out_dim), self.num_actions, f"logits of the {self.num_actions} actions"
@@ -106,16 +104,13 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         return self.temperature.alpha
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
-        """Sampled actions ``[B]`` (env units, from the space's ``start``); the most likely
-        action when testing with ``deterministic_eval``."""
+        """Sampled actions ``[B]`` (indices from 0; ``map_action`` adds the space's
+        ``start``); the most likely action when testing with ``deterministic_eval``."""
         with torch.no_grad():
             dist = self.actor(self.obs_tensor(batch.obs))
             greedy = not self.training and self.config.deterministic_eval
             act = dist.mode() if greedy else dist.sample()
-        return Batch(act=act.cpu().numpy() + self.action_start, state=state)
-
-    def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
-        return act
+        return Batch(act=act.cpu().numpy(), state=state)
 
     def target_value(self, obs_next: Any) -> torch.Tensor:
         dist = self.actor(obs_next)
@@ -124,7 +119,7 @@ class DiscreteSACPolicy(OffPolicyPolicy):
 
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
         obs = self.obs_tensor(batch.obs)
-        act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device) - self.action_start
+        act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)  # indices
         weight = self.weights(batch)
 
         q_all = self.critic(obs)  # [n, B, A]

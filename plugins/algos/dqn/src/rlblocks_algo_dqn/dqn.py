@@ -67,7 +67,6 @@ class DQNPolicy(OffPolicyPolicy):
             )
         self.config = c = config
         self.num_actions = int(action_space.n)
-        self.action_start = int(action_space.start)
         default_model = model is None and encoder is None
         self.note_networks(encoder=encoder, model=model)
 
@@ -110,7 +109,7 @@ class DQNPolicy(OffPolicyPolicy):
         self, batch: Batch, state: Any = None, model: str = "model", **kwargs: Any
     ) -> Batch:
         """Greedy actions (``eps_test`` of them random in test mode): ``Batch(act [B],
-        logits=q [B, A])``."""
+        logits=q [B, A])``, as indices from 0 (``map_action`` adds the space's ``start``)."""
         obs = batch.obs
         if type(obs) is np.ndarray and obs.dtype is _FLOAT32 and self._cpu:
             x = torch.from_numpy(obs)  # what obs_tensor does for this case, at a third the cost
@@ -126,8 +125,6 @@ class DQNPolicy(OffPolicyPolicy):
             act = (q.detach() if q.requires_grad else q).numpy().argmax(axis=1)
         else:
             act = q.argmax(dim=1).cpu().numpy()
-        if self.action_start:
-            act = act + self.action_start
         if not self.training and self.config.eps_test:
             # a test plays eps_test of its actions at random (the trainer's tests, agent.act
             # and agent.evaluate alike); the collector explores only in training mode
@@ -152,7 +149,7 @@ class DQNPolicy(OffPolicyPolicy):
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         """Replace each action by a uniformly random one with probability epsilon (one
         generator call per env step: :func:`rlblocks.algo.epsilon_greedy`)."""
-        return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)
+        return epsilon_greedy(act, self.epsilon, self.num_actions, 0, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
     def target_value(self, obs_next: Any) -> torch.Tensor:
@@ -165,7 +162,7 @@ class DQNPolicy(OffPolicyPolicy):
 
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
         q = self.model(self.obs_tensor(batch.obs))
-        act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device) - self.action_start
+        act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)  # indices
         q_taken = q.gather(1, act.view(-1, 1)).squeeze(1)
         target = batch.returns
         td = q_taken - target

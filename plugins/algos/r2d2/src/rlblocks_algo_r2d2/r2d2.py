@@ -156,7 +156,6 @@ class R2D2Policy(QLearningPolicy):
             lr, steps = c.lr, c.lr_decay_steps
             self.optim_step.lr_schedule = lambda env_step: linear_decay(lr, env_step, steps)
         self.num_actions = int(action_space.n)
-        self.action_start = int(action_space.start)
 
     # -- acting -------------------------------------------------------------------------------
     def _state_in(self, state: Any, batch_size: int) -> dict[str, torch.Tensor]:
@@ -177,9 +176,7 @@ class R2D2Policy(QLearningPolicy):
         obs = self.obs_tensor(batch.obs)
         entering = self._state_in(state, _rows(obs))
         q, new_state = net.step(obs, entering)
-        act = q.detach().argmax(dim=1).cpu().numpy()
-        if self.action_start:
-            act = act + self.action_start
+        act = q.detach().argmax(dim=1).cpu().numpy()  # indices: map_action adds the start
         # acting never backpropagates through time: the carried state holds no graph
         new_state = {k: v.detach() for k, v in new_state.items()}
         out = Batch(act=act, logits=q, state=new_state, policy=Batch(state=entering))
@@ -187,7 +184,7 @@ class R2D2Policy(QLearningPolicy):
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
-        return epsilon_greedy(act, self.epsilon, self.num_actions, self.action_start, self._rng)
+        return epsilon_greedy(act, self.epsilon, self.num_actions, 0, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
@@ -307,8 +304,6 @@ class R2D2Policy(QLearningPolicy):
                 target = rescale(target, c.rescale_eps)
 
         act = torch.as_tensor(np.asarray(batch.act), dtype=torch.long, device=self.device)
-        if self.action_start:
-            act = act - self.action_start
         width = act.shape[1]
         q_taken = q_all[:, :width].gather(2, act.unsqueeze(2)).squeeze(2)  # [B, W]
         td = q_taken - target

@@ -172,7 +172,7 @@ class RPPOPolicy(OnPolicyPolicy):
         a = torch.as_tensor(np.asarray(act), device=self.device)
         space = self.action_space
         if isinstance(space, gym.spaces.Discrete):
-            a_in = nn.functional.one_hot(a.long().flatten() - int(space.start), int(space.n))
+            a_in = nn.functional.one_hot(a.long().flatten(), int(space.n))  # stored indices
         elif isinstance(space, gym.spaces.MultiDiscrete):
             nvec = [int(n) for n in np.asarray(space.nvec).flatten()]
             a_flat = a.long().reshape(len(a), -1)
