@@ -10,9 +10,10 @@ A plugin's test suite calls::
 The checks build the algorithm by its registry name for every action-space kind its spec
 declares, then exercise what the collector, the trainers and checkpoints rely on: the spec and its
 config, ``forward`` shapes and action bounds, a collect into a replay buffer, one ``update`` with
-finite statistics, and a checkpoint round trip (``weights_only``) that reproduces the same
-deterministic actions. ``device="cuda"`` runs the same checks with the policy on a GPU (and checks
-that its parameters are there). Each failed rule is a plain assert naming it.
+finite statistics (an algorithm whose spec says ``uses_dataset`` first gets random-action
+transitions of the probe env as its dataset), and a checkpoint round trip (``weights_only``) that
+reproduces the same deterministic actions. ``device="cuda"`` runs the same checks with the policy
+on a GPU (and checks that its parameters are there). Each failed rule is a plain assert naming it.
 """
 
 from __future__ import annotations
@@ -91,10 +92,23 @@ def _check_on_env(
         policy.train()
         buffer = rlblocks.make_buffer("replay", size=4 * collect_steps, num_envs=4)
         stats = rlblocks.Collector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
+        if spec.uses_dataset:
+            # an online algorithm that also learns from a dataset (GAIL's demonstrations):
+            # transitions of the same env, as a run hands it ``buffer.dataset``
+            policy.set_dataset(_probe_dataset(envs, collect_steps))
         _check_update(policy, spec, buffer, stats.n_step, batch_size, where)
         _check_round_trip(policy, make, obs, where)
     finally:
         envs.close()
+
+
+def _probe_dataset(envs: Any, steps: int) -> Any:
+    """A dataset of ``steps`` random-action transitions of ``envs``' env (seeded)."""
+    import rlblocks
+
+    data = rlblocks.make_buffer("replay", size=steps, num_envs=envs.num_envs, seed=0)
+    rlblocks.Collector(None, envs, data, seed=1).collect(n_step=steps, random=True)
+    return data
 
 
 def _check_device(policy: Any, device: str, where: str) -> None:
