@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 import rlblocks
-from rlblocks.algo import BasePolicy
 from rlblocks.collect import Collector
 from rlblocks.contracts import Batch, ConfigError
 from rlblocks.plugins import FIRST_PARTY, get_registry
@@ -188,93 +187,27 @@ def test_the_users_encoder_and_actor_head_are_the_policys(space: gym.Space) -> N
     assert seen and not torch.equal(before, head.weight)
 
 
-# -- datasets of scripted experts ------------------------------------------------------------------
-class Scripted(BasePolicy):
-    """A hand-written controller as a policy, so a Collector records its play: ``act(obs)`` in
-    the policy's units ([-1, 1] for Box actions), with Gaussian noise of ``noise`` (Box) or
-    ``eps`` of the actions random (Discrete), from the policy's seeded generator."""
-
-    def __init__(
-        self, envs: Any, act: Callable[[np.ndarray], np.ndarray], noise: float = 0.0,
-        eps: float = 0.0,
-    ) -> None:  # fmt: skip
-        super().__init__(envs.observation_space, envs.action_space)
-        self.act, self.noise, self.eps = act, noise, eps
-
-    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
-        act = self.act(np.asarray(batch.obs))
-        if self.noise:
-            act = np.clip(act + self._rng.normal(0.0, self.noise, act.shape), -1.0, 1.0)
-        if self.eps:
-            n = self.action_space.n  # type: ignore[attr-defined]
-            random = self._rng.random(len(act)) < self.eps
-            act = np.where(random, self._rng.integers(0, n, len(act)), act)
-        box = isinstance(self.action_space, gym.spaces.Box)
-        return Batch(act=act.astype(np.float32 if box else np.int64), state=state)
-
-
-def pendulum_expert(obs: np.ndarray) -> np.ndarray:
-    """Swing-up by energy pumping, then a PD controller near the top. Pendulum's dynamics are
-    ``theta'' = 15 sin(theta) + 3 u`` (theta = 0 upright), so ``H = theta'^2 / 2 + 15 (cos theta
-    - 1)`` is 0 at rest upright and ``dH/dt = 3 u theta'``: full torque along the motion while
-    H < 0 adds energy. About -140 a 200-step episode (a trained SAC agent: about -150)."""
-    cos, sin, speed = obs[:, 0], obs[:, 1], obs[:, 2]
-    theta = np.arctan2(sin, cos)
-    energy = 0.5 * speed**2 + 15.0 * (cos - 1.0)
-    pump = np.where(energy < 0, 2.0, -2.0) * np.sign(speed + 1e-6)
-    torque = np.where(cos > 0.9, -(10.0 * theta + 2.0 * speed), pump)
-    return (np.clip(torque, -2.0, 2.0) / 2.0)[:, None]  # [-1, 1]: the policy's units
-
-
-def cartpole_expert(obs: np.ndarray) -> np.ndarray:
-    """Push towards where the pole falls, with a little of the cart's position and speed: 500
-    (the most) in every episode."""
-    x, speed, angle, spin = obs.T
-    return (angle + 0.5 * spin + 0.05 * x + 0.1 * speed > 0).astype(np.int64)
-
-
-def record(
-    env_id: str, expert: Callable[[Any], Scripted], steps: int, path: Path, shuffled: Path
-) -> tuple[str, str, float]:
-    """``steps`` transitions of ``expert(envs)``'s play (10 envs) saved to ``path``, and the
-    same with the actions shuffled among the rows to ``shuffled``; returns both paths and the
-    expert's mean episode return."""
-    envs = rlblocks.make_vector_env("dummy", env_id, num_envs=10, seed=1)
-    data = rlblocks.make_buffer("replay", size=steps, num_envs=10, seed=0)
-    player = expert(envs)
-    player.seed(0)  # its noise
-    stats = Collector(player, envs, data, exploration=False, seed=1).collect(n_step=steps)
-    envs.close()
-    data.save_hdf5(path)
+# -- learning from a scripted expert's play -----------------------------------------------------
+@pytest.fixture
+def pendulum_play(scripted_play: Callable[..., Any], tmp_path: Path) -> tuple[str, str]:
+    """10,000 steps (50 episodes) of the scripted Pendulum expert with Gaussian noise of 0.1
+    (torque / 2) on its actions, saved, and the same with its actions shuffled among the rows."""
+    data, mean = scripted_play("Pendulum-v1", 10_000, noise=0.1)
+    assert mean > -200.0  # the expert, noise and all
+    data.save_hdf5(tmp_path / "expert.h5")
     act = data.storage_arrays["act"]
     act[:] = act[np.random.default_rng(0).permutation(len(act))]
-    data.save_hdf5(shuffled)
-    return str(path), str(shuffled), float(np.mean(stats.returns))
+    data.save_hdf5(tmp_path / "shuffled.h5")
+    return str(tmp_path / "expert.h5"), str(tmp_path / "shuffled.h5")
 
 
-@pytest.fixture(scope="module")
-def pendulum_play(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """10,000 steps (50 episodes) of the Pendulum expert with Gaussian noise of 0.1 (torque
-    units / 2) on its actions, and the same with its actions shuffled."""
-    tmp = tmp_path_factory.mktemp("pendulum")
-    good, bad, mean = record(
-        "Pendulum-v1", lambda envs: Scripted(envs, pendulum_expert, noise=0.1), 10_000,
-        tmp / "expert.h5", tmp / "shuffled.h5",
-    )  # fmt: skip
-    assert mean > -200.0  # the expert, noise and all
-    return good, bad
-
-
-@pytest.fixture(scope="module")
-def cartpole_play(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """5,000 steps of the CartPole expert playing 20% random actions."""
-    tmp = tmp_path_factory.mktemp("cartpole")
-    good, _, mean = record(
-        "CartPole-v1", lambda envs: Scripted(envs, cartpole_expert, eps=0.2), 5_000,
-        tmp / "expert.h5", tmp / "shuffled.h5",
-    )  # fmt: skip
+@pytest.fixture
+def cartpole_play(scripted_play: Callable[..., Any], tmp_path: Path) -> str:
+    """5,000 steps of the scripted CartPole expert playing 20% random actions, saved."""
+    data, mean = scripted_play("CartPole-v1", 5_000, eps=0.2)
     assert mean > 150.0
-    return good
+    data.save_hdf5(tmp_path / "expert.h5")
+    return str(tmp_path / "expert.h5")
 
 
 def _clone(path: str, env: str, steps: int, stop: float, tmp: Path, *sets: str) -> Any:
@@ -290,7 +223,9 @@ def test_bc_learns_pendulum_from_a_scripted_experts_play(
 ) -> None:
     # from scratch on the dataset alone: seed 0 passes -200 (the mean of 10 test episodes)
     # within 1,000 gradient steps with either loss (random play: about -1,200)
-    result = _clone(pendulum_play[0], "Pendulum-v1", 2_000, -200.0, tmp_path, f"algo.loss={loss}")
+    result = _clone(
+        pendulum_play[0], "Pendulum-v1", 2_000, -200.0, tmp_path / "run", f"algo.loss={loss}"
+    )
     assert result.solved and result.best_test_return >= -200.0, result
     assert result.env_steps == 0
 
@@ -299,7 +234,7 @@ def test_pendulum_with_the_actions_shuffled_teaches_nothing(
     pendulum_play: tuple[str, str], tmp_path: Path
 ) -> None:
     # the same states and the same actions, paired at random: nothing to imitate
-    result = _clone(pendulum_play[1], "Pendulum-v1", 2_000, -200.0, tmp_path)
+    result = _clone(pendulum_play[1], "Pendulum-v1", 2_000, -200.0, tmp_path / "run")
     assert not result.solved and result.best_test_return < -700.0, result
 
 
@@ -308,7 +243,7 @@ def test_bc_learns_cartpole_from_a_noisy_scripted_expert(
 ) -> None:
     # the expert's choice is the data's majority in every state: cross-entropy finds it (seed
     # 0: 500 at the first test, after 250 gradient steps)
-    result = _clone(cartpole_play, "CartPole-v1", 2_000, 475.0, tmp_path)
+    result = _clone(cartpole_play, "CartPole-v1", 2_000, 475.0, tmp_path / "run")
     assert result.solved and result.best_test_return >= 475.0, result
 
 
