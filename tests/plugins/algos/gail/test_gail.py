@@ -181,6 +181,26 @@ def test_the_envs_reward_never_reaches_the_learner(expert_play: ReplayBuffer) ->
     assert stats["reward/env"] != 1.0  # the env's reward is logged, as it was
 
 
+def test_the_learner_reads_the_learned_reward_in_every_way_a_buffer_is_read() -> None:
+    from rlblocks_algo_gail.gail import RewardView
+
+    buf = rollout(rlblocks.make_policy("gail", OBS, ACT, hidden_sizes=[16]), 64)
+    index = buf.sample_index(0)
+    learned = np.arange(len(index), dtype=np.float32) + 0.5
+    view = RewardView(buf, index, learned)
+    np.testing.assert_array_equal(view.get(index, "rew"), learned)
+    np.testing.assert_array_equal(view[index].rew, learned)
+    np.testing.assert_array_equal(view[:].rew, learned)  # a slice: time order, as buffers read it
+    np.testing.assert_array_equal(view.rew[index], learned)
+    batch, drawn = view.sample(16)
+    np.testing.assert_array_equal(batch.rew, view.get(drawn, "rew"))
+    # everything else is the buffer's own
+    np.testing.assert_array_equal(view.get(index, "obs"), buf.get(index, "obs"))
+    np.testing.assert_array_equal(view[index].act, buf[index].act)
+    assert len(view) == len(buf) and view.maxsize == buf.maxsize
+    assert set(np.asarray(buf.get(index, "rew")).tolist()) == {1.0}  # untouched
+
+
 def test_without_a_dataset_the_update_says_how_to_give_one() -> None:
     policy = rlblocks.make_policy("gail", OBS, ACT, hidden_sizes=[16])
     with pytest.raises(ConfigError, match=r"set_dataset.*--dataset"):

@@ -83,9 +83,17 @@ class RewardView:
     def __len__(self) -> int:
         return len(self._buffer)
 
+    def _slots(self, index: Any) -> Any:
+        """Buffer slots of ``index``: a slice counts positions in time order, as buffers read
+        it (``buf[:]`` is ``buf[buf.sample_index(0)]``)."""
+        if isinstance(index, slice):
+            return self._buffer.sample_index(0)[index]
+        return np.asarray(index)
+
     def __getitem__(self, index: Any) -> Batch:
-        batch = self._buffer[index]
-        batch.rew = self._rew[np.asarray(index)]
+        slots = self._slots(index)
+        batch = self._buffer[slots]
+        batch.rew = self._rew[slots]
         return batch
 
     def sample(self, batch_size: int) -> tuple[Batch, np.ndarray]:
@@ -95,7 +103,7 @@ class RewardView:
 
     def get(self, index: Any, key: str, default: Any = None, stack_num: int | None = None) -> Any:
         if key == "rew":
-            return self._rew[np.asarray(index)]
+            return self._rew[self._slots(index)]
         return self._buffer.get(index, key, default, stack_num)
 
     def __getattr__(self, name: str) -> Any:
