@@ -9,7 +9,7 @@ SPEC = AlgoSpec(
     "likelihood for Box actions, cross-entropy for discrete ones).",
     impl="rlblocks_algo_bc.bc:BCPolicy",
     config=BCConfig,
-    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
+    observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict"),
     action_spaces=("Box", "Discrete", "MultiDiscrete"),
     training="offline",
     networks=("encoder", "actor"),

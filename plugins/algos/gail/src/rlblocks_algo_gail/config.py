@@ -91,8 +91,9 @@ class GAILConfig:
     """Adam learning rate of the discriminator."""
     disc_epochs: int = field(default=1, validator=validators.ge(0))
     """Passes of the discriminator over each rollout (minibatches of ``disc_batch_size`` policy
-    steps, each against as many expert steps drawn from the dataset). 0 freezes it: the learner
-    then follows the untrained discriminator's reward (an ablation)."""
+    steps, each against as many expert steps drawn from the dataset). 0 freezes it at its start
+    (an ablation), where it cannot tell any step from the expert's: the reward is then 0
+    everywhere with ``airl``, ``log 2`` with ``gail``."""
     disc_batch_size: int = field(default=256, validator=validators.ge(1))
     """Policy steps (and expert steps) per discriminator minibatch."""
     max_grad_norm: float | None = field(
