@@ -446,3 +446,19 @@ def test_a_spec_s_invalid_defaults_are_blamed_on_the_plugin(rlblocks_add_plugin)
     # the user's own typo is still the user's
     with pytest.raises(ConfigError, match=r"^\$\.algo\.lrr: unknown field"):
         cfg.build_config("dqn", overrides=["algo.lrr=1"], spec_lookup=spec_lookup)
+
+
+def test_an_online_algorithm_that_uses_a_dataset_says_so_and_an_offline_one_cannot() -> None:
+    online = AlgoSpec(name="x", summary="x", impl="m:C", training="on-policy", uses_dataset=True)
+    assert online.describe()["training"] == "on-policy with a dataset"
+    assert "uses_dataset" not in online.describe()
+    plain = AlgoSpec(name="x", summary="x", impl="m:C", training="on-policy")
+    assert plain.describe()["training"] == "on-policy"
+    with pytest.raises(ValueError, match="offline one learns from it by definition"):
+        AlgoSpec(name="x", summary="x", impl="m:C", training="offline", uses_dataset=True)
+
+
+def test_a_policy_takes_a_dataset_only_when_its_algorithm_uses_one() -> None:
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    with pytest.raises(ConfigError, match="learns from no dataset"):
+        BasePolicy(space, space).set_dataset(rlblocks.ReplayBuffer(4))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +56,9 @@ def attach(package: str, path: str) -> tuple[Callable[[str], Any], Callable[[], 
         try:
             module_name, attribute = names[name]
         except KeyError:
+            # a public subpackage (``rlblocks.tools``) is imported when first named
+            if not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}"):
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
         module = importlib.import_module(module_name)
         value = module.__dict__.get(attribute, _MISSING)

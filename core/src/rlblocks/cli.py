@@ -550,8 +550,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offline algorithms: gradient-step budget (1e5; default: the "
                    "algorithm's); with --resume, the continued run's new budget")
     p.add_argument("--dataset", metavar="DATASET",
-                   help="offline algorithms: the dataset to learn from (buffer.dataset): an "
-                   "hdf5 file (ReplayBuffer.save_hdf5, an online run's "
+                   help="offline algorithms, and online ones `rlblocks list algo --details` "
+                   "shows 'with a dataset' (gail): the dataset to learn from (buffer.dataset): "
+                   "an hdf5 file (ReplayBuffer.save_hdf5, an online run's "
                    "checkpoints/gen-N/buffer.h5, `rlblocks collect`) or a Minari dataset (a "
                    "directory, or an id in the local Minari datasets folder)")
     p.add_argument("--stop-reward", type=float, metavar="R",
@@ -697,9 +698,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="offline algorithms: gradient-step budget per trial (1e5; default: the "
                    "algorithm's)")
     p.add_argument("--dataset", metavar="DATASET",
-                   help="offline algorithms: the dataset every trial learns from "
-                   "(buffer.dataset): an hdf5 file or a Minari dataset, as for `rlblocks train "
-                   "--dataset`")
+                   help="offline algorithms (and online ones 'with a dataset'): the dataset "
+                   "every trial learns from (buffer.dataset): an hdf5 file or a Minari dataset, "
+                   "as for `rlblocks train --dataset`")
     p.add_argument("--param", action="append", metavar="SECTION.FIELD=DIST",
                    help="a searched field: loguniform:LO:HI, uniform:LO:HI, int:LO:HI or "
                    "choice:A|B; repeatable (default: learning rates, gamma, n_step, batch size, "

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from rlblocks.algo import BasePolicy
 from rlblocks.contracts import Batch
 from rlblocks.replay import ReplayBuffer
 
@@ -161,3 +162,94 @@ def pendulum_td3_replay(_pendulum_td3_once: tuple[ReplayBuffer, Any]) -> ReplayB
     random state included, so what one test samples does not change another's batches; the
     TD3 run itself happens once per session (about 40 s of CPU)."""
     return copy.deepcopy(_pendulum_td3_once[0])
+
+
+# -- scripted experts: datasets for imitation and offline learning, in a second -------------------
+class ScriptedExpert(BasePolicy):
+    """A hand-written controller played as a policy, so a Collector records it like any agent:
+    ``control(obs)`` gives actions in the policy's units ([-1, 1] for Box actions), with
+    Gaussian noise of std ``noise`` (Box) or ``eps`` of the actions uniformly random (Discrete),
+    drawn from its own generator seeded with ``seed``."""
+
+    def __init__(
+        self, envs: Any, control: Callable[[np.ndarray], np.ndarray], noise: float = 0.0,
+        eps: float = 0.0, seed: int = 0,
+    ) -> None:  # fmt: skip
+        super().__init__(envs.observation_space, envs.action_space)
+        self.control, self.noise, self.eps = control, noise, eps
+        self.seed(seed)
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        act = self.control(np.asarray(batch.obs))
+        box = isinstance(self.action_space, gym.spaces.Box)
+        if box and self.noise:
+            act = np.clip(act + self._rng.normal(0.0, self.noise, act.shape), -1.0, 1.0)
+        if not box and self.eps:
+            n = int(self.action_space.n)  # type: ignore[attr-defined]
+            random = self._rng.random(len(act)) < self.eps
+            act = np.where(random, self._rng.integers(0, n, len(act)), act)
+        return Batch(act=act.astype(np.float32 if box else np.int64), state=state)
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        raise NotImplementedError("a scripted expert does not learn")
+
+
+def pendulum_expert(obs: np.ndarray) -> np.ndarray:
+    """Pendulum-v1: swing up by energy pumping, then a PD controller near the top. The dynamics
+    are ``theta'' = 15 sin(theta) + 3 u`` (theta = 0 upright), so ``H = theta'^2 / 2 + 15 (cos
+    theta - 1)`` is 0 at rest upright and ``dH/dt = 3 u theta'``: full torque along the motion
+    while H < 0 adds energy. About -140 per 200-step episode (a trained SAC agent: about -150)."""
+    cos, sin, speed = obs[:, 0], obs[:, 1], obs[:, 2]
+    theta = np.arctan2(sin, cos)
+    energy = 0.5 * speed**2 + 15.0 * (cos - 1.0)
+    pump = np.where(energy < 0, 2.0, -2.0) * np.sign(speed + 1e-6)
+    torque = np.where(cos > 0.9, -(10.0 * theta + 2.0 * speed), pump)
+    return (np.clip(torque, -2.0, 2.0) / 2.0)[:, None]  # [-1, 1]: the policy's units
+
+
+def cartpole_expert(obs: np.ndarray) -> np.ndarray:
+    """CartPole-v1: push towards where the pole falls, with a little of the cart's position and
+    speed: 500 (the most) in every episode."""
+    x, speed, angle, spin = obs.T
+    return (angle + 0.5 * spin + 0.05 * x + 0.1 * speed > 0).astype(np.int64)
+
+
+EXPERTS = {"Pendulum-v1": pendulum_expert, "CartPole-v1": cartpole_expert}
+
+
+@pytest.fixture(scope="session")
+def _scripted_plays() -> dict[tuple[Any, ...], tuple[ReplayBuffer, float]]:
+    return {}
+
+
+@pytest.fixture
+def scripted_play(
+    _scripted_plays: dict[tuple[Any, ...], tuple[ReplayBuffer, float]],
+) -> Callable[..., tuple[ReplayBuffer, float]]:
+    """``play(env_id, steps, noise=0.0, eps=0.0)``: ``steps`` transitions (10 envs, seeded) of
+    the scripted expert of ``env_id`` (Pendulum-v1 or CartPole-v1, see :data:`EXPERTS`) and its
+    mean episode return. Each play is recorded once per session (a second or two); every call
+    gets its own copy of the buffer."""
+
+    def play(
+        env_id: str, steps: int, noise: float = 0.0, eps: float = 0.0
+    ) -> tuple[ReplayBuffer, float]:
+        key = (env_id, steps, noise, eps)
+        if key not in _scripted_plays:
+            import rlblocks
+            from rlblocks.collect import Collector
+
+            envs = rlblocks.make_vector_env("dummy", env_id, num_envs=10, seed=1)
+            try:
+                data = rlblocks.make_buffer("replay", size=steps, num_envs=10, seed=0)
+                expert = ScriptedExpert(envs, EXPERTS[env_id], noise=noise, eps=eps, seed=0)
+                stats = Collector(expert, envs, data, exploration=False, seed=1).collect(
+                    n_step=steps
+                )
+            finally:
+                envs.close()
+            _scripted_plays[key] = (data, float(np.mean(stats.returns)))
+        data, mean = _scripted_plays[key]
+        return copy.deepcopy(data), mean
+
+    return play

@@ -194,6 +194,16 @@ class BasePolicy(nn.Module):
         self._rng = np.random.default_rng(seed)
 
     # -- learning -----------------------------------------------------------------------------
+    def set_dataset(self, dataset: Buffer) -> None:
+        """Give an online algorithm that also learns from a dataset (its spec says
+        ``uses_dataset``: GAIL's expert demonstrations) the buffer that holds it; a run calls
+        it with ``buffer.dataset`` before training. Other algorithms take none."""
+        raise ConfigError(
+            f"{type(self).__name__} learns from no dataset besides its own experience; an "
+            "offline algorithm trains on one with OfflineTrainer (pass it as the trainer's "
+            "buffer), and an online one that takes one says uses_dataset in its spec"
+        )
+
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
         """Compute targets that need the buffer's time structure (n-step, GAE). Default: none."""
         return batch

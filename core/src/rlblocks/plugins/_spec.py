@@ -113,6 +113,8 @@ class AlgoSpec(PluginSpec):
     ``observation_spaces`` / ``action_spaces`` list gymnasium space class names it accepts
     (``"Box"``, ``"Discrete"``, ``"MultiDiscrete"``, ``"Dict"``...). ``training`` is one of
     ``"on-policy"``, ``"off-policy"``, ``"offline"``; it picks the trainer loop.
+    ``uses_dataset`` marks an online algorithm that also learns from a dataset (GAIL's expert
+    demonstrations).
     """
 
     kind: ClassVar[str] = "algo"
@@ -129,6 +131,11 @@ class AlgoSpec(PluginSpec):
     """The policy learns from a multi-agent env's global state (a centralised critic, built with
     ``state_space``), so it trains only on envs that have one; a single-agent env is refused
     before anything is built and the algorithm is left out of the names suggested for it."""
+    uses_dataset: bool = field(default=False)
+    """An online algorithm (``training`` on- or off-policy) that also learns from a dataset:
+    a run refuses to start without ``buffer.dataset`` (``--dataset``), loads it and hands it to
+    the policy's ``set_dataset`` before training (GAIL's expert demonstrations). Offline
+    algorithms learn from a dataset by definition and leave it False."""
     defaults: dict[str, dict[str, Any]] = field(factory=dict)
     """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
     between the sections' own defaults and the user's config file and flags."""
@@ -147,6 +154,22 @@ class AlgoSpec(PluginSpec):
     def _check_training(self, _attr: Any, value: str) -> None:
         if value not in {"on-policy", "off-policy", "offline"}:
             raise ValueError(f"training={value!r}; use 'on-policy', 'off-policy' or 'offline'")
+
+    @uses_dataset.validator
+    def _check_uses_dataset(self, _attr: Any, value: bool) -> None:
+        if value and self.training == "offline":
+            raise ValueError(
+                "uses_dataset=True is for online algorithms that also learn from a dataset; an "
+                "offline one learns from it by definition: leave uses_dataset out"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        """:meth:`PluginSpec.describe`, with ``training`` saying ``"on-policy with a dataset"``
+        (or off-policy) for an online algorithm that also learns from one."""
+        out = super().describe()
+        if out.pop("uses_dataset", False):
+            out["training"] = f"{self.training} with a dataset"
+        return out
 
 
 BUFFER_PARTS = ("layout", "sampler", "relabeller", "writer")

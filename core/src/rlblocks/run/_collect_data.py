@@ -362,12 +362,18 @@ def _episodes_buffer(episodes: list[Episode], agent: Agent) -> Any:
             act = agent.policy.map_action_inverse(np.asarray(act, dtype=np.float64)).astype(
                 agent.action_space.dtype
             )
+        elif isinstance(agent.action_space, _DISCRETE):  # indices from 0, as buffers hold them
+            act = np.asarray(agent.policy.map_action_inverse(np.asarray(act)))
         buffer.extend({
             "obs": _slice(obs, 0, steps), "act": act, "rew": ep.rewards,
             "terminated": ep.terminations, "truncated": ep.truncations,
             "obs_next": _slice(obs, 1, steps + 1),
         }, np.zeros(steps, dtype=np.int64))  # fmt: skip
     return buffer
+
+
+#: discrete action spaces, whose ``start`` the env sees and buffers leave out
+_DISCRETE = (gym.spaces.Discrete, gym.spaces.MultiDiscrete)
 
 
 def _slice(tree: Any, start: int, stop: int) -> Any:
@@ -443,7 +449,7 @@ def _buffer_episodes(buffer: Any, agent: Agent) -> list[Episode]:
             seg = slice(start, end + 1)
             observations = _join(_slice(obs, seg.start, seg.stop), _slice(nxt, end, end + 1))
             actions = _slice(act, seg.start, seg.stop)
-            if isinstance(agent.action_space, gym.spaces.Box):
+            if isinstance(agent.action_space, (gym.spaces.Box, *_DISCRETE)):
                 actions = agent.policy.map_action(np.asarray(actions))
             episodes.append(Episode(
                 observations=_as_space_tree(space, observations),

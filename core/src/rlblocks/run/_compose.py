@@ -588,10 +588,13 @@ def async_backend_problem(what: str) -> str:
 
 def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
     """An offline algorithm needs a dataset and a gradient-step budget and takes no env step;
-    an online one refuses both (each would be ignored silently otherwise)."""
+    an online one refuses both (each would be ignored silently otherwise), except that one whose
+    spec says ``uses_dataset`` (GAIL) needs the dataset."""
     t = c.trainer
     if spec.training != "offline":
-        if c.buffer.dataset is not None:
+        if spec.uses_dataset:
+            _check_online_dataset(c, spec)
+        elif c.buffer.dataset is not None:
             raise ConfigError(
                 f"$.buffer.dataset: algo {c.algo_name!r} trains {spec.training} from its own "
                 "env steps and learns from no dataset; remove buffer.dataset (--dataset), or "
@@ -625,6 +628,25 @@ def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
         )
 
 
+def _check_online_dataset(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """An online algorithm that also learns from a dataset (``uses_dataset``) needs one, on a
+    gymnasium env (not an env family's)."""
+    if c.buffer.dataset is None:
+        raise ConfigError(
+            f"$.buffer.dataset: algo {c.algo_name!r} trains {spec.training} and also learns "
+            "from a dataset, and none is given; pass --dataset FILE (buffer.dataset=FILE): an "
+            "hdf5 file written by ReplayBuffer.save_hdf5, or a Minari dataset, by its directory "
+            "or its id"
+        )
+    family = env_family(c.env.id)
+    if family is not None:
+        raise ConfigError(
+            f"$.env.id: algo {c.algo_name!r} learns from a dataset besides its env steps, which "
+            f"runs on gymnasium's envs; {c.env.id!r} is an env of the {family[0].name!r} family "
+            f"({family[0].summary})"
+        )
+
+
 def preflight(config: cfg.ExperimentConfig) -> None:
     """Check a resolved config as a run checks it before it trains, keeping nothing: the env id,
     the device, the loggers and their options, the trainer the algorithm needs, frame stacking,
@@ -636,7 +658,8 @@ def preflight(config: cfg.ExperimentConfig) -> None:
     resolve_device(config.run.device)
     logger_configs(config.run)
     check_training(config, spec)
-    if spec.training == "offline" and not Path(str(config.buffer.dataset)).is_file():
+    reads_dataset = spec.training == "offline" or spec.uses_dataset
+    if reads_dataset and not Path(str(config.buffer.dataset)).is_file():
         raise ConfigError(
             f"$.buffer.dataset: {config.buffer.dataset} is not a file; pass --dataset FILE with "
             "an hdf5 file written by ReplayBuffer.save_hdf5"

@@ -18,7 +18,9 @@ An offline algorithm (spec ``training="offline"``) learns from the dataset ``buf
 (an hdf5 file of :meth:`~rlblocks.replay.ReplayBuffer.save_hdf5`, or a Minari dataset) with the
 :class:`~rlblocks.trainers.OfflineTrainer`: only test envs are made, the budget is
 ``trainer.max_gradient_steps``, checkpoints record the dataset's size and sha256 (never a copy)
-and a resume reloads it from the path in ``config.json``.
+and a resume reloads it from the path in ``config.json``. An online algorithm whose spec says
+``uses_dataset`` (GAIL) trains as any online one and also gets the dataset, read and recorded
+the same way, through its policy's ``set_dataset``.
 """
 
 from __future__ import annotations
@@ -253,6 +255,9 @@ class Experiment:
         #: builds the envs instead of ``config.env.id`` (``train(env=callable)``)
         self.env_factory = env_factory
         self.algo_spec = spec_lookup("algo", config.algo_name)
+        #: the dataset the run learns from (``buffer.dataset``): the buffer of an offline run,
+        #: a second buffer of an online one whose spec says ``uses_dataset``; None otherwise
+        self.dataset: Any = None
 
     def stop_reward(self) -> float | None:
         c = self.config
@@ -353,6 +358,8 @@ class Experiment:
             self.buffer = run_buffer(c.env.num_envs)
             if c.run.init_from is not None and not resumed:
                 self._init_from(with_buffer=True)
+            if self.algo_spec.uses_dataset:
+                self._give_dataset(space_o, self.train_envs.action_space, resumed)
         # a family may give a buffer per policy (a mapping of them): each is seeded and checked
         buffers = list(self.buffer.values()) if isinstance(self.buffer, Mapping) else [self.buffer]
         abilities = BufferAbilities.of(buffers[0])
@@ -439,7 +446,7 @@ class Experiment:
         self.train_envs = None
         self.train_collector: Any = None
         self.test_envs = self._make_test_envs(source, env_opts)
-        self.buffer = self._load_dataset(resumed)
+        self.buffer = self.dataset = self._load_dataset(resumed)
         frames = BufferAbilities.of(self.buffer).stack_num
         if c.buffer.stack_num not in (1, frames):
             raise ConfigError(
@@ -487,6 +494,19 @@ class Experiment:
         init_weights(self.policy, record, self.config.algo_name, trusted=self.trust_imports)
         if with_buffer and record.get("buffer"):
             init_buffer(self.buffer, self.policy, record, trusted=self.trust_imports)
+
+    def _give_dataset(self, space_o: gym.Space, space_a: gym.Space, resumed: bool) -> None:
+        """An online algorithm that also learns from a dataset (``uses_dataset``): read
+        ``buffer.dataset`` (checked against the env's spaces, seeded, fingerprinted for resume)
+        and hand it to the policy."""
+        c = self.config
+        self.dataset = self._load_dataset(resumed)
+        check_dataset_spaces(self.dataset, space_o, space_a, str(c.buffer.dataset), c.env.id)
+        if self.dataset_env_actions:  # a Minari dataset holds env actions: to policy units
+            to_policy_actions(self.dataset, self.policy)
+        if BufferAbilities.of(self.dataset).seedable:
+            self.dataset.seed(c.run.seed + 104_729)
+        self.policy.set_dataset(self.dataset)
 
     def _make_policy(
         self, space_o: gym.Space, space_a: gym.Space, device: str, state_space: Any = None
@@ -650,12 +670,12 @@ class Experiment:
             },
             "plugins": {},
         }
-        if self.algo_spec.training == "offline":
+        if self.dataset is not None:
             # the dataset is never copied: its fingerprint, to check it on resume, and where the
             # sampling stream stands, so a resumed run draws the batches it would have drawn
             payload["dataset"] = dict(self.dataset_fingerprint)
-            if isinstance(self.buffer, RandomBuffer):
-                payload["dataset_rng"] = json.dumps(self.buffer.rng.bit_generator.state)
+            if isinstance(self.dataset, RandomBuffer):
+                payload["dataset_rng"] = json.dumps(self.dataset.rng.bit_generator.state)
         self.pm.hook.rlblocks_checkpoint_save(checkpoint=payload["plugins"], trainer=trainer)
         payload["plugins"] = to_plain(payload["plugins"])  # numpy arrays as loadable values
         # an on-policy buffer is empty between updates: nothing worth saving
@@ -722,7 +742,7 @@ class Experiment:
         # a resumed run earns "solved" again at its next test (the stop reward may have changed)
         trainer.state.solved = False
         trainer.state.stop_reason = ""
-        if self.algo_spec.training == "offline":
+        if self.dataset is not None:
             self._check_dataset_unchanged(payload, ckpt_file)
         if self.test_recorder is not None:
             column = "gradient_steps" if self.algo_spec.training == "offline" else "env_step"
@@ -760,13 +780,14 @@ class Experiment:
                 self.buffer.truncate_unfinished()
 
     def _check_dataset_unchanged(self, payload: Mapping[str, Any], ckpt_file: Path) -> None:
-        """A resumed offline run must learn from the very file it trained on: its size and
-        sha256 must match what the checkpoint recorded; then the sampling stream continues."""
+        """A resumed run that learns from a dataset (offline, or ``uses_dataset``) must learn
+        from the very file it trained on: its size and sha256 must match what the checkpoint
+        recorded; then the sampling stream continues."""
         saved = payload.get("dataset")
         now = self.dataset_fingerprint
         if not isinstance(saved, Mapping):
             raise CheckpointError(
-                f"{ckpt_file} records no dataset, so this offline run cannot check that "
+                f"{ckpt_file} records no dataset, so this run cannot check that "
                 f"{now['path']} is the file it trained on; start it again with --overwrite"
             )
         if (saved.get("size"), saved.get("sha256")) != (now["size"], now["sha256"]):
@@ -778,8 +799,8 @@ class Experiment:
                 f"{self.run_dir} --set buffer.dataset=FILE`), or train a new run on the new file"
             )
         rng_state = payload.get("dataset_rng")
-        if rng_state is not None and isinstance(self.buffer, RandomBuffer):
-            self.buffer.rng.bit_generator.state = json.loads(rng_state)
+        if rng_state is not None and isinstance(self.dataset, RandomBuffer):
+            self.dataset.rng.bit_generator.state = json.loads(rng_state)
 
     def _reopen_finished_run(self) -> None:
         """A finished run continued with a larger budget is live again until it writes a new

@@ -150,14 +150,19 @@ def read_minari(
 
 def to_policy_actions(buffer: Any, policy: Any) -> None:
     """Map a Minari dataset's env actions in ``buffer`` to ``policy``'s units in place (what
-    rlblocks buffers hold: Box actions in [-1, 1] when the policy scales them)."""
-    if not isinstance(policy.action_space, gym.spaces.Box):
+    rlblocks buffers hold: Box actions in [-1, 1] when the policy scales them, discrete ones as
+    indices from 0 whatever the space's ``start``)."""
+    space = policy.action_space
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
         return
     inverse = getattr(policy, "map_action_inverse", None)
     act = getattr(buffer, "act", None)
     if inverse is None or not isinstance(act, np.ndarray):
         return
-    act[...] = inverse(np.asarray(act, dtype=np.float64)).astype(act.dtype, copy=False)
+    if isinstance(space, gym.spaces.Box):
+        act[...] = inverse(np.asarray(act, dtype=np.float64)).astype(act.dtype, copy=False)
+    else:
+        act[...] = np.asarray(inverse(np.asarray(act))).astype(act.dtype, copy=False)
 
 
 def _slice(tree: Any, start: int, stop: int) -> Any:

@@ -10,13 +10,14 @@ A plugin's test suite calls::
 The checks build the algorithm by its registry name for every action-space kind its spec
 declares, then exercise what the collector, the trainers and checkpoints rely on: the spec and its
 config, ``forward`` shapes and action bounds, a collect into a replay buffer, one ``update`` with
-finite statistics, and a checkpoint round trip (``weights_only``) that reproduces the same
-deterministic actions. An algorithm for Discrete or MultiDiscrete actions also acts on spaces
-whose values start below and above 0 (:data:`START_SPACES`): greedy in test mode, sampled and
-explored in training mode and at random (warm-up), every action the env gets must be inside
-its space and be what the stored action maps to, and an update from those steps must run.
-``device="cuda"`` runs the same checks with the policy on a GPU (and checks that its parameters
-are there). Each failed rule is a plain assert naming it.
+finite statistics (an algorithm whose spec says ``uses_dataset`` first gets random-action
+transitions of the probe env as its dataset), and a checkpoint round trip (``weights_only``)
+that reproduces the same deterministic actions. An algorithm for Discrete or MultiDiscrete
+actions also acts on spaces whose values start below and above 0 (:data:`START_SPACES`):
+greedy in test mode, sampled and explored in training mode and at random (warm-up), every
+action the env gets must be inside its space and be what the stored action maps to, and an
+update from those steps must run. ``device="cuda"`` runs the same checks with the policy on a
+GPU (and checks that its parameters are there). Each failed rule is a plain assert naming it.
 """
 
 from __future__ import annotations
@@ -108,10 +109,24 @@ def _check_on_env(
         policy.train()
         buffer = rlblocks.make_buffer("replay", size=4 * collect_steps, num_envs=4)
         stats = rlblocks.Collector(policy, envs, buffer, seed=0).collect(n_step=collect_steps)
+        if spec.uses_dataset:
+            # an online algorithm that also learns from a dataset (GAIL's demonstrations):
+            # transitions of the same env, as a run hands it ``buffer.dataset``
+            policy.set_dataset(_probe_dataset(policy, envs, collect_steps))
         _check_update(policy, spec, buffer, stats.n_step, batch_size, where)
         _check_round_trip(policy, make, obs, where)
     finally:
         envs.close()
+
+
+def _probe_dataset(policy: Any, envs: Any, steps: int) -> Any:
+    """A dataset of ``steps`` random-action transitions of ``envs``' env (seeded), its actions
+    stored as ``policy`` stores its own (indices from 0, network units), as a run's dataset."""
+    import rlblocks
+
+    data = rlblocks.make_buffer("replay", size=steps, num_envs=envs.num_envs, seed=0)
+    rlblocks.Collector(policy, envs, data, seed=1).collect(n_step=steps, random=True)
+    return data
 
 
 def _check_device(policy: Any, device: str, where: str) -> None:
@@ -266,6 +281,8 @@ def _check_action_start(name: str, spec: Any, space: Any, batch_size: int, devic
     where = f"{name} on {space}"
     try:
         policy = rlblocks.make_policy(name, obs_space, space, device=device, **kwargs)
+        if spec.uses_dataset:  # demonstrations of the same env (GAIL's)
+            policy.set_dataset(_probe_dataset(policy, envs, 48))
         policy.eval()
         _check_acting(policy, policy(Batch(obs=obs)).act, space, f"{where}, greedy")
         # (phase, training mode, random actions, learn from its steps): random warm-up steps

@@ -339,7 +339,8 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     made_by = f" (envs from the factory {f.factory})" if f.factory else ""
     lines = [f"{run}: {f.algo} on {f.env_id}{made_by}, seed {f.seed}, device {f.device}"]
     if f.dataset:
-        lines.append(f"offline, from the dataset {f.dataset}")
+        how = "offline, from" if f.offline else "online, also learning from"
+        lines.append(f"{how} the dataset {f.dataset}")
     if f.init_from:
         start = f.init_from
         data = " and its data in the replay buffer" if start.get("buffer") else ""
@@ -448,11 +449,15 @@ class _RunFacts:
         #: where a run started from (train(init_from=...)), or None
         self.init_from = rs.get("init_from") if isinstance(rs.get("init_from"), dict) else None
         buffer = data.get("buffer") if isinstance(data.get("buffer"), dict) else {}
-        #: the dataset of an offline run (its progress is in gradient steps), or None
+        trainer = data.get("trainer") if isinstance(data.get("trainer"), dict) else {}
+        #: the dataset the run learns from, or None
         self.dataset = buffer.get("dataset")
+        #: an offline run (its budget, and so its progress, is in gradient steps; an online run
+        #: that also learns from a dataset, as GAIL's, counts env steps)
+        self.offline = self.dataset is not None and trainer.get("max_gradient_steps") is not None
         #: the tests.csv column and the wording of the run's progress
         self.step_column, self.step_name = (
-            ("gradient_steps", "gradient step") if self.dataset else ("env_step", "env step")
+            ("gradient_steps", "gradient step") if self.offline else ("env_step", "env step")
         )
         self.versions = self._optional("plugins.json")
         #: what is wrong with result.json (resume refuses the run until it is restored or gone)
@@ -467,7 +472,7 @@ class _RunFacts:
         self.gen_step = None
         if self.gens:
             try:
-                key = "gradient_step" if self.dataset else "env_step"
+                key = "gradient_step" if self.offline else "env_step"
                 self.gen_step = store.manifest(self.gens[0]).get(key)
             except (OSError, ValueError):
                 self.notes.append(f"checkpoints/{self.gens[0].name}/MANIFEST.json is unreadable")

@@ -315,9 +315,12 @@ def write_toml_config(config_json: Path, out: Path, algo: str, trial: Any) -> No
     for key in ("run_dir", "loggers", "progress"):
         run.pop(key, None)
     trainer = data.get("trainer", {})
-    # an offline run (it names a dataset) counts its budget in gradient steps and takes no env
-    # step: its unused trainer.max_env_steps is left out of the file
-    offline = data.get("buffer", {}).get("dataset") is not None
+    # an offline run (it names a dataset and a budget in gradient steps, which online runs
+    # refuse) takes no env step: its unused trainer.max_env_steps is left out of the file
+    offline = (
+        data.get("buffer", {}).get("dataset") is not None
+        and trainer.get("max_gradient_steps") is not None
+    )
     if offline:
         trainer.pop("max_env_steps", None)
     field, flag = ("max_gradient_steps", "--max-gradient-steps") if offline else (

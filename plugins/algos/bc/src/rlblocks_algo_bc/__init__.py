@@ -1,0 +1,2 @@
+"""Behaviour cloning for rlblocks: the dataset's actions learned by supervised learning
+(``training="offline"``)."""
