@@ -85,6 +85,9 @@ CONFIG_CASES = [
     ("ppo", ["algo.activation=Tanh"], None, "did you mean 'tanh'?"),
     ("ppo", ["algo.gae_lambda=2"], None, "$.algo.gae_lambda: must be in [0, 1], got 2.0"),
     ("redq", ["algo.subset_size=20"], None, "$.algo.subset_size: 20 exceeds ensemble_size=10"),
+    # more threads than cores: torch would exhaust the process's threads and segfault
+    ("dqn", ["run.torch_threads=100000"], None, "$.run.torch_threads: 100000 is more than the"),
+    ("dqn", ["env.worker_timeout=0"], None, "worker_timeout must be a positive number"),
 ]  # fmt: skip
 
 

@@ -441,7 +441,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     """Search hyperparameters with Optuna; write the best config as TOML."""
     tuning = importlib.import_module("rlblocks.tools")
     _check_budget(args)
-    tuning.tune(
+    outcome = tuning.tune(
         args.algo,
         env=args.env,
         trials=args.trials,
@@ -455,7 +455,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         seed=args.seed,
         overrides=list(args.set or ()),
     )
-    return 0
+    return 130 if outcome.get("stopped") else 0  # stopped by SIGINT/SIGTERM, as train says
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

@@ -231,7 +231,14 @@ def _forwarded_options(
     given); a ConfigError naming the options when no backend auto may choose takes them."""
     if not given:
         return installed
-    takers = {n: s for n, s in installed.items() if set(given) <= _option_names(s)}
+    # an isolating option asks for envs in workers: the in-process backend's own
+    # worker_timeout (a watchdog in this process) does not make it a taker
+    isolating = any(k in ISOLATING for k in given)
+    takers = {
+        n: s
+        for n, s in installed.items()
+        if set(given) <= _option_names(s) and (s.multiprocess or not isolating)
+    }
     if takers:
         return takers
     names = ", ".join(sorted(given))

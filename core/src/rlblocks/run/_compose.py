@@ -13,6 +13,7 @@ import difflib
 import importlib
 import inspect
 import operator
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -506,6 +507,27 @@ def _check_spaces(
     )
 
 
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def check_torch_threads(threads: int) -> None:
+    """Refuse more torch threads than this process has cores: they only contend for them, and a
+    huge number exhausts the threads the OS gives a process (torch then crashes in native
+    code, with no message)."""
+    cores = usable_cores()
+    if threads > cores:
+        raise ConfigError(
+            f"$.run.torch_threads: {threads} is more than the {cores} CPU core(s) this process "
+            f"may use; set it to at most {cores} (1, the default, is fastest for the networks of "
+            "most RL runs; 0: one per core)"
+        )
+
+
 def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
     """Refuse a trainer this version lacks, and frame stacks an on-policy buffer would break."""
     training = spec.training
@@ -656,6 +678,7 @@ def preflight(config: cfg.ExperimentConfig) -> None:
     spec = spec_lookup("algo", config.algo_name)
     check_env_id(config.env.id)
     resolve_device(config.run.device)
+    check_torch_threads(config.run.torch_threads)
     logger_configs(config.run)
     check_training(config, spec)
     reads_dataset = spec.training == "offline" or spec.uses_dataset

@@ -72,6 +72,7 @@ from rlblocks.run._compose import (
     EnvSource,
     async_backend_problem,
     buffer_options,
+    check_torch_threads,
     check_training,
     env_spec,
     logger_configs,
@@ -275,6 +276,7 @@ class Experiment:
         seed = c.run.seed
         seed_everything(seed)
         if c.run.torch_threads > 0:
+            check_torch_threads(c.run.torch_threads)
             torch.set_num_threads(c.run.torch_threads)
         # plugins are configured before anything is built (rlblocks_configure's contract)
         self.pm = make_plugin_manager(self._hook_objects())

@@ -10,11 +10,14 @@ bootstrap.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +98,146 @@ def _train_one(algo: str, seed: int, run_dir: str, kwargs: dict[str, Any]) -> di
     return {"seed": seed, **result.to_dict()}
 
 
+Job = tuple[str, int, str, dict[str, Any]]
+Done = Callable[[int, "dict[str, Any] | None", "BaseException | None"], None]
+
+
+class SeedProcessDied(RuntimeError):
+    """A seed's process ended without a result (a crash in native code, killed from outside)."""
+
+
+class SeedError(RuntimeError):
+    """What a seed's run raised, carried from its process as text: :attr:`kind` is the name of
+    the exception's type."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _seed_process(job: Job, results: Any, control: Any, parent_pid: int) -> None:
+    """A seed's process: dies with its parent, takes its stop requests, sends back
+    ``("done", result)``, ``("failed", "Type: message")`` or ``("stopped", None)``."""
+    from rlblocks.tools._children import attach_to_parent
+
+    stop = attach_to_parent(parent_pid, control)
+    algo, seed, run_dir, kwargs = job
+    kwargs = {**kwargs, "hooks": [*(kwargs.get("hooks") or ()), stop]}
+    try:
+        message: tuple[str, Any] = ("done", _train_one(algo, seed, run_dir, kwargs))
+    except KeyboardInterrupt:  # a second Ctrl-C at the terminal: stopped at once
+        message = ("stopped", None)
+    except BaseException as exc:
+        message = ("failed", (type(exc).__name__, str(exc)))
+    with contextlib.suppress(OSError):  # the parent is gone
+        results.send(message)
+
+
+class _Child:
+    """A seed's process as the parent sees it."""
+
+    def __init__(self, ctx: Any, job: Job) -> None:
+        self.seed = job[1]
+        self.results, child_results = ctx.Pipe(duplex=False)
+        child_control, self.control = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(
+            target=_seed_process, args=(job, child_results, child_control, os.getpid()),
+            name=f"rlblocks-seed-{self.seed}",
+        )  # fmt: skip
+        self.process.start()
+        child_results.close()
+        child_control.close()
+        self.killed = False
+
+    def ask_stop(self, name: str) -> None:
+        with contextlib.suppress(OSError):  # it is ending anyway
+            self.control.send(name)
+
+    def kill(self) -> None:
+        self.killed = True
+        with contextlib.suppress(ProcessLookupError, ValueError):  # gone, or reaped
+            self.process.kill()
+
+    def collect(self) -> tuple[str, Any]:
+        """Its message, once :attr:`results` is ready; its process is reaped."""
+        try:
+            message = self.results.recv()
+        except (EOFError, OSError):
+            message = None
+        self.process.join(30)
+        if self.process.exitcode is None:  # sent its result, then hung on the way out
+            self.process.kill()
+            self.process.join()
+        self.results.close()
+        self.control.close()
+        if message is not None:
+            return message
+        if self.killed:
+            return ("stopped", None)
+        code = self.process.exitcode
+        how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0
+               else f"exit status {code}")  # fmt: skip
+        return ("died", how)
+
+
+def _run_in_processes(
+    jobs: Sequence[Job],
+    workers: int,
+    done: Done,
+    stopped: Callable[[int, str], None],
+) -> str | None:
+    """Run ``jobs`` in ``workers`` spawned processes at a time, each tied to this one (see
+    :mod:`rlblocks.tools._children`). SIGINT or SIGTERM asks the running seeds to stop after
+    their current iteration and starts no more; a second one kills them. Returns the name of
+    the first signal, or None."""
+    from rlblocks.tools._children import stop_signals
+
+    ctx = multiprocessing.get_context("spawn")  # no forked torch or env state
+    queue = list(jobs)
+    running: dict[Any, _Child] = {}
+    received: list[str] = []
+    acted = 0
+    try:
+        with stop_signals(received):
+            while queue or running:
+                if len(received) > acted:
+                    acted = len(received)
+                    name = received[0]
+                    seeds = sorted(c.seed for c in running.values())
+                    if acted == 1:
+                        for child in running.values():
+                            child.ask_stop(name)
+                        print(f"\n{name}: stopping seeds {seeds} after their current iteration "
+                              "(each writes a checkpoint) and starting no more; send it again "
+                              "to stop them at once", file=sys.stderr, flush=True)  # fmt: skip
+                    else:
+                        for child in running.values():
+                            child.kill()
+                        print(f"\n{received[-1]}: stopping seeds {seeds} at once",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                while queue and len(running) < workers and not received:
+                    child = _Child(ctx, queue.pop(0))
+                    running[child.results] = child
+                if not running:
+                    break
+                for conn in wait_for(list(running), timeout=0.5):
+                    child = running.pop(conn)
+                    kind, value = child.collect()
+                    if kind == "done":
+                        done(child.seed, value, None)
+                    elif kind == "failed":
+                        done(child.seed, None, SeedError(*value))
+                    elif kind == "stopped":
+                        stopped(child.seed, "stopped at once")
+                    else:
+                        done(child.seed, None, SeedProcessDied(f"its process ended ({value})"))
+    finally:  # an error here (or in a report) leaves no seed running
+        for child in running.values():
+            child.kill()
+            child.process.join()
+    return received[0] if received else None
+
+
 def train_seeds(
     algo: str,
     seeds: Sequence[int],
@@ -126,19 +269,20 @@ def train_seeds(
     failures: list[str] = []
     interrupted: list[int] = []
     failed_seeds: list[int] = []
+    signals: list[str] = []  # the signals that stopped runs
 
     def done(seed: int, res: dict[str, Any] | None, err: BaseException | None) -> None:
         if err is not None:
             failed_seeds.append(seed)
-            failures.append(f"seed {seed}: {type(err).__name__}: {err}")
+            failures.append(f"seed {seed}: {getattr(err, 'kind', type(err).__name__)}: {err}")
             report(f"seed {seed}: FAILED: {err}")
             return
         assert res is not None
-        if str(res.get("stop_reason", "")).startswith("interrupted"):
+        reason = str(res.get("stop_reason", ""))
+        if reason.startswith("interrupted"):
             # stopped by SIGINT/SIGTERM short of its budget: not a result to average
-            interrupted.append(seed)
-            report(f"seed {seed}: {res.get('stop_reason')} at {res.get('env_steps')} env steps; "
-                   f"continue it: rlblocks resume {base / f'seed-{seed}'}")  # fmt: skip
+            signals.append(reason.removeprefix("interrupted by ").split()[0] or "interrupted")
+            stopped(seed, f"{reason} at {res.get('env_steps')} env steps")
             return
         results.append(res)
         report(
@@ -146,6 +290,10 @@ def train_seeds(
             f"{res.get('best_test_return')}, {'solved' if res.get('solved') else 'not solved'}, "
             f"{res.get('env_steps')} env steps, {res.get('wall_seconds', 0.0):.1f} s"
         )
+
+    def stopped(seed: int, how: str) -> None:
+        interrupted.append(seed)
+        report(f"seed {seed}: {how}; continue it: rlblocks resume {base / f'seed-{seed}'}")
 
     if ray_address is not None:
         _run_on_ray(jobs, ray_address, done)
@@ -160,12 +308,9 @@ def train_seeds(
                 if interrupted:  # Ctrl-C stops the whole set, not just the seed it hit
                     break
         else:
-            ctx = multiprocessing.get_context("spawn")  # no forked torch or env state
-            with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-                futures = {pool.submit(_train_one, *job): job[1] for job in jobs}
-                for fut in as_completed(futures):
-                    exc = fut.exception()
-                    done(futures[fut], None if exc else fut.result(), exc)
+            first = _run_in_processes(jobs, n, done, stopped)
+            if first is not None:
+                signals.insert(0, first)
     results.sort(key=lambda r: r["seed"])
     handled = {r["seed"] for r in results} | set(interrupted) | set(failed_seeds)
     summary = {
@@ -184,7 +329,24 @@ def train_seeds(
     else:  # nothing finished: an earlier summary of this folder is worth more than an empty one
         report(f"no seed finished; {base / 'summary.json'} is left as it was")
     report(format_summary(summary))
+    if summary["interrupted"] or summary["not_started"]:
+        report(stop_note(summary, base, signals[0] if signals else None))
     return summary
+
+
+def stop_note(summary: Mapping[str, Any], base: Path, signal_name: str | None = None) -> str:
+    """One line on a set of seeds cut short: which runs stopped, where they are, how to go on."""
+    parts = [f"{signal_name or 'interrupted'}: "]
+    stopped, waiting = summary["interrupted"], summary["not_started"]
+    if stopped:
+        parts.append(f"stopped seed(s) {', '.join(map(str, stopped))} (their runs: "
+                     f"{base / 'seed-N'}; continue one with `rlblocks resume "
+                     f"{base / f'seed-{stopped[0]}'}`)")  # fmt: skip
+    if waiting:
+        listed = ",".join(map(str, waiting))
+        parts.append(("; " if stopped else "") + f"seed(s) {listed.replace(',', ', ')} not "
+                     f"started (start them with --seeds {listed})")  # fmt: skip
+    return "".join(parts)
 
 
 def exit_status(summary: Mapping[str, Any]) -> int:

@@ -201,7 +201,11 @@ def tune(
     ``max_gradient_steps`` gradient steps each; ``max_env_steps`` is refused for it, and
     ``max_gradient_steps`` and ``dataset`` for an online one, as :func:`rlblocks.train` does.
 
-    Returns ``{"best_value", "best_params", "config_file", "trials"}``."""
+    SIGINT or SIGTERM stops the current trial after its iteration (it is recorded as failed, not
+    as a result) and ends the study; the same call continues it.
+
+    Returns ``{"best_value", "best_params", "config_file", "trials"}``, or ``{"stopped": the
+    stop reason, "trials", "config_file": None}`` when a signal stopped it."""
     try:
         import optuna
     except ImportError as exc:
@@ -258,6 +262,8 @@ def tune(
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0),
     )
 
+    stopped: list[str] = []  # the stop reason of a trial cut short by SIGINT/SIGTERM
+
     def objective(trial: Any) -> float:
         sets = list(overrides)
         for key, dist in space.items():
@@ -269,6 +275,10 @@ def tune(
             progress=False, loggers=[], hooks=[reporter], quiet=True, **budget,
         )  # fmt: skip
         trial.set_user_attr("run_dir", str(trial_dir))
+        if str(result.stop_reason).startswith("interrupted"):
+            # short of its budget: not a value to compare with the others
+            stopped.append(str(result.stop_reason))
+            return math.nan
         value = sum(reporter.returns) / len(reporter.returns) if reporter.returns else -math.inf
         steps = (f"{result.gradient_steps} gradient steps" if offline
                  else f"{result.env_steps} env steps")  # fmt: skip
@@ -280,7 +290,30 @@ def tune(
             raise optuna.TrialPruned()
         return value
 
-    study.optimize(objective, n_trials=trials, catch=())
+    # ask and tell rather than study.optimize: a trial stopped by a signal is told as failed
+    # (quietly: it is no result) and ends the study
+    for _ in range(trials):
+        trial = study.ask()
+        try:
+            value = objective(trial)
+        except optuna.TrialPruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
+        except BaseException:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        if stopped:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+            name = stopped[0].removeprefix("interrupted by ").split()[0] or "interrupted"
+            report(
+                f"{name}: stopped trial {trial.number} after its current iteration (its run: "
+                f"{root / f'trial-{trial.number}'}; not counted in the study, which has {done} "
+                f"complete trial(s) in {study_file}); run the same command again to continue "
+                "the study"
+            )
+            return {"stopped": stopped[0], "trials": len(study.trials), "config_file": None}
+        study.tell(trial, value)
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise ConfigError("no trial completed (all were pruned or failed); run more trials")

@@ -604,3 +604,44 @@ def test_restart_failed_truncates_the_envs_of_a_nested_or_text_observation_space
             ids, obs, _, _, trunc, infos = envs.step_wait()
         assert ids.tolist() == [0, 1] and trunc.tolist() == [True, True]
         assert _ids_and_steps(obs, kind) == ([0, 1], [1, 1])
+
+
+def _this_machines_address() -> str | None:
+    """A non-loopback address of this machine (the one it would reach the world from)."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ip.startswith("127.") else ip
+
+
+def test_the_head_named_by_another_address_of_this_machine_is_the_same_cluster(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `ray start --head` reports its node address; `address=127.0.0.1:PORT` reaches the same
+    # head, and a run's second vector env (its test envs) must not be refused for it
+    from types import SimpleNamespace
+
+    from rlblocks_env_ray import session
+
+    here = _this_machines_address()
+    if here is None:
+        pytest.skip("this machine has no non-loopback address")
+    assert session.same_address("127.0.0.1:6411", f"{here}:6411")
+    assert session.same_address("localhost:6411", "127.0.0.1:6411")
+    assert not session.same_address("127.0.0.1:6411", f"{here}:6412")  # another head
+    assert not session.same_address("127.0.0.1:6411", "203.0.113.7:6411")  # another machine
+    monkeypatch.setattr(session.ray, "get_runtime_context",
+                        lambda: SimpleNamespace(gcs_address=f"{here}:6411"))  # fmt: skip
+    session._check_same_cluster("127.0.0.1:6411")
+    with pytest.raises(ConfigError, match="already connected"):
+        session._check_same_cluster("203.0.113.7:6411")
+    # what this process connected with is that cluster, whatever name Ray gives it
+    monkeypatch.setattr(session.ray, "get_runtime_context",
+                        lambda: SimpleNamespace(gcs_address="203.0.113.7:6411"))  # fmt: skip
+    monkeypatch.setattr(session, "_connected_as", ("headnode:6411", "203.0.113.7:6411"))
+    session._check_same_cluster("headnode:6411")

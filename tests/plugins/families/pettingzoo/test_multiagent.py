@@ -379,3 +379,20 @@ def test_one_trainer_trains_a_policy_per_agent_group() -> None:
     state = group.state_dict()
     assert set(state) == {"leader", "rest"}
     group.load_state_dict(state)
+
+
+def test_a_backend_that_would_be_ignored_is_refused(tmp_path) -> None:
+    # multi-agent envs step in this process: --backend subproc would do nothing
+    import rlblocks
+
+    with pytest.raises(ConfigError, match=r"env.backend: 'subproc' cannot step multi-agent"):
+        rlblocks.train(
+            "ppo",
+            env="pettingzoo.classic.rps_v2:parallel_env",
+            backend="subproc",
+            run_dir=tmp_path / "run",
+            progress=False,
+            loggers=[],
+            quiet=True,
+        )
+    assert not (tmp_path / "run").exists()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from rlblocks.collect import (
 )
 from rlblocks.collect import env_state as env_state
 from rlblocks.contracts import EnvWorkerError
+from rlblocks_env_dummy._watchdog import WATCHDOG, EnvHung, call_sites, enable_faulthandler
 
 #: What every use of a closed vector env raises (the process backends say the same).
 _CLOSED = "this vector env is closed; build a new one"
@@ -33,13 +36,37 @@ class DummyVectorEnv(VectorEnvBase):
     An env that raises, and every use after ``close()``, is an EnvWorkerError naming the env,
     as in the process backends; an env that raised in ``step`` must be reset again, with every
     other env of that step (their results never reached the caller).
+
+    An env that takes longer than ``worker_timeout`` seconds in ``step`` or ``reset`` is
+    interrupted by a watchdog thread: an EnvWorkerError naming it (None or ``inf``: no limit).
+    One that crashes the process in native code is named in the Python stack that
+    :mod:`faulthandler` prints. See :mod:`rlblocks_env_dummy._watchdog`.
     """
 
-    def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
+    def __init__(
+        self, env_fns: Sequence[Callable[[], gym.Env]], worker_timeout: float | None = 120.0
+    ) -> None:
         if len(env_fns) == 0:
             raise ValueError("DummyVectorEnv needs at least one env factory")
+        if worker_timeout is not None and (
+            isinstance(worker_timeout, bool) or not worker_timeout > 0
+        ):
+            raise ValueError(f"worker_timeout must be positive or None, got {worker_timeout!r}")
         self.envs: list[gym.Env] = [fn() for fn in env_fns]
         self.num_envs = len(self.envs)
+        # env i is stepped through functions that name it in a crash's stack
+        self._steps, self._resets = (
+            list(fns) for fns in zip(*(call_sites(i, env) for i, env in enumerate(self.envs)))
+        )
+        enable_faulthandler()
+        # what step/reset is doing, for the watchdog: (command, env ids, results so far,
+        # thread id) while it runs, None between calls
+        self._busy: tuple[str, list[int], list[Any], int] | None = None
+        self._watch_state: list[Any] | None = None  # the watchdog's own notes
+        self._hung: list[Any] | None = None  # [busy, message, delivered] once it fired
+        self._worker_timeout = (
+            None if worker_timeout is None or math.isinf(worker_timeout) else float(worker_timeout)
+        )
         self.observation_space: gym.Space = self.envs[0].observation_space
         self.action_space: gym.Space = self.envs[0].action_space
         for i, env in enumerate(self.envs[1:], start=1):
@@ -61,6 +88,24 @@ class DummyVectorEnv(VectorEnvBase):
         self.spec = getattr(self.envs[0], "spec", None)
         self.metadata: dict[str, Any] = getattr(self.envs[0], "metadata", {})
         self.render_mode: str | None = getattr(self.envs[0], "render_mode", None)
+        if self._worker_timeout is not None:
+            WATCHDOG.watch(self)
+
+    def _hang_message(self, busy: tuple[str, list[int], list[Any], int]) -> str:
+        """What a call hung in ``busy`` raises: the env and the way out."""
+        command, ids, done, _ = busy
+        index = ids[min(len(done), len(ids) - 1)]
+        name = getattr(self.spec, "id", None)
+        return (
+            f"env {index}{f' ({name})' if name else ''} did not finish {command} within "
+            f"worker_timeout={self._worker_timeout}s; it runs in this process (backend "
+            "'dummy'), where a hung env cannot be stopped cleanly: step envs in worker "
+            "processes (env.backend=subproc), or raise env.worker_timeout (None: no limit)"
+        )
+
+    def _hung_error(self, busy: tuple[str, list[int], list[Any], int], exc: EnvHung) -> str:
+        hung = self._hung
+        return hung[1] if hung is not None and hung[0] is busy else str(exc)
 
     # -- stacking -----------------------------------------------------------------------------
     def _stack(self, items: Sequence[Any], ids: Sequence[int], command: str) -> Any:
@@ -123,15 +168,22 @@ class DummyVectorEnv(VectorEnvBase):
             seeds = list(seed)
             if len(seeds) != len(id_list):
                 raise ValueError(f"got {len(seeds)} seeds for {len(id_list)} envs")
-        obs_list, infos = [], []
-        envs = self.envs
-        for i, s in zip(id_list, seeds):
-            try:
-                obs, info = envs[i].reset(seed=s, options=options)
-            except Exception as exc:
-                raise EnvWorkerError(f"env {i} raised in reset: {exc!r}") from exc
-            obs_list.append(obs)
-            infos.append(info)
+        obs_list: list[Any] = []
+        infos = []
+        resets = self._resets
+        self._busy = busy = ("reset", id_list, obs_list, threading.get_ident())
+        try:
+            for i, s in zip(id_list, seeds):
+                try:
+                    obs, info = resets[i](s, options)
+                except Exception as exc:
+                    raise EnvWorkerError(f"env {i} raised in reset: {exc!r}") from exc
+                obs_list.append(obs)
+                infos.append(info)
+        except EnvHung as exc:
+            raise EnvWorkerError(self._hung_error(busy, exc)) from None
+        finally:
+            self._busy = None
         stacked = self._stack(obs_list, id_list, "reset")
         self._waiting.difference_update(id_list)
         return stacked, infos
@@ -142,10 +194,10 @@ class DummyVectorEnv(VectorEnvBase):
         """Step the given envs with ``actions[j]`` for ``env_ids[j]``; no autoreset."""
         if env_ids is None:  # the collector's usual call: no id checks, no gathers
             id_list = self._all_list
-            stepping = self.envs
+            stepping = self._steps
         else:
             id_list = self._ids(env_ids).tolist()
-            stepping = [self.envs[i] for i in id_list]
+            stepping = [self._steps[i] for i in id_list]
         n = len(id_list)
         if len(actions) != n:
             raise ValueError(f"got {len(actions)} actions for {n} envs")
@@ -161,15 +213,22 @@ class DummyVectorEnv(VectorEnvBase):
         # them faster than Python ints (which it range-checks through np.iinfo)
         results: list[tuple] = []
         append = results.append
+        # one store before and one after: all the watchdog needs (no per-env cost)
+        self._busy = busy = ("step", id_list, results, threading.get_ident())
         try:
-            for env, a in zip(stepping, actions):
-                append(env.step(a))
+            for step, a in zip(stepping, actions):
+                append(step(a))
+        except EnvHung as exc:
+            waiting.update(id_list)
+            raise EnvWorkerError(self._hung_error(busy, exc)) from None
         except Exception as exc:
             bad_id = id_list[len(results)]
             # the envs stepped before it moved on unseen, it is in an unknown state: as in the
             # process backends, every env of this step must be reset before it steps again
             waiting.update(id_list)
             raise EnvWorkerError(f"env {bad_id} raised in step: {exc!r}") from exc
+        finally:
+            self._busy = None
         obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
         rew = np.array(rew_list, dtype=np.float64)
         terminated = np.array(term_list, dtype=bool)
@@ -244,5 +303,6 @@ class DummyVectorEnv(VectorEnvBase):
             return
         self._closed = True
         self._waiting.update(self._all_list)  # step() finds out without a check of its own
+        WATCHDOG.unwatch(self)
         for env in self.envs:
             env.close()

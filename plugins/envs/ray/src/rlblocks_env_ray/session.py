@@ -14,8 +14,10 @@ die with their owner (this process) and Ray's own processes wind down by themsel
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import os
 import signal
+import socket
 import threading
 from typing import Any
 
@@ -34,6 +36,8 @@ _lock = threading.Lock()
 _owned = False  # the Ray this process is connected to was started here
 _users = 0  # open vector envs relying on that owned Ray
 _exit_hooks = False  # the atexit / SIGTERM hooks are installed
+#: (the address this module connected to Ray with, the head's address Ray reported then)
+_connected_as: tuple[str, str] | None = None
 
 
 def _cores() -> int:
@@ -50,7 +54,7 @@ def acquire(address: str | None, init_kwargs: dict[str, Any]) -> bool:
     that ``ray start`` runs on this machine (or ``RAY_ADDRESS``), else start a private one. A
     string: connect to that cluster.
     """
-    global _owned, _users
+    global _owned, _users, _connected_as
     with _lock:
         if ray.is_initialized():
             _check_same_cluster(address)
@@ -69,6 +73,7 @@ def acquire(address: str | None, init_kwargs: dict[str, Any]) -> bool:
                     "(RAY_AUTH_TOKEN or ~/.ray/auth_token); or pass address=None to start a "
                     "local Ray"
                 ) from exc
+            _connected_as = (address, ray.get_runtime_context().gcs_address)
             return False
         running = _running_local_address(init_kwargs.get("_temp_dir"))
         if running is not None:
@@ -141,11 +146,48 @@ def _running_local_address(temp_dir: str | None) -> str | None:
         return None
 
 
+def _host_port(address: str) -> tuple[str, str]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]").lower(), port
+
+
+def _is_this_machine(host: str) -> bool:
+    """Whether ``host`` names this machine: a loopback address, or an address this machine can
+    bind a socket to (each of its own interfaces)."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    for family, _, _, _, sockaddr in infos:
+        ip = ipaddress.ip_address(str(sockaddr[0]).split("%")[0])
+        if ip.is_loopback:
+            return True
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.bind((sockaddr[0], 0, *sockaddr[2:]))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def same_address(given: str, reported: str) -> bool:
+    """Whether ``host:port`` ``given`` reaches the head that Ray reports as ``reported``: the
+    same port, and the same host, or two names of this machine (``127.0.0.1`` for a head that
+    Ray reports by this machine's network address)."""
+    (host, port), (other, other_port) = _host_port(given), _host_port(reported)
+    if port != other_port:
+        return False
+    return host == other or (_is_this_machine(host) and _is_this_machine(other))
+
+
 def _check_same_cluster(address: str | None) -> None:
     if address is None or address == "auto" or address.startswith("ray://"):
         return  # a client address cannot be compared with the one Ray reports; trust the user
     current = ray.get_runtime_context().gcs_address
-    if address != current:
+    if _connected_as == (address, current):
+        return  # what this process connected with (Ray may report the head by another name)
+    if not same_address(address, current):
         raise ConfigError(
             f"this process is already connected to the Ray at {current!r}, not "
             f"address={address!r}. Call ray.shutdown() first, or pass address=None to use the "

@@ -28,6 +28,9 @@ from rlblocks_family_pettingzoo.multiagent import (
     multiagent_wrappers,
 )
 
+#: The backends a multi-agent run takes: its envs step in this process whichever it names.
+IN_PROCESS = ("dummy", "auto")
+
 
 def agent_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
     """An agent's observation and action spaces."""
@@ -56,6 +59,11 @@ class PettingZooFamily:
             raise ConfigError(
                 "env.info_keys: storing step infos is not supported for multi-agent envs "
                 "yet; remove it (or put the values in the agents' observations)"
+            )
+        if c.env.backend not in IN_PROCESS:
+            raise ConfigError(
+                f"$.env.backend: {c.env.backend!r} cannot step multi-agent (PettingZoo) envs "
+                "yet; they step in this process: leave out --backend (env.backend='dummy')"
             )
         train_envs, test_envs = self._envs(c)
         try:
