@@ -91,6 +91,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
         "config": Path("cfg.toml"), "overrides": ["trainer.lr=0.001", "algo.gamma=0.9"],
         "run_dir": Path("runs/x"), "device": "cpu", "progress": False, "overwrite": False,
         "max_env_steps": 30_000, "max_gradient_steps": 1_000, "dataset": "data.h5",
+        "init_from": None, "init_buffer": False, "trust_imports": False,
     })
 
 
