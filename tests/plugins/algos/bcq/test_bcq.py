@@ -6,6 +6,7 @@ from a scripted controller's noisy play, where the same learner without the batc
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -120,7 +121,7 @@ def test_actions_are_scaled_to_the_envs_bounds() -> None:
     assert all(wide.contains(a) for a in act)
 
 
-# -- 2. the perturbation model ----------------------------------------------------------------------
+# -- 2. the perturbation model ---------------------------------------------------------------------
 @pytest.mark.parametrize("phi", [0.05, 0.3])
 def test_the_perturbation_is_bounded_by_phi(phi: float) -> None:
     torch.manual_seed(0)
@@ -246,9 +247,7 @@ def test_the_actor_step_maximises_q1_of_the_perturbed_generated_actions() -> Non
         def step(self, loss: torch.Tensor, retain_graph: bool = False) -> None:
             pass
 
-        def frozen(self):  # noqa: ANN202
-            import contextlib
-
+        def frozen(self) -> contextlib.AbstractContextManager[None]:
             return contextlib.nullcontext()
 
     policy.critic_step = _NoStep()
@@ -311,7 +310,7 @@ def test_the_vae_learns_the_datasets_actions() -> None:
         assert float((untrained.vae.decode(obs) - act).abs().mean()) > 0.3
 
 
-# -- 5. acting --------------------------------------------------------------------------------------
+# -- 5. acting -------------------------------------------------------------------------------------
 def test_acting_takes_the_candidate_with_the_highest_q1() -> None:
     torch.manual_seed(0)
     policy = rlblocks.make_policy("bcq", OBS, ACT, num_sampled_actions=8, **SMALL)
@@ -348,7 +347,7 @@ def test_tests_act_deterministically_and_training_draws_fresh_latents() -> None:
     assert not np.array_equal(random_tests(Batch(obs=obs)).act, random_tests(Batch(obs=obs)).act)
 
 
-# -- saved state ------------------------------------------------------------------------------------
+# -- saved state -----------------------------------------------------------------------------------
 def test_a_restored_policy_continues_bit_identically() -> None:
     """Weights, the three optimizers, the targets and the gradient-step count survive
     ``state_dict`` / ``extra_state``: a copy restored after 3 steps takes the same next steps."""
@@ -377,7 +376,7 @@ def test_a_restored_policy_continues_bit_identically() -> None:
         assert torch.equal(a, b), name
 
 
-# -- a whole run ------------------------------------------------------------------------------------
+# -- a whole run -----------------------------------------------------------------------------------
 def test_cli_trains_bcq_from_a_dataset_and_resumes(tmp_path: Path) -> None:
     from rlblocks.cli import main as cli
 
@@ -391,8 +390,9 @@ def test_cli_trains_bcq_from_a_dataset_and_resumes(tmp_path: Path) -> None:
              "--set", "trainer.test_interval=100", "--set", "trainer.test_episodes=1",
              "--set", "trainer.checkpoint_interval=100", "--set", "trainer.batch_size=32",
              "--set", "env.num_test_envs=1", "--set", "trainer.step_per_round=50"]  # fmt: skip
-    argv = ["train", "bcq", "--env", "Pendulum-v1", "--dataset", str(tmp_path / "pendulum.h5"),
-            "--run-dir", str(run), "--max-gradient-steps", "200", "--no-progress", *small]  # fmt: skip
+    dataset = str(tmp_path / "pendulum.h5")
+    argv = ["train", "bcq", "--env", "Pendulum-v1", "--dataset", dataset, "--run-dir", str(run),
+            "--max-gradient-steps", "200", "--no-progress", *small]  # fmt: skip
     assert cli(argv) == 0
     agent = rlblocks.load(run)
     assert agent.algo == "bcq"
@@ -402,7 +402,7 @@ def test_cli_trains_bcq_from_a_dataset_and_resumes(tmp_path: Path) -> None:
     assert saved["gradient_steps"] == 300 and saved["env_steps"] == 0
 
 
-# -- learning offline -------------------------------------------------------------------------------
+# -- learning offline ------------------------------------------------------------------------------
 class SwingUp(BasePolicy):
     """A scripted Pendulum-v1 controller with Gaussian noise on its actions: energy pumping
     (``u ~ (E* - E) sign(theta_dot)``) far from the top, a PD controller near it. Noiseless it

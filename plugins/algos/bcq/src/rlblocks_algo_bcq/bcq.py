@@ -199,9 +199,7 @@ class BCQPolicy(OffPolicyPolicy):
         self.actor_target = TargetNetwork(self.actor, tau=c.tau)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         # 5. the latents of deterministic tests: n draws of the clipped prior, kept
-        self.register_buffer(
-            "eval_latents", self.vae.sample_latents(c.num_sampled_actions, "cpu")
-        )
+        self.register_buffer("eval_latents", self.vae.sample_latents(c.num_sampled_actions, "cpu"))
         self.to(self.device)
         self.vae_step = self.add_optimizer(
             "vae", OptimizerStep(self.vae, c.vae_lr, max_grad_norm=c.max_grad_norm)
