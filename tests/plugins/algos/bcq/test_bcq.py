@@ -478,7 +478,7 @@ def _bcq_offline(data: ReplayBuffer, phi: float, stop_reward: float | None = Non
 
 def test_bcq_learns_pendulum_from_a_noisy_controllers_play(swing_up_play: ReplayBuffer) -> None:
     """From the dataset alone, without an env step, BCQ reaches a mean test return of -300
-    within 2,000 gradient steps (seed 1: -230 at 1,000 steps; seeds 2 and 3: -242 and -267;
+    within 2,000 gradient steps (seed 1: -230 at 1,000 steps; seeds 2 and 3: -241 and -267;
     an untrained policy scores about -1,200), and holds it on 20 episodes from other starts.
     About 15 s of CPU."""
     result, policy = _bcq_offline(swing_up_play, phi=0.05, stop_reward=-300.0)
@@ -497,7 +497,7 @@ def test_without_the_batch_constraint_the_same_data_teaches_little(
     """``phi = 2``: the perturbation reaches every action from every generated one, so the
     VAE constrains nothing and the learner is offline DDPG with BCQ's critics. It trusts its
     critics on actions the controller never took and stays far below BCQ on the same data and
-    budget: seeds 1-3 peak at -1,179, -1,180 and -1,196 within 2,000 gradient steps (given
+    budget: seeds 1-3 peak at -1,181, -1,192 and -1,201 within 2,000 gradient steps (given
     3,000 they reach -570 to -1,040, against BCQ's -150). About 15 s of CPU."""
     result, _ = _bcq_offline(swing_up_play, phi=2.0)
     assert result.gradient_steps == 2_000

@@ -386,8 +386,9 @@ def test_discrete_bcq_learns_cartpole_from_a_noisy_controllers_play(
     balancer_play: ReplayBuffer,
 ) -> None:
     """From the dataset alone BCQ reaches a mean test return of 475 (of 500) within 3,000
-    gradient steps (seeds 1 and 2: 500 at 2,500 and 1,500 steps), above its data's 426: the
-    threshold keeps it on the controller's own action, without the noise."""
+    gradient steps (seeds 1, 2 and 3 pass it at 2,000, 1,000 and 500 steps), above its data's
+    426: the threshold keeps it on the controller's own action, without the noise. About 6 s of
+    CPU."""
     result = _offline(balancer_play, 0.3, stop_reward=475.0)
     assert result.solved and result.best_test_return >= 475.0, result
     assert result.env_steps == 0 and result.gradient_steps <= 3_000
@@ -398,7 +399,7 @@ def test_with_every_action_allowed_the_same_data_teaches_nothing(
 ) -> None:
     """Threshold 0: every action allowed, offline double DQN with BCQ's network. Its greedy
     policy follows the overrated action the data rarely shows and the pole falls at once
-    (seeds 1 and 2: 10 steps at best: always pushing one way)."""
+    (seeds 1 and 2: 10 steps at best). About 15 s of CPU."""
     result = _offline(balancer_play, 0.0)
     assert result.gradient_steps == 3_000
     assert result.best_test_return < 50.0, result
