@@ -1,0 +1,1 @@
+"""BCQ for rlblocks: offline RL from a fixed dataset (``training="offline"``)."""

@@ -1,0 +1,1 @@
+"""Discrete BCQ for rlblocks: offline RL from a fixed dataset (``training="offline"``)."""
