@@ -258,10 +258,10 @@ def test_tests_play_eps_test_of_their_actions_at_random() -> None:
 def test_actions_keep_the_spaces_start() -> None:
     policy = rlblocks.make_policy("discrete-bcq", OBS, gym.spaces.Discrete(3, start=5), **SMALL)
     policy.eval()
-    assert set(policy(Batch(obs=np.zeros((8, 4), np.float32))).act) <= {5, 6, 7}
-    buf = data_buffer()
-    buf.act[:64] += 5
-    assert math.isfinite(float(policy.update(16, buf)["loss"]))
+    act = policy(Batch(obs=np.zeros((8, 4), np.float32))).act
+    assert set(act) <= {0, 1, 2}  # indices; the env gets them plus the start
+    assert set(policy.map_action(act)) <= {5, 6, 7}
+    assert math.isfinite(float(policy.update(16, data_buffer())["loss"]))
 
 
 # -- saved state -----------------------------------------------------------------------------------

@@ -122,7 +122,6 @@ class DiscreteBCQPolicy(OffPolicyPolicy):
             )
         c = self.config = config
         self.num_actions = int(action_space.n)
-        self.action_start = int(action_space.start)
         # 1. the network: encoder, Q head, behaviour-cloning head
         encoder = self.make_encoder()
         features, a = int(encoder.out_dim), self.num_actions
@@ -150,17 +149,14 @@ class DiscreteBCQPolicy(OffPolicyPolicy):
 
     # -- 5. acting ------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
-        """The best allowed action of each state (``eps_test`` of them random in test mode):
+        """The best allowed action index of each state (``eps_test`` of them random in test
+        mode; :meth:`map_action` adds the space's ``start`` for the env):
         ``Batch(act [B], logits=Q [B, A])``."""
         with torch.no_grad():
             q, logits = self.model(self.obs_tensor(batch.obs))
             act = best_allowed(q, allowed_actions(logits, self.config.threshold)).cpu().numpy()
-        if self.action_start:
-            act = act + self.action_start
         if not self.training and self.config.eps_test:
-            act = epsilon_greedy(
-                act, self.config.eps_test, self.num_actions, self.action_start, self._rng
-            )
+            act = epsilon_greedy(act, self.config.eps_test, self.num_actions, 0, self._rng)
         return Batch(act=act, logits=q, state=state)
 
     # -- 3. the target --------------------------------------------------------------------------
@@ -175,8 +171,6 @@ class DiscreteBCQPolicy(OffPolicyPolicy):
         c = self.config
         q, logits = self.model(self.obs_tensor(batch.obs))
         act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)
-        if self.action_start:
-            act = act - self.action_start
         q_taken = q.gather(1, act.unsqueeze(1)).squeeze(1)
         target = batch.returns
         if c.loss == "huber":
