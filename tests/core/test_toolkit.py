@@ -607,3 +607,26 @@ def test_step_with_closed_form_gradients_equals_autograd() -> None:
     OptimizerStep([a], lr=0.1).step(-(a * x).mean())
     OptimizerStep([b], lr=0.1).step_with_grads([-x.mean()])
     torch.testing.assert_close(a.detach(), b.detach())
+
+
+def test_a_restored_target_network_keeps_its_schedule_of_hard_copies() -> None:
+    """The count of updates is saved with the weights: a copy restored after 2 of its 3
+    updates copies the online weights at the very next update, as the uninterrupted one does;
+    a state dict saved without the count (an earlier version's checkpoint) still loads."""
+    from rlblocks.algo import TargetNetwork
+
+    online = torch.nn.Linear(3, 2)
+    target = TargetNetwork(online, tau=None, hard_update_interval=3)
+    for _ in range(2):
+        target.update()
+    saved = target.state_dict()
+    with torch.no_grad():
+        online.weight.add_(1.0)
+    restored = TargetNetwork(online, tau=None, hard_update_interval=3)
+    restored.load_state_dict(saved)
+    assert restored.updates == 2
+    restored.update()
+    assert torch.equal(restored.net.weight, online.weight)
+    assert saved["updates"].item() == 2
+    old = {k: v for k, v in saved.items() if k != "updates"}
+    TargetNetwork(online, tau=None, hard_update_interval=3).load_state_dict(old)  # no error

@@ -47,6 +47,27 @@ class TargetNetwork(nn.Module):
         self._buffers_copy = list(self.net.buffers())
         self.updates = 0
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):  # type: ignore[no-untyped-def]
+        """Save the count of updates with the weights (as a 0-d tensor, like every other entry of
+        a state dict): a restored copy keeps its schedule of hard copies (every
+        ``hard_update_interval`` updates) instead of starting it over."""
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "updates"] = torch.tensor(self.updates, dtype=torch.long)
+
+    def _load_from_state_dict(  # type: ignore[no-untyped-def]
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors
+    ) -> None:
+        """Restore the count; weights saved without it (an earlier version's checkpoint) still
+        load, and the count then stays where it is."""
+        key = prefix + "updates"
+        if key in state_dict:
+            self.updates = int(state_dict[key])
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors
+        )
+        if key in unexpected_keys:
+            unexpected_keys.remove(key)
+
     def train(self, mode: bool = True) -> TargetNetwork:
         """The copy stays in eval mode whatever its owner does."""
         super().train(False)

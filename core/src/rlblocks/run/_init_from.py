@@ -144,10 +144,12 @@ def init_weights(policy: Any, record: Mapping[str, Any], algo: str, trusted: boo
                 f"{where}: its {agent.algo} agent acts on the {what.replace('_', ' ')} {have}, "
                 f"and this run's env has {want}; start from a run on this env"
             )
-    src = source.state_dict()
-    dst = policy.state_dict()
-    stats = {name for name, _ in source.named_buffers() if name in src}
     twins = {name for name, module in policy.named_modules() if isinstance(module, TargetNetwork)}
+    # weights only: a target network's count of updates is the run's own, and starts over
+    counts = {f"{name}.updates" for name in twins}
+    src = {k: v for k, v in source.state_dict().items() if k not in counts}
+    dst = {k: v for k, v in policy.state_dict().items() if k not in counts}
+    stats = {name for name, _ in source.named_buffers() if name in src}
     mismatch = _mismatch(src, dst, stats, twins, agent.algo, algo)
     if mismatch:
         raise ConfigError(

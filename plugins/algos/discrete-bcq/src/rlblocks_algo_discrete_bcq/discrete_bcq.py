@@ -40,7 +40,7 @@ follows the paper in order.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -140,12 +140,6 @@ class DiscreteBCQPolicy(OffPolicyPolicy):
         self.optim_step = self.add_optimizer(
             "q", OptimizerStep(self.model, c.lr, max_grad_norm=c.max_grad_norm, eps=c.adam_eps)
         )
-
-    def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`extra_state` returned, and the target network's count of
-        updates (one per gradient step), so its hard copies keep their schedule on resume."""
-        super().load_extra_state(state)
-        self.target.updates = self.gradient_steps
 
     # -- 5. acting ------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
