@@ -1,0 +1,1 @@
+"""AWAC for rlblocks: offline RL from a fixed dataset (``training="offline"``)."""

@@ -1,0 +1,1 @@
+"""CRR for rlblocks: offline RL from a fixed dataset (``training="offline"``)."""

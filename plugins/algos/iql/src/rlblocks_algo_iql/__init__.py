@@ -1,0 +1,1 @@
+"""IQL for rlblocks: offline RL from a fixed dataset (``training="offline"``)."""
