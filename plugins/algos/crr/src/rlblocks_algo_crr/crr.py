@@ -158,10 +158,18 @@ class CRRPolicy(OffPolicyPolicy):
         )
 
     def _target(self, net: nn.Module) -> TargetNetwork:
-        interval = self.config.target_update_interval
-        if interval:
-            return TargetNetwork(net, tau=None, hard_update_interval=interval)
+        # hard updates: every update() is a copy, and learn calls it on the gradient steps the
+        # schedule names (counted by gradient_steps, which a checkpoint keeps)
+        if self.config.target_update_interval:
+            return TargetNetwork(net, tau=None, hard_update_interval=1)
         return TargetNetwork(net, tau=self.config.tau)
+
+    def copies_targets(self) -> bool:
+        """Whether the coming gradient step ends by copying the online networks into the
+        targets (hard updates: every ``target_update_interval``-th step, counted from the
+        run's first)."""
+        interval = self.config.target_update_interval
+        return bool(interval) and (self.gradient_steps + 1) % interval == 0
 
     def _make_actor(self) -> nn.Module:
         c = self.config
@@ -237,12 +245,9 @@ class CRRPolicy(OffPolicyPolicy):
 
     # -- the gradient step ------------------------------------------------------------------------
     def graph_phase(self) -> Hashable:
-        """Whether this step's target update is a copy (hard updates; None with Polyak
-        averaging): the captured step records one graph for each."""
-        interval = self.config.target_update_interval
-        if not interval:
-            return None
-        return (self.critic_target.updates + 1) % interval == 0
+        """Whether this step copies the targets (:meth:`copies_targets`): the captured step
+        records one graph for each."""
+        return self.copies_targets()
 
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, Any]:
         """One gradient step; captured as a CUDA graph (``cuda_graph``) for Box actions, eager
@@ -281,9 +286,10 @@ class CRRPolicy(OffPolicyPolicy):
         actor_loss = -(f * dist.log_prob(act)).mean()
         self.actor_step.step(actor_loss)
 
-        # 4. the target networks
-        self.critic_target.update()
-        self.actor_target.update()
+        # 4. the target networks: a copy when due, or a Polyak step every step
+        if not self.config.target_update_interval or self.copies_targets():
+            self.critic_target.update()
+            self.actor_target.update()
         self.gradient_steps += 1
         batch.td_error = td.detach().abs()
         return {
