@@ -89,7 +89,7 @@ def test_bad_settings_are_refused_by_field(options: dict, field: str) -> None:
 
 
 def test_the_unnormalised_weights_need_a_bound() -> None:
-    with pytest.raises(rlblocks.ConfigError, match="max_weight.*overflows.*algo.max_weight=20"):
+    with pytest.raises(rlblocks.ConfigError, match=r"max_weight.*overflows.*algo\.max_weight=20"):
         rlblocks.make_policy("awac", OBS, ACT, normalize_weights=False)
     policy = rlblocks.make_policy("awac", OBS, ACT, normalize_weights=False, max_weight=20.0)
     assert policy.config.max_weight == 20.0
@@ -161,9 +161,8 @@ def test_a_step_takes_the_papers_losses_from_the_networks_before_it() -> None:
         obs_next = torch.as_tensor(batch.obs_next)
         act_next = before.actor(obs_next).sample().clamp(-1.0, 1.0)
         done = torch.as_tensor(batch.terminated, dtype=torch.float32)
-        y = torch.as_tensor(batch.rew, dtype=torch.float32) + 0.9 * (1 - done) * before.critic_target(
-            obs_next, act_next
-        ).min(dim=0).values  # fmt: skip
+        q_next = before.critic_target(obs_next, act_next).min(dim=0).values
+        y = torch.as_tensor(batch.rew, dtype=torch.float32) + 0.9 * (1 - done) * q_next
         torch.testing.assert_close(batch.returns, y)
         q = before.critic(obs, act)
         critic_loss = (q - y).pow(2).mean(dim=1).sum()

@@ -371,8 +371,9 @@ def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_
              "--set", "trainer.test_episodes=1", "--set", "trainer.checkpoint_interval=100",
              "--set", "env.num_test_envs=1", "--set", "trainer.step_per_round=50",
              "--set", "trainer.batch_size=32", "--set", "algo.filter=binary"]  # fmt: skip
-    argv = ["train", "crr", "--env", "Pendulum-v1", "--dataset", str(tmp_path / "pendulum.h5"),
-            "--run-dir", str(run), "--max-gradient-steps", "200", "--no-progress", *small]  # fmt: skip
+    dataset = str(tmp_path / "pendulum.h5")
+    argv = ["train", "crr", "--env", "Pendulum-v1", "--dataset", dataset, "--run-dir", str(run),
+            "--max-gradient-steps", "200", "--no-progress", *small]  # fmt: skip
     assert cli(argv) == 0
     agent = rlblocks.load(run)
     assert agent.algo == "crr" and agent.policy.config.filter == "binary"

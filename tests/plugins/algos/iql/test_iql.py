@@ -66,9 +66,8 @@ def test_defaults_are_the_authors_locomotion_settings() -> None:
     assert (c.expectile, c.beta, c.max_weight) == (0.7, 3.0, 100.0)
     assert (c.actor_lr, c.critic_lr, c.value_lr) == (3e-4, 3e-4, 3e-4)
     assert (c.gamma, c.tau, c.n_step, c.hidden_sizes) == (0.99, 0.005, 1, [256, 256])
-    assert (c.deterministic_actor, c.log_std_min, c.log_std_max, c.deterministic_eval) == (
-        False, -5.0, 2.0, True
-    )
+    assert not c.deterministic_actor and c.deterministic_eval
+    assert (c.log_std_min, c.log_std_max) == (-5.0, 2.0)
 
 
 @pytest.mark.parametrize(
@@ -90,13 +89,13 @@ def test_bad_settings_are_refused_by_field(options: dict, field: str) -> None:
 
 
 def test_the_deterministic_policy_needs_box_actions() -> None:
-    with pytest.raises(rlblocks.ConfigError, match="algo.deterministic_actor is a policy for Box"):
+    with pytest.raises(rlblocks.ConfigError, match=r"algo\.deterministic_actor is a policy"):
         rlblocks.make_policy("iql", OBS, DISCRETE, deterministic_actor=True)
     with pytest.raises(rlblocks.ConfigError, match="action spaces"):
         rlblocks.make_policy("iql", OBS, gym.spaces.MultiDiscrete([2, 2]))
 
 
-# -- the two functions ------------------------------------------------------------------------------
+# -- the two functions -----------------------------------------------------------------------------
 def test_the_expectile_loss_weighs_each_side_of_zero() -> None:
     from rlblocks_algo_iql.iql import expectile_loss
 
@@ -154,7 +153,7 @@ def test_the_weights_are_the_exponentiated_advantage_clipped_at_max_weight() -> 
     torch.testing.assert_close(advantage_weights(adv, 3.0, 2.0).max(), torch.tensor(2.0))
 
 
-# -- a gradient step ----------------------------------------------------------------------------------
+# -- a gradient step -------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["gaussian", "deterministic", "discrete"])
 def test_a_step_takes_the_papers_three_losses_from_the_networks_before_it(kind: str) -> None:
     torch.manual_seed(0)
@@ -368,8 +367,9 @@ def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_
              "--set", "trainer.test_episodes=2", "--set", "trainer.checkpoint_interval=100",
              "--set", "env.num_test_envs=2", "--set", "trainer.step_per_round=50",
              "--set", "trainer.batch_size=32"]  # fmt: skip
-    argv = ["train", "iql", "--env", "CartPole-v1", "--dataset", str(tmp_path / "cartpole.h5"),
-            "--run-dir", str(run), "--max-gradient-steps", "200", "--no-progress", *small]  # fmt: skip
+    dataset = str(tmp_path / "cartpole.h5")
+    argv = ["train", "iql", "--env", "CartPole-v1", "--dataset", dataset, "--run-dir", str(run),
+            "--max-gradient-steps", "200", "--no-progress", *small]  # fmt: skip
     assert cli(argv) == 0
     agent = rlblocks.load(run)
     assert agent.algo == "iql" and agent.act(np.zeros(4, np.float32)) in (0, 1)

@@ -10,7 +10,6 @@ from attrs import define, field
 from rlblocks.algo import ContinuousActorCriticConfig
 from rlblocks.contracts import validators as check
 
-
 _optional_bound = check.optional(check.positive, "no clipping")
 
 

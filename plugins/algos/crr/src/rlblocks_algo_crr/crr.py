@@ -60,7 +60,7 @@ from rlblocks.contracts import Batch, Buffer
 from rlblocks_algo_crr.config import CRRConfig
 
 
-# -- the paper's filters ----------------------------------------------------------------------------
+# -- the paper's filters ---------------------------------------------------------------------------
 def binary_filter(advantage: torch.Tensor) -> torch.Tensor:
     """``1(A > 0)`` elementwise, as a float tensor: CRR binary."""
     return (advantage > 0).to(advantage.dtype)
@@ -71,7 +71,7 @@ def exp_filter(advantage: torch.Tensor, beta: float, max_weight: float) -> torch
     return torch.exp(advantage / beta).clamp(max=max_weight)
 
 
-# -- the networks -----------------------------------------------------------------------------------
+# -- the networks ----------------------------------------------------------------------------------
 class GaussianActor(nn.Module):
     """``pi(.|s) = N(tanh(mu(s)), diag(sigma^2))``: a network for the mean, squashed into the
     actions' [-1, 1], and one learned log standard deviation per action dimension, the same in

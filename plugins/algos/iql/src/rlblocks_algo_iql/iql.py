@@ -63,7 +63,7 @@ from rlblocks.contracts import Batch, Buffer, ConfigError
 from rlblocks_algo_iql.config import IQLConfig
 
 
-# -- the paper's two functions ----------------------------------------------------------------------
+# -- the paper's two functions ---------------------------------------------------------------------
 def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     """``L2_tau(u) = |tau - 1(u < 0)| u^2`` elementwise, ``u = diff``, ``tau = expectile``: the
     squared error weighted ``tau`` where ``u >= 0`` and ``1 - tau`` where ``u < 0``. Minimised
@@ -78,7 +78,7 @@ def advantage_weights(advantage: torch.Tensor, beta: float, max_weight: float) -
     return torch.exp(beta * advantage).clamp(max=max_weight)
 
 
-# -- the networks -----------------------------------------------------------------------------------
+# -- the networks ----------------------------------------------------------------------------------
 class GaussianActor(nn.Module):
     """``pi(.|s) = N(tanh(mu(s)), diag(sigma^2))``: a network for the mean, squashed into the
     actions' [-1, 1], and one learned log standard deviation per action dimension, the same in
