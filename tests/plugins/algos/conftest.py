@@ -253,3 +253,132 @@ def scripted_play(
         return copy.deepcopy(data), mean
 
     return play
+
+
+# -- mixtures of a scripted expert and poor actions: datasets behaviour cloning cannot learn from --
+def mixture_dataset(
+    env_id: str,
+    poor: Callable[[np.ndarray, np.random.Generator], np.ndarray],
+    poor_share: float,
+    steps: int,
+    seed: int = 0,
+) -> tuple[ReplayBuffer, float]:
+    """``steps`` transitions of one ``env_id`` env played by its scripted expert
+    (:data:`EXPERTS`) with each action replaced by one of ``poor`` (given the observation
+    batch ``[1, ...]`` and a generator) with probability ``poor_share``; actions in the
+    policy's units ([-1, 1] for Box, indices for Discrete). Returns the buffer and the mean
+    return of the episodes finished meanwhile."""
+    rng = np.random.default_rng(seed)
+    env = gym.make(env_id)
+    box = isinstance(env.action_space, gym.spaces.Box)
+    low, high = (env.action_space.low, env.action_space.high) if box else (0, 0)
+    rows: dict[str, list[Any]] = {k: [] for k in ("obs", "act", "rew", "terminated", "truncated")}
+    rows["obs_next"] = []
+    returns: list[float] = []
+    obs, _ = env.reset(seed=seed)
+    episode_return = 0.0
+    for _ in range(steps):
+        row = obs[None]
+        act = poor(row, rng)[0] if rng.random() < poor_share else EXPERTS[env_id](row)[0]
+        env_act = low + (high - low) * (act + 1.0) / 2.0 if box else int(act)
+        obs_next, rew, terminated, truncated, _ = env.step(env_act)
+        for key, value in (("obs", obs), ("act", act), ("rew", rew), ("terminated", terminated),
+                           ("truncated", truncated), ("obs_next", obs_next)):  # fmt: skip
+            rows[key].append(value)
+        episode_return += float(rew)
+        obs = obs_next
+        if terminated or truncated:
+            returns.append(episode_return)
+            episode_return = 0.0
+            obs, _ = env.reset()
+    env.close()
+    buf = ReplayBuffer(steps, seed=seed)
+    columns = {key: np.asarray(values) for key, values in rows.items()}
+    columns["rew"] = columns["rew"].astype(np.float32)
+    if box:
+        columns["act"] = columns["act"].astype(np.float32)
+    buf.extend(Batch(**columns), np.zeros(steps, np.int64))
+    return buf, float(np.mean(returns)) if returns else float("nan")
+
+
+#: the poor actions of each env's mixture
+POOR_ACTIONS: dict[str, Callable[[np.ndarray, np.random.Generator], np.ndarray]] = {
+    # uniformly random torques
+    "Pendulum-v1": lambda o, rng: rng.uniform(-1.0, 1.0, (len(o), 1)).astype(np.float32),
+    # "push left": a biased poor policy, so greedy behaviour cloning pushes left too
+    "CartPole-v1": lambda o, rng: np.zeros(len(o), np.int64),
+}
+
+
+@pytest.fixture(scope="session")
+def _mixtures() -> dict[tuple[Any, ...], tuple[ReplayBuffer, float]]:
+    return {}
+
+
+@pytest.fixture(scope="session")
+def controller_mixture(
+    _mixtures: dict[tuple[Any, ...], tuple[ReplayBuffer, float]],
+) -> Callable[..., tuple[ReplayBuffer, float]]:
+    """``make(env_id, poor_share, steps=10_000, seed=0) -> (buffer, mean episode return)``:
+    Pendulum-v1 or CartPole-v1 played by its scripted expert (:data:`EXPERTS`) with a share
+    of its actions replaced by poor ones (:data:`POOR_ACTIONS`: random torques; "push left").
+    Behaviour cloning of such a mixture copies the poor actions along with the good ones; an
+    algorithm that weighs the dataset's actions by a critic can pick the good ones out. Each
+    dataset is made once per session (a second); every call gets its own copy."""
+
+    def make(
+        env_id: str, poor_share: float, steps: int = 10_000, seed: int = 0
+    ) -> tuple[ReplayBuffer, float]:
+        key = (env_id, poor_share, steps, seed)
+        if key not in _mixtures:
+            _mixtures[key] = mixture_dataset(env_id, POOR_ACTIONS[env_id], poor_share, steps, seed)
+        data, mean_return = _mixtures[key]
+        return copy.deepcopy(data), mean_return
+
+    return make
+
+
+def train_offline(
+    algo: str,
+    env_id: str,
+    data: ReplayBuffer,
+    max_gradient_steps: int,
+    stop_reward: float | None = None,
+    seed: int = 1,
+    **algo_options: Any,
+) -> tuple[Any, Any]:
+    """Train ``algo`` (made with ``algo_options``) on ``data`` with the OfflineTrainer: batches
+    of 128 (the sampler seeded with ``seed``), a test of 10 episodes on 10 envs of ``env_id``
+    every 1,000 gradient steps, until a test reaches ``stop_reward`` or the budget is spent.
+    Returns the result and the policy."""
+    import rlblocks
+    from rlblocks.collect import Collector
+    from rlblocks.trainers import OfflineTrainer
+
+    test_envs = rlblocks.make_vector_env("dummy", env_id, num_envs=10, seed=100)
+    try:
+        torch.manual_seed(seed)
+        data.seed(seed)
+        policy = rlblocks.make_policy(
+            algo, test_envs.observation_space, test_envs.action_space, **algo_options
+        )
+        result = OfflineTrainer(
+            policy,
+            Collector(policy, test_envs, None, exploration=False, seed=100),
+            data,
+            max_gradient_steps=max_gradient_steps,
+            batch_size=128,
+            test_interval=1_000,
+            test_episodes=10,
+            stop_reward=stop_reward,
+        ).run()
+        return result, policy
+    finally:
+        test_envs.close()
+
+
+@pytest.fixture
+def offline_run() -> Callable[..., tuple[Any, Any]]:
+    """:func:`train_offline`: ``run(algo, env_id, data, max_gradient_steps, stop_reward=None,
+    seed=1, **algo_options) -> (result, policy)``."""
+    return train_offline

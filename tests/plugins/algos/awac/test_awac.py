@@ -14,7 +14,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tests_support_offline_data import pendulum_mixture, train_offline
 
 import rlblocks
 from rlblocks.contracts import Batch
@@ -274,10 +273,12 @@ def test_the_step_is_captured_on_a_gpu() -> None:
 
 
 # -- a whole run --------------------------------------------------------------------------------
-def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_path) -> None:
+def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(
+    tmp_path, controller_mixture
+) -> None:
     from rlblocks.cli import main as cli
 
-    data, _ = pendulum_mixture(steps=1_000)
+    data, _ = controller_mixture("Pendulum-v1", 0.7, steps=1_000)
     data.save_hdf5(tmp_path / "pendulum.h5")
     run = tmp_path / "run"
     small = ["--set", "algo.hidden_sizes=[16]", "--set", "algo.actor_hidden_sizes=[16]",
@@ -295,18 +296,20 @@ def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_
 
 
 # -- learning offline ---------------------------------------------------------------------------
-def test_awac_learns_pendulum_from_a_mixture_that_behaviour_cloning_cannot() -> None:
+def test_awac_learns_pendulum_from_a_mixture_that_behaviour_cloning_cannot(
+    controller_mixture, offline_run
+) -> None:
     """10,000 steps of Pendulum-v1: the hand-written controller (about -170 alone) with 70% of
     its torques replaced by uniformly random ones (the episodes average about -770). AWAC with
     lambda 1 and Pendulum-sized networks and rates (64-64 for all, Adam at 1e-3) reaches a
     mean test return of -250 (seeds 1 and 2: about -170 after 3,000 gradient steps); with
     its weights flattened to 1 (``lam`` 1e9: behaviour cloning) it stays below -500. About
     25 s of CPU."""
-    data, mean_return = pendulum_mixture(poor_share=0.7, steps=10_000, seed=0)
+    data, mean_return = controller_mixture("Pendulum-v1", 0.7)
     assert -900.0 < mean_return < -600.0
     small = dict(hidden_sizes=[64, 64], actor_hidden_sizes=None, actor_lr=1e-3, critic_lr=1e-3)
-    result, _ = train_offline("awac", "Pendulum-v1", data, 6_000, -250.0, **small)
+    result, _ = offline_run("awac", "Pendulum-v1", data, 6_000, -250.0, **small)
     assert result.solved and result.best_test_return >= -250.0, result
     assert result.env_steps == 0
-    control, _ = train_offline("awac", "Pendulum-v1", data, 4_000, **small, lam=1e9)
+    control, _ = offline_run("awac", "Pendulum-v1", data, 4_000, **small, lam=1e9)
     assert control.best_test_return < -500.0, control

@@ -15,7 +15,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tests_support_offline_data import cartpole_mixture, pendulum_mixture, train_offline
 
 import rlblocks
 from rlblocks.algo import Categorical
@@ -360,10 +359,12 @@ def test_the_captured_step_copies_the_targets_on_schedule() -> None:
 
 
 # -- a whole run --------------------------------------------------------------------------------
-def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_path) -> None:
+def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(
+    tmp_path, controller_mixture
+) -> None:
     from rlblocks.cli import main as cli
 
-    data, _ = pendulum_mixture(steps=1_000)
+    data, _ = controller_mixture("Pendulum-v1", 0.7, steps=1_000)
     data.save_hdf5(tmp_path / "pendulum.h5")
     run = tmp_path / "run"
     small = ["--set", "algo.hidden_sizes=[16]", "--set", "trainer.test_interval=100",
@@ -383,44 +384,48 @@ def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_
 
 # -- learning offline ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def pendulum_data() -> ReplayBuffer:
+def pendulum_data(controller_mixture) -> ReplayBuffer:
     """10,000 steps of Pendulum-v1: the hand-written controller (about -170 alone) with 70% of
     its torques replaced by uniformly random ones; the episodes average about -770."""
-    data, mean_return = pendulum_mixture(poor_share=0.7, steps=10_000, seed=0)
+    data, mean_return = controller_mixture("Pendulum-v1", 0.7)
     assert -900.0 < mean_return < -600.0
     return data
 
 
 @pytest.fixture(scope="module")
-def cartpole_data() -> ReplayBuffer:
+def cartpole_data(controller_mixture) -> ReplayBuffer:
     """10,000 steps of CartPole-v1: the hand-written controller (500 alone) with 60% of its
     actions replaced by "push left"; the episodes last about 17 steps."""
-    data, mean_return = cartpole_mixture(poor_share=0.6, steps=10_000, seed=0)
+    data, mean_return = controller_mixture("CartPole-v1", 0.6)
     assert mean_return < 30.0
     return data
 
 
-def test_crr_learns_pendulum_from_a_mixture_that_behaviour_cloning_cannot(pendulum_data) -> None:
+def test_crr_learns_pendulum_from_a_mixture_that_behaviour_cloning_cannot(
+    pendulum_data, offline_run
+) -> None:
     """CRR exp with the paper's filter (mean of 4 actions, beta 1, clip 20) and Pendulum-sized
     networks and rates (64-64, Adam at 1e-3) reaches a mean test return of -250 (seeds 1, 2
     and 3: about -170 after 2,000 gradient steps); flattened to behaviour cloning (``beta``
     1e9, so every weight is 1) it stays below -500. About 20 s of CPU."""
     small = dict(hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3)
-    result, _ = train_offline("crr", "Pendulum-v1", pendulum_data, 5_000, -250.0, **small)
+    result, _ = offline_run("crr", "Pendulum-v1", pendulum_data, 5_000, -250.0, **small)
     assert result.solved and result.best_test_return >= -250.0, result
     assert result.env_steps == 0
-    control, _ = train_offline("crr", "Pendulum-v1", pendulum_data, 4_000, **small, beta=1e9)
+    control, _ = offline_run("crr", "Pendulum-v1", pendulum_data, 4_000, **small, beta=1e9)
     assert control.best_test_return < -500.0, control
 
 
-def test_crr_learns_cartpole_from_a_mixture_that_behaviour_cloning_cannot(cartpole_data) -> None:
+def test_crr_learns_cartpole_from_a_mixture_that_behaviour_cloning_cannot(
+    cartpole_data, offline_run
+) -> None:
     """Discrete actions, CRR exp with its defaults but 64-64 networks: a mean test return of
     400 (seed 1: about 415 after 4,000 gradient steps) from episodes of about 17 steps;
     behaviour cloning (``beta`` 1e9) learns "push left" and falls within about 10 steps.
     About 30 s of CPU."""
-    result, _ = train_offline("crr", "CartPole-v1", cartpole_data, 6_000, 400.0,
+    result, _ = offline_run("crr", "CartPole-v1", cartpole_data, 6_000, 400.0,
                               hidden_sizes=[64, 64])  # fmt: skip
     assert result.solved and result.best_test_return >= 400.0, result
-    control, _ = train_offline("crr", "CartPole-v1", cartpole_data, 3_000,
+    control, _ = offline_run("crr", "CartPole-v1", cartpole_data, 3_000,
                                hidden_sizes=[64, 64], beta=1e9)  # fmt: skip
     assert control.best_test_return < 50.0, control

@@ -15,7 +15,6 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tests_support_offline_data import cartpole_mixture, pendulum_mixture, train_offline
 
 import rlblocks
 from rlblocks.contracts import Batch
@@ -357,10 +356,12 @@ def test_captured_step_matches_the_eager_step() -> None:
 
 
 # -- a whole run --------------------------------------------------------------------------------
-def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(tmp_path) -> None:
+def test_a_run_from_the_command_line_trains_from_a_dataset_file_and_resumes(
+    tmp_path, controller_mixture
+) -> None:
     from rlblocks.cli import main as cli
 
-    data, _ = cartpole_mixture(steps=1_000)
+    data, _ = controller_mixture("CartPole-v1", 0.6, steps=1_000)
     data.save_hdf5(tmp_path / "cartpole.h5")
     run = tmp_path / "run"
     small = ["--set", "algo.hidden_sizes=[16]", "--set", "trainer.test_interval=100",
@@ -384,40 +385,44 @@ SMALL = dict(hidden_sizes=[64, 64], actor_lr=1e-3, critic_lr=1e-3, value_lr=1e-3
 
 
 @pytest.fixture(scope="module")
-def pendulum_data() -> ReplayBuffer:
+def pendulum_data(controller_mixture) -> ReplayBuffer:
     """10,000 steps of Pendulum-v1: the hand-written controller (about -170 alone) with 70% of
     its torques replaced by uniformly random ones; the episodes average about -770."""
-    data, mean_return = pendulum_mixture(poor_share=0.7, steps=10_000, seed=0)
+    data, mean_return = controller_mixture("Pendulum-v1", 0.7)
     assert -900.0 < mean_return < -600.0
     return data
 
 
 @pytest.fixture(scope="module")
-def cartpole_data() -> ReplayBuffer:
+def cartpole_data(controller_mixture) -> ReplayBuffer:
     """10,000 steps of CartPole-v1: the hand-written controller (500 alone) with 60% of its
     actions replaced by "push left"; the episodes last about 17 steps."""
-    data, mean_return = cartpole_mixture(poor_share=0.6, steps=10_000, seed=0)
+    data, mean_return = controller_mixture("CartPole-v1", 0.6)
     assert mean_return < 30.0
     return data
 
 
-def test_iql_learns_pendulum_from_a_mixture_that_behaviour_cloning_cannot(pendulum_data) -> None:
+def test_iql_learns_pendulum_from_a_mixture_that_behaviour_cloning_cannot(
+    pendulum_data, offline_run
+) -> None:
     """IQL with the authors' expectile and temperature reaches a mean test return of -250
     (seeds 1 and 2: about -145 after 4,000 gradient steps); the same learner with ``beta =
     0``, which weighs every action 1 and so clones the data, stays below -500 (seed 1: about
     -670 at best in 5,000 steps). About 25 s of CPU."""
-    result, _ = train_offline("iql", "Pendulum-v1", pendulum_data, 6_000, -250.0, **SMALL)
+    result, _ = offline_run("iql", "Pendulum-v1", pendulum_data, 6_000, -250.0, **SMALL)
     assert result.solved and result.best_test_return >= -250.0, result
     assert result.env_steps == 0
-    control, _ = train_offline("iql", "Pendulum-v1", pendulum_data, 5_000, **SMALL, beta=0.0)
+    control, _ = offline_run("iql", "Pendulum-v1", pendulum_data, 5_000, **SMALL, beta=0.0)
     assert control.best_test_return < -500.0, control
 
 
-def test_iql_learns_cartpole_from_a_mixture_that_behaviour_cloning_cannot(cartpole_data) -> None:
+def test_iql_learns_cartpole_from_a_mixture_that_behaviour_cloning_cannot(
+    cartpole_data, offline_run
+) -> None:
     """Discrete actions: IQL reaches a mean test return of 400 (seed 1: about 480 after 5,000
     gradient steps) from episodes of about 17 steps; behaviour cloning (``beta = 0``) learns
     "push left" and falls within about 10 steps. About 30 s of CPU."""
-    result, _ = train_offline("iql", "CartPole-v1", cartpole_data, 6_000, 400.0, **SMALL)
+    result, _ = offline_run("iql", "CartPole-v1", cartpole_data, 6_000, 400.0, **SMALL)
     assert result.solved and result.best_test_return >= 400.0, result
-    control, _ = train_offline("iql", "CartPole-v1", cartpole_data, 3_000, **SMALL, beta=0.0)
+    control, _ = offline_run("iql", "CartPole-v1", cartpole_data, 3_000, **SMALL, beta=0.0)
     assert control.best_test_return < 50.0, control
