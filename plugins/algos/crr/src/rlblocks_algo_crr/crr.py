@@ -7,7 +7,8 @@ actions, as behaviour cloning does, but each action counts by what a critic says
 better than the policy's own are imitated, worse ones filtered out. The policy never chases Q to
 actions the dataset did not take, so the critic's errors there cannot mislead it. This module
 follows the paper in that order. Box actions are in the policy's [-1, 1] units, as rlblocks
-buffers store them; Discrete ones as the env numbers them.
+buffers store them; Discrete ones are indices from 0 (``map_action`` adds the space's
+``start``).
 
 1. The critic evaluates the policy by TD learning, with target networks ``Q'`` and ``pi'``
    (the paper's is distributional; this one regresses on the expected value)::
@@ -144,7 +145,6 @@ class CRRPolicy(OffPolicyPolicy):
         if not self.discrete and not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"CRR needs a Box or Discrete action space, got {action_space}")
         c = self.config = config
-        self.action_start = int(action_space.start) if self.discrete else 0
         self.critic = self.q_ensemble(n=1)
         self.actor: nn.Module = self._make_actor()
         self.critic_target = self._target(self.critic)
@@ -190,12 +190,13 @@ class CRRPolicy(OffPolicyPolicy):
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Actions for ``batch.obs``: Box ``[B, act_dim]`` in [-1, 1] (a sample, clipped to the
         bounds, or the mean when testing with ``deterministic_eval``), Discrete ``[B]`` (a
-        sample, or the most likely action)."""
+        sample, or the most likely action; indices from 0, ``map_action`` adds the space's
+        ``start``)."""
         greedy = not self.training and self.config.deterministic_eval
         with torch.no_grad():
             dist = self.actor(self.obs_tensor(batch.obs))
             if self.discrete:
-                act = (dist.mode() if greedy else dist.sample()) + self.action_start
+                act = dist.mode() if greedy else dist.sample()
             else:
                 act = dist.mean if greedy else dist.sample().clamp(-1.0, 1.0)
         return Batch(act=act.cpu().numpy(), state=state)
@@ -264,8 +265,7 @@ class CRRPolicy(OffPolicyPolicy):
         # 1. the critic's TD error (process_fn's batch.returns is y) and 2. the advantage, both
         # from the critic as it is now
         if self.discrete:
-            act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)
-            act = act - self.action_start
+            act = torch.as_tensor(batch.act, dtype=torch.long, device=self.device)  # indices
             q_all = self.critic(obs)[0]  # [B, A]
             q_data = q_all.gather(1, act.unsqueeze(1)).squeeze(1)
             baseline = self.baseline(obs, dist, q_all.detach())

@@ -7,7 +7,7 @@ reads Q on actions the dataset never took, where nothing corrects it. IQL never 
 network learns from the dataset's own actions only, and the maximum over actions is replaced by
 an upper expectile of Q over the actions the dataset took in a state. This module follows the
 paper in that order. Box actions are in the policy's [-1, 1] units, as rlblocks buffers store
-them; Discrete ones as the env numbers them.
+them; Discrete ones are indices from 0 (``map_action`` adds the space's ``start``).
 
 1. The state value ``V`` is the ``tau``-expectile (``expectile``) of the target critics' ``Q``
    over the dataset's actions (the paper's equation 5)::
@@ -170,7 +170,6 @@ class IQLPolicy(OffPolicyPolicy):
                 f"are {action_space}; set algo.deterministic_actor=false (Discrete actions get "
                 "a categorical policy)"
             )
-        self.action_start = int(action_space.start) if self.discrete else 0
         # 2. and 4.: twin critics and their targets; 1.: the state value, over its own encoder
         self.critic = self.q_ensemble(n=2)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
@@ -210,12 +209,13 @@ class IQLPolicy(OffPolicyPolicy):
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Actions for ``batch.obs``: Box ``[B, act_dim]`` in [-1, 1] (a sample, clipped to the
         bounds, or the mean when testing with ``deterministic_eval``), Discrete ``[B]`` (a
-        sample, or the most likely action)."""
+        sample, or the most likely action; indices from 0, ``map_action`` adds the space's
+        ``start``)."""
         greedy = not self.training and self.config.deterministic_eval
         with torch.no_grad():
             out = self.actor(self.obs_tensor(batch.obs))
             if self.discrete:
-                act = (out.mode() if greedy else out.sample()) + self.action_start
+                act = out.mode() if greedy else out.sample()
             elif isinstance(out, torch.Tensor):  # the deterministic policy
                 act = out
             else:
@@ -225,9 +225,9 @@ class IQLPolicy(OffPolicyPolicy):
     # -- the pieces of the step ---------------------------------------------------------------
     def actions_tensor(self, act: Any) -> torch.Tensor:
         """The dataset's actions as the networks read them: float ``[B, act_dim]`` (Box) or
-        int64 ``[B]`` counted from 0 (Discrete)."""
+        int64 indices ``[B]`` (Discrete)."""
         if self.discrete:
-            return torch.as_tensor(act, dtype=torch.long, device=self.device) - self.action_start
+            return torch.as_tensor(act, dtype=torch.long, device=self.device)
         return self.as_tensor(act)
 
     def q_data(self, critic: nn.Module, obs: Any, act: torch.Tensor) -> torch.Tensor:
