@@ -34,6 +34,7 @@ __all__ = [
     "snapshot",
     "snapshot_or_reason",
     "stack_observations",
+    "step_value_problem",
     "to_numpy",
     "to_numpy_tree",
     "vdot",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         has_object_leaves,
         observation_mismatch,
         stack_observations,
+        step_value_problem,
     )
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -29,6 +29,7 @@ __all__ = [
     "has_object_leaves",
     "observation_mismatch",
     "stack_observations",
+    "step_value_problem",
 ]
 
 
@@ -176,4 +177,45 @@ def observation_mismatch(
                     f"env {env_id} returned an observation{where} of shape {got}, but its "
                     f"observation space says {shape}; fix the env or a wrapper so that they agree"
                 )
+    return None
+
+
+def _is_reward(value: Any) -> bool:
+    if isinstance(value, int | float | np.integer | np.floating):
+        return True
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
+
+
+def _is_flag(value: Any) -> bool:
+    if isinstance(value, bool | np.bool_):
+        return True
+    if isinstance(value, int | np.integer):
+        return value in (0, 1)
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "b"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def step_value_problem(env_id: int, reward: Any, terminated: Any, truncated: Any) -> str | None:
+    """What is wrong with the reward and flags env ``env_id`` returned from ``step()``, in one
+    line naming the env, the value and the fix; None when the reward is one number and the
+    flags are bools (or 0 / 1). A string reward would otherwise be read as its number and a
+    non-empty string flag as True, and an array of either would fail deep inside a backend.
+    Backends call it on each env's first step (the types an env returns do not change), so the
+    usual step pays nothing."""
+    if not _is_reward(reward):
+        return (
+            f"env {env_id} returned the reward {_shown(reward)} from step(); a reward is one "
+            "number (a float, an int or a numpy scalar): fix the env or wrap it (env.wrappers)"
+        )
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not _is_flag(flag):
+            return (
+                f"env {env_id} returned {name}={_shown(flag)} from step(); it must be a bool "
+                "(True or False): fix the env or wrap it (env.wrappers)"
+            )
     return None

@@ -105,6 +105,10 @@ class AlgoSpec(PluginSpec):
     """The policy learns from a multi-agent env's global state (a centralised critic, built with
     ``state_space``), so it trains only on envs that have one; a single-agent env is refused
     before anything is built and the algorithm is left out of the names suggested for it."""
+    multi_agent: bool = False
+    """The algorithm is made for multi-agent envs (an env family's, e.g. PettingZoo's) and
+    trains a single-agent env as a plain single-agent algorithm would (IPPO is PPO there): such
+    a run is made, with a warning naming what to train instead."""
     defaults: dict[str, dict[str, Any]] = field(factory=dict)
     """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
     between the sections' own defaults and the user's config file and flags."""

@@ -217,8 +217,14 @@ class RunDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot write the run directory {self.path.parent}: {exc.strerror or exc}; "
+                "pick a directory you can write to (--run-dir)"
+            ) from exc
         try:
             import fcntl
         except ImportError:  # not POSIX: no lock, as before

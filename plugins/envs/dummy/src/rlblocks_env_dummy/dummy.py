@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,9 +16,10 @@ from rlblocks.collect import (
     has_object_leaves,
     observation_mismatch,
     stack_observations,
+    step_value_problem,
 )
 from rlblocks.collect import env_state as env_state
-from rlblocks.contracts import EnvWorkerError
+from rlblocks.contracts import EnvWorkerError, RlblocksError
 
 #: What every use of a closed vector env raises (the process backends say the same).
 _CLOSED = "this vector env is closed; build a new one"
@@ -38,7 +40,26 @@ class DummyVectorEnv(VectorEnvBase):
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]]) -> None:
         if len(env_fns) == 0:
             raise ValueError("DummyVectorEnv needs at least one env factory")
-        self.envs: list[gym.Env] = [fn() for fn in env_fns]
+        self._closed = True  # until every env is made (close() then has nothing to do)
+        self.envs: list[gym.Env] = []
+        for i, fn in enumerate(env_fns):
+            try:
+                env = fn()
+            except RlblocksError:
+                self._close_made()
+                raise
+            except Exception as exc:
+                self._close_made()
+                raise EnvWorkerError(f"env {i} raised while being made: {exc!r}") from exc
+            if not (callable(getattr(env, "step", None)) and callable(getattr(env, "reset", None))
+                    and isinstance(getattr(env, "observation_space", None), gym.Space)
+                    and isinstance(getattr(env, "action_space", None), gym.Space)):  # fmt: skip
+                self._close_made()
+                raise EnvWorkerError(
+                    f"env {i}'s factory returned {type(env).__name__}, not a gymnasium env with "
+                    "an observation_space and an action_space; return the env it makes"
+                )
+            self.envs.append(env)
         self.num_envs = len(self.envs)
         self.observation_space: gym.Space = self.envs[0].observation_space
         self.action_space: gym.Space = self.envs[0].action_space
@@ -57,6 +78,9 @@ class DummyVectorEnv(VectorEnvBase):
         # envs whose episode ended (or that were never reset): a set, so that the usual step,
         # with none waiting, checks it in one truth test
         self._waiting: set[int] = set(self._all_list)
+        # envs whose step() results have not been checked yet (step_value_problem): a set, so
+        # that the usual step, with none left, checks it in one truth test
+        self._unchecked: set[int] = set(self._all_list)
         self._closed = False
         self.spec = getattr(self.envs[0], "spec", None)
         self.metadata: dict[str, Any] = getattr(self.envs[0], "metadata", {})
@@ -171,12 +195,37 @@ class DummyVectorEnv(VectorEnvBase):
             waiting.update(id_list)
             raise EnvWorkerError(f"env {bad_id} raised in step: {exc!r}") from exc
         obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
+        if self._unchecked:
+            self._check_values(id_list, rew_list, term_list, trunc_list)
         rew = np.array(rew_list, dtype=np.float64)
         terminated = np.array(term_list, dtype=bool)
         truncated = np.array(trunc_list, dtype=bool)
         if any(term_list) or any(trunc_list):
             waiting.update(i for i, t, u in zip(id_list, term_list, trunc_list) if t or u)
         return self._stack(obs_list, id_list, "step"), rew, terminated, truncated, list(infos)
+
+    def _check_values(
+        self, id_list: Sequence[int], rews: Sequence[Any], terms: Sequence[Any],
+        truncs: Sequence[Any],
+    ) -> None:
+        """Refuse (EnvWorkerError naming the env) a reward or flag of the wrong type from an
+        env's first step; the envs of this step must then be reset, as after an env error."""
+        unchecked = self._unchecked
+        for i, r, te, tr in zip(id_list, rews, terms, truncs):
+            if i not in unchecked:
+                continue
+            problem = step_value_problem(i, r, te, tr)
+            if problem is not None:
+                self._waiting.update(id_list)
+                name = getattr(self.spec, "id", None) or "the env"
+                raise EnvWorkerError(f"{name} (step): {problem}")
+            unchecked.discard(i)
+
+    def _close_made(self) -> None:
+        """Close the envs made so far (a later factory failed)."""
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                env.close()
 
     def _call(self, command: str, env_ids: Any, call: Callable[[gym.Env], Any]) -> list[Any]:
         """``call(env)`` for each env of ``env_ids``; an env that raises is an EnvWorkerError
