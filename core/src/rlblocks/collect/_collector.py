@@ -241,8 +241,8 @@ class Collector:
             problem = space_misfit(made_for, given)
             if problem is not None:
                 raise ConfigError(
-                    f"the policy was made for the {what} space {made_for}, and the envs have "
-                    f"{given} ({problem}); make the policy with the envs' spaces "
+                    f"the policy was made for another {what} space than the envs have (they "
+                    f"have {problem}); make the policy with the envs' spaces "
                     "(make_policy(name, envs.observation_space, envs.action_space))"
                 )
         lanes = getattr(buffer, "num_envs", None)
@@ -273,6 +273,10 @@ class Collector:
     def buffer(self, buffer: Buffer | None) -> None:
         self._buffer = buffer
         self._buffer_abilities = BufferAbilities.of(buffer)
+        #: whether the policy returns a recurrent state, for a buffer of sequences (None: not
+        #: known before the first random step): random steps then run the policy for its state
+        #: (_state_of_random_step); False for every other buffer
+        self._keeps_state: bool | None = None if self._buffer_abilities.sequences else False
 
     def _store_steps(
         self, data: dict[str, Any], ids: np.ndarray | None, infos: Any, cut: np.ndarray
@@ -565,6 +569,31 @@ class Collector:
         self._ep_len[env_ids] -= 1
         self._env_steps[env_ids] -= 1
 
+    def _state_of_random_step(
+        self, obs: Any, views: Any, active: np.ndarray, all_active: bool
+    ) -> Any:
+        """For a recurrent policy (one whose ``forward`` returns a ``state``) filling a buffer of
+        sequences, a random step (warm-up) still runs the policy on the observation, so the state goes on across the
+        episode and what the policy stores with each step (R2D2's stored state) is there for
+        random steps too; the action stays random. Returns the policy output to store (None
+        for a policy without state, found on the first random step and not run again)."""
+        state = (
+            self._state if all_active or self._state is None else take_rows(self._state, active)
+        )
+        batch = Batch(obs=obs)
+        if views is not None:
+            batch.update(views)
+        result = self.policy(batch, state)
+        new_state = result.get("state", None)
+        self._keeps_state = new_state is not None
+        if new_state is None:
+            return None
+        if self._state is None or all_active:
+            self._state = new_state
+        else:
+            put_rows(self._state, active, new_state)
+        return result.get("policy", None)
+
     def _check_first_step(self, ids: np.ndarray, obs_next: Any) -> None:
         """The first step's observations must lie in a Discrete / MultiDiscrete space."""
         self._first_step_checked = True
@@ -713,6 +742,8 @@ class Collector:
                     policy_out = result.get("policy", None)
                 else:
                     env_act = self._random_actions(len(active))
+                    if policy is not None and self._keeps_state is not False:
+                        policy_out = self._state_of_random_step(obs, views, active, all_active)
                     act = policy.map_action_inverse(env_act) if policy is not None else env_act
                     if policy is not None and self._policy_abilities.quantized_actions:
                         env_act = policy.map_action(act)  # the grid action the buffer stores

@@ -278,10 +278,10 @@ def train(
             f"names its own directory); for a new run with these settings pass {new}, to "
             f"continue that run use {cont}"
         )
-    refuse_existing_run(rd, overwrite)
-    problem = writable_dir_problem(rd)
+    problem = writable_dir_problem(rd)  # before anything reads or writes it
     if problem is not None:
         raise CheckpointError(f"the run directory {problem}")
+    refuse_existing_run(rd, overwrite)
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,
         train_fn=train_fn, test_fn=test_fn, networks=networks, policy=policy,
