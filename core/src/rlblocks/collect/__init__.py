@@ -26,6 +26,7 @@ __all__ = [
     "env_state",
     "has_object_leaves",
     "observation_mismatch",
+    "observation_value_problem",
     "reset_state_rows",
     "restarted_rows",
     "restore",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         empty_observations,
         has_object_leaves,
         observation_mismatch,
+        observation_value_problem,
         stack_observations,
         step_value_problem,
     )

@@ -28,6 +28,7 @@ __all__ = [
     "empty_observations",
     "has_object_leaves",
     "observation_mismatch",
+    "observation_value_problem",
     "stack_observations",
     "step_value_problem",
 ]
@@ -181,7 +182,9 @@ def observation_mismatch(
 
 
 def _is_reward(value: Any) -> bool:
-    if isinstance(value, int | float | np.integer | np.floating):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(2**1023) < value < 2**1023  # beyond float64: no number a run can add up
+    if isinstance(value, float | bool | np.integer | np.floating):
         return True
     return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
 
@@ -195,7 +198,7 @@ def _is_flag(value: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line, whatever numpy's repr wraps
     text = text if len(text) <= 40 else text[:37] + "..."
     return f"{text} ({type(value).__name__})"
 
@@ -219,3 +222,21 @@ def step_value_problem(env_id: int, reward: Any, terminated: Any, truncated: Any
                 "(True or False): fix the env or wrap it (env.wrappers)"
             )
     return None
+
+
+def observation_value_problem(space: gym.Space, items: Sequence[Any], env_ids: Sequence[int]) -> str:
+    """The first observation (env ``env_ids[j]`` returned ``items[j]``) whose values do not fit
+    ``space`` although its shape does (strings in a Box, None, numbers beyond the dtype), in one
+    line naming the env, the value and the fix. For the error path, after stacking failed."""
+    for env_id, obs in zip(env_ids, items, strict=False):
+        try:
+            stack_observations(space, [obs])
+        except Exception as exc:  # numpy's and gymnasium's own words for what does not fit
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            shown = " ".join(repr(obs).split())
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            return (
+                f"env {env_id} returned the observation {shown}, which does not fit its "
+                f"observation space {space} ({text}); fix the env or a wrapper so that they agree"
+            )
+    return f"an observation does not fit the observation space {space}; fix the env or a wrapper"

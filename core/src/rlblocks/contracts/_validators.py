@@ -157,10 +157,9 @@ def writable_dir_problem(path: str | os.PathLike[str]) -> str | None:
         missing.append(name)
         node = parent
     if os.path.lexists(node) and not os.path.isdir(node):
-        where = "it" if node == full else node
         return (
-            f"{text} cannot be a directory: {where} is a file; pick another path, or move the "
-            "file away"
+            f"{text} cannot be a directory: {node} is a file, not a directory; pick another "
+            "path, or move the file away"
         )
     limit = _name_max(node)
     for name in missing:

@@ -14,6 +14,7 @@ import difflib
 import importlib
 import inspect
 import operator
+import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -410,6 +411,7 @@ def make_buffer(
             f"are {known}"
         )
     size, num_envs = int(size), int(num_envs)
+    _check_bookkeeping_fits(name, size)
     try:
         built = {kw: build_part(kw, n, per_part[kw], size, num_envs) for kw, n in parts.items()}
         return ReplayBuffer(size, num_envs, **own, **built)
@@ -422,6 +424,26 @@ def make_buffer(
         ) from exc
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"buffer {name!r}: {exc}") from exc
+
+
+#: bytes of bookkeeping a buffer keeps in RAM per slot at the least (links, episode starts),
+#: whatever its storage: a size whose bookkeeping alone exceeds the machine's memory is refused
+#: before numpy is asked for it (a huge request can bring the process down instead of failing)
+_BOOKKEEPING_BYTES = 16
+
+
+def _check_bookkeeping_fits(name: str, size: int) -> None:
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: numpy's own error then
+        return
+    need = size * _BOOKKEEPING_BYTES
+    if ram > 0 and need > ram:
+        raise ConfigError(
+            f"buffer {name!r} of size {size}: its bookkeeping alone needs {need / 2**30:,.0f} "
+            f"GiB of memory, more than this machine's {ram / 2**30:,.0f} GiB; lower buffer.size "
+            "(the transitions it holds)"
+        )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -67,6 +67,21 @@ def _path_needs_memmap(inst: Any, _attribute: attrs.Attribute, value: Any) -> No
         )
 
 
+#: the most frames a buffer stacks (Atari's 4 is the usual; a policy reads them all each step)
+MAX_STACK = 1024
+
+
+def _stack_fits(inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    size = inst.size
+    if isinstance(value, int) and value > MAX_STACK:
+        raise ValueError(f"{value} frames: a buffer stacks at most {MAX_STACK} (4 is the usual)")
+    if isinstance(value, int) and isinstance(size, int) and value > size:
+        raise ValueError(
+            f"{value} frames exceed buffer.size={size}, which never holds that many; lower "
+            "buffer.stack_num or raise buffer.size"
+        )
+
+
 def _optional_int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], None]:
     check = _int_at_least(low)
 
@@ -216,8 +231,9 @@ class BufferConfig:
     """Registry name of a relabeller ("her"), or None."""
     writer: str | None = field(default=None, validator=_optional_name)
     """Registry name of a writer ("cached": only whole episodes enter), or None."""
-    stack_num: int = field(default=1, validator=_int_at_least(1))
-    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
+    stack_num: int = field(default=1, validator=[_int_at_least(1), _stack_fits])
+    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none); at
+    most 1024, and at most ``size``."""
     ignore_obs_next: bool = False
     """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
     storage: str = field(default="memory", validator=attrs.validators.in_(("memory", "memmap")))

@@ -280,7 +280,7 @@ def train(
         )
     problem = writable_dir_problem(rd)  # before anything reads or writes it
     if problem is not None:
-        raise CheckpointError(f"the run directory {problem}")
+        raise ConfigError(f"the run directory {problem}")
     refuse_existing_run(rd, overwrite)
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,

@@ -124,8 +124,8 @@ class ImageEncoder(nn.Module):
 
 
 class _NoEncoder(ConfigError, TypeError):
-    """A leaf space no built-in encoder reads (Text, Graph, Sequence...): a config problem,
-    and a TypeError as it was before it was one."""
+    """An observation space the built-in encoder cannot read (a Text, Graph, Sequence... leaf,
+    or no leaf at all): a config problem, and a TypeError as it was before it was one."""
 
 
 def _no_encoder_message(space: gym.Space, path: tuple[Any, ...], leaf: gym.Space) -> str:
@@ -224,7 +224,7 @@ class ObsEncoder(nn.Module):
             except _NoEncoder as exc:
                 raise _NoEncoder(_no_encoder_message(space, path, leaf)) from exc
         if not leaves:
-            raise ConfigError(
+            raise _NoEncoder(
                 f"the observation space {space} has no entries to encode; fix the env so that "
                 "its observations hold something"
             )

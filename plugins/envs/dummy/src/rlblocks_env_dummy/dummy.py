@@ -15,6 +15,7 @@ from rlblocks.collect import (
     as_env_ids,
     has_object_leaves,
     observation_mismatch,
+    observation_value_problem,
     stack_observations,
     step_value_problem,
 )
@@ -91,19 +92,33 @@ class DummyVectorEnv(VectorEnvBase):
         if self._box_obs:  # np.array builds [n, *shape] like np.stack, at a third of the cost
             try:
                 out = np.array(items, dtype=self._obs_dtype)
-            except ValueError:  # ragged
+            except (ValueError, TypeError, OverflowError):  # ragged, or not numbers
                 out = None
             if out is None or out.shape[1:] != self._obs_shape:
                 self._misshapen(items, ids, command)
+                self._unfit(items, ids, command)
             return out
         try:
             if self._object_obs:
                 return stack_observations(self.observation_space, items)
             out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
             return concatenate(self.observation_space, items, out)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
             self._misshapen(items, ids, command, exc)
+            self._unfit(items, ids, command, exc)
             raise
+
+    def _unfit(
+        self, items: Sequence[Any], ids: Sequence[int], command: str,
+        cause: BaseException | None = None,
+    ) -> None:
+        """Raise EnvWorkerError naming the env whose observation has the right shape but values
+        that do not fit its space (called once :meth:`_misshapen` found no shape to blame)."""
+        if command == "step":
+            self._waiting.update(ids)
+        name = getattr(self.spec, "id", None) or "the env"
+        problem = observation_value_problem(self.observation_space, items, ids)
+        raise EnvWorkerError(f"{name} ({command}): {problem}") from cause
 
     def _misshapen(
         self, items: Sequence[Any], ids: Sequence[int], command: str,
