@@ -19,7 +19,7 @@ from rlblocks.contracts import ConfigError, UnknownComponentError
 from rlblocks.plugins import get_registry
 from rlblocks.run import build_config, spec_lookup, structure_options
 
-# a plugin whose spec fails to load (a broken install) is `rlblocks list`'s business, not this test's
+# a plugin whose spec fails to load (a broken install) is `rlblocks list`'s to report
 ALGOS = sorted(get_registry("algo").loadable_specs())
 SECTIONS = ("env", "buffer", "trainer", "run")
 
@@ -117,12 +117,13 @@ BUILT = ("env.num_envs", "buffer.size", "buffer.sampler", "buffer.storage", "buf
          "buffer.stack_num", "trainer.batch_size", "trainer.update_per_step", "run.seed",
          "algo.n_step", "algo.hidden_sizes", "env.policy_mapping", "trainer.repeat_per_collect",
          "env.wrappers", "env.make_kwargs")  # fmt: skip
+# fmt: off
 built_values = st.one_of(
     values.map(_as_text),
     st.sampled_from(["1", "0", "-1", "1e12", "2.5", "nan", "200000", "[]", "{}", "sequence",
-                     "memmap", "/nonexistent/dir", '{"a"="b"}', "[0]", "[64]",
-                     str(2**64)]),  # fmt: skip
+                     "memmap", "/nonexistent/dir", '{"a"="b"}', "[0]", "[64]", str(2**64)]),
 )
+# fmt: on
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -204,8 +204,10 @@ class BasePolicy(nn.Module):
                 "update() needs the buffer to learn from, got None; pass the buffer the "
                 "collector filled"
             )
-        if isinstance(sample_size, bool) or not isinstance(sample_size, int | np.integer) or (
-            sample_size < 0
+        if (
+            isinstance(sample_size, bool)
+            or not isinstance(sample_size, int | np.integer)
+            or (sample_size < 0)
         ):
             raise ConfigError(
                 f"sample_size must be a whole number >= 0 (0: the whole buffer in time order), "

@@ -573,10 +573,11 @@ class Collector:
         self, obs: Any, views: Any, active: np.ndarray, all_active: bool
     ) -> Any:
         """For a recurrent policy (one whose ``forward`` returns a ``state``) filling a buffer of
-        sequences, a random step (warm-up) still runs the policy on the observation, so the state goes on across the
-        episode and what the policy stores with each step (R2D2's stored state) is there for
-        random steps too; the action stays random. Returns the policy output to store (None
-        for a policy without state, found on the first random step and not run again)."""
+        sequences, a random step (warm-up) still runs the policy on the observation, so the
+        state goes on across the episode and what the policy stores with each step (R2D2's
+        stored state) is there for random steps too; the action stays random. Returns the
+        policy output to store (None for a policy without state, found on the first random
+        step and not run again)."""
         state = (
             self._state if all_active or self._state is None else take_rows(self._state, active)
         )
@@ -669,7 +670,9 @@ class Collector:
                 isinstance(value, bool) or not isinstance(value, int | np.integer)
             ):
                 unit = "episodes" if name == "n_episode" else "steps"
-                raise ConfigError(f"{name} must be a whole number of {unit} (an int), got {value!r}")
+                raise ConfigError(
+                    f"{name} must be a whole number of {unit} (an int), got {value!r}"
+                )
         if fragment is not None:
             if n_step is not None or n_episode is not None:
                 raise ValueError("pass fragment alone: it sets the number of steps itself")

@@ -224,7 +224,9 @@ def step_value_problem(env_id: int, reward: Any, terminated: Any, truncated: Any
     return None
 
 
-def observation_value_problem(space: gym.Space, items: Sequence[Any], env_ids: Sequence[int]) -> str:
+def observation_value_problem(
+    space: gym.Space, items: Sequence[Any], env_ids: Sequence[int]
+) -> str:
     """The first observation (env ``env_ids[j]`` returned ``items[j]``) whose values do not fit
     ``space`` although its shape does (strings in a Box, None, numbers beyond the dtype), in one
     line naming the env, the value and the fix. For the error path, after stacking failed."""

@@ -28,12 +28,12 @@ import torch
 
 from rlblocks.contracts import (
     BufferAbilities,
-    writable_dir_problem,
     BufferFileError,
     ConfigError,
     EnvWorkerError,
     PluginLoadError,
     RlblocksError,
+    writable_dir_problem,
 )
 from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
 from rlblocks.run import _config as cfg

@@ -3,7 +3,6 @@
 See :mod:`rlblocks.run` for how they are filled from files, flags and overrides.
 """
 
-import math
 from collections.abc import Callable
 from typing import Any
 

@@ -21,13 +21,13 @@ import numpy as np
 
 from rlblocks.contracts import CheckpointError, ConfigError, writable_file_problem
 from rlblocks.run import (
-    atomic_write,
     DISCARDED_PREFIX,
     REPLACED_DIR,
     RESULT_FILE,
     TESTS_FILE,
     GenerationStore,
     RunDirLock,
+    atomic_write,
     check_file,
     option,
     read_result,

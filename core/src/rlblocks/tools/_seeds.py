@@ -57,7 +57,6 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-
 def _interval(x: np.ndarray, statistic: Callable[..., Any], seed: int) -> tuple[float, float]:
     if len(x) < 2 or float(np.ptp(x)) == 0.0:
         v = float(statistic(x, axis=0))

@@ -135,8 +135,8 @@ def _no_encoder_message(space: gym.Space, path: tuple[Any, ...], leaf: gym.Space
     if not path:
         return (
             f"the observation space is a {kind} space: no built-in encoder for {kind} "
-            "observations; turn the observations into arrays with a wrapper (env.wrappers), or pass "
-            "your own encoder (networks={'encoder': ...}, or algo.encoder = 'module:factory')"
+            "observations; turn the observations into arrays with a wrapper (env.wrappers), or "
+            "pass your own encoder (networks={'encoder': ...}, or algo.encoder = 'module:factory')"
         )
     where = "".join(f"[{k!r}]" for k in path)
     keep = []
