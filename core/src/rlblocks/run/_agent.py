@@ -318,7 +318,7 @@ class Agent:
             )
         tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
         try:
-            with writing(path):
+            with writing(path, after="then record it again"):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 if path.suffix.lower() == ".gif":
                     imageio.mimsave(tmp, frames, duration=1000.0 / rate, loop=0)

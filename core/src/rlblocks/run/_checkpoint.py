@@ -34,11 +34,19 @@ def _write_failure(exc: BaseException) -> OSError | None:
     return None
 
 
+#: what to do once the disk has room again: files written before are whole (every write is
+#: atomic), and a run continues from its last checkpoint
+AFTER_RUN_WRITE = (
+    "then try again: what was written before is intact (a run continues from its last "
+    "checkpoint with `rlblocks resume`)"
+)
+
+
 @contextlib.contextmanager
-def writing(path: str | os.PathLike[str]) -> Iterator[None]:
+def writing(path: str | os.PathLike[str], after: str = AFTER_RUN_WRITE) -> Iterator[None]:
     """Inside, a write that fails for want of disk space or permission is a CheckpointError
-    naming ``path`` and the reason, in one line (the files written before are untouched: every
-    write is atomic)."""
+    naming ``path``, the reason and the fix, then ``after`` (what to do next), in one line (the
+    files written before are untouched: every write is atomic)."""
     try:
         yield
     except CheckpointError:
@@ -54,10 +62,7 @@ def writing(path: str | os.PathLike[str]) -> Iterator[None]:
         else:
             reason = cause.strerror or (text.strip().splitlines() or ["an OS error"])[0]
         fix = "free space on that disk" if full else "make it writable"
-        raise CheckpointError(
-            f"cannot write {path}: {reason}; {fix}, then continue the run with `rlblocks resume` "
-            "(what it wrote before is intact)"
-        ) from exc
+        raise CheckpointError(f"cannot write {path}: {reason}; {fix}, {after}") from exc
 
 
 @contextlib.contextmanager

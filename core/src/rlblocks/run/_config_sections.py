@@ -58,7 +58,7 @@ def _path_needs_memmap(inst: Any, _attribute: attrs.Attribute, value: Any) -> No
         return
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must name a directory, got {value!r}")
-    if inst.storage != "memmap":
+    if inst.storage == "memory":  # (another bad storage is reported on its own line)
         raise ValueError(
             f"{value!r} is where storage='memmap' keeps its array files, and buffer.storage is "
             f"{inst.storage!r}, which keeps them in RAM; set buffer.storage=memmap or leave "
@@ -74,7 +74,8 @@ def _stack_fits(inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
     size = inst.size
     if isinstance(value, int) and value > MAX_STACK:
         raise ValueError(f"{value} frames: a buffer stacks at most {MAX_STACK} (4 is the usual)")
-    if isinstance(value, int) and isinstance(size, int) and value > size:
+    # (a size below 1 is reported on its own line)
+    if isinstance(value, int) and isinstance(size, int) and 1 <= size < value:
         raise ValueError(
             f"{value} frames exceed buffer.size={size}, which never holds that many; lower "
             "buffer.stack_num or raise buffer.size"
