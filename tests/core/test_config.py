@@ -272,7 +272,8 @@ def test_a_wrong_type_names_the_field_path(override: str, line: str) -> None:
         ("trainer.warmup_steps=-1", "$.trainer.warmup_steps: must be an int >= 0, got -1"),
         (
             "trainer.update_per_step=-0.5",
-            "$.trainer.update_per_step: must be a finite number >= 0, got -0.5",
+            "$.trainer.update_per_step: must be a number from 0 to 1000 "
+            "(gradient steps per env step), got -0.5",
         ),
         (
             "trainer.episode_per_collect=0",
@@ -339,7 +340,8 @@ def test_a_failed_build_leaves_attrs_validators_enabled() -> None:
         ),
         (
             "trainer.update_per_step=inf",
-            "$.trainer.update_per_step: must be a finite number >= 0, got inf",
+            "$.trainer.update_per_step: must be a number from 0 to 1000 "
+            "(gradient steps per env step), got inf",
         ),
         ("buffer.size=2.7", "$.buffer.size: expected int, got 2.7"),
     ],

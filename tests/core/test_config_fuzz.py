@@ -1,11 +1,13 @@
 """Config parsing under random input: any override of any field of any installed algorithm either
 builds a config or raises ConfigError (one line per problem, each with its field path), never
-another exception."""
+another exception; and what a dry run builds from such a config (env, buffer, policy) is built
+or refused with an rlblocks error."""
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from typing import Any
 
 import attrs
@@ -17,7 +19,8 @@ from rlblocks.contracts import ConfigError, UnknownComponentError
 from rlblocks.plugins import get_registry
 from rlblocks.run import build_config, spec_lookup, structure_options
 
-ALGOS = sorted(e.name for e in get_registry("algo").entries())
+# a plugin whose spec fails to load (a broken install) is `rlblocks list`'s to report
+ALGOS = sorted(get_registry("algo").loadable_specs())
 SECTIONS = ("env", "buffer", "trainer", "run")
 
 #: plugin-naming fields: an unknown name is the registry's UnknownComponentError, by design
@@ -104,3 +107,41 @@ def test_any_keyword_options_build_an_algo_config_or_raise_config_error(algo, da
 def test_an_unknown_plugin_name_is_the_registrys_error(section: str, name: str) -> None:
     with pytest.raises(UnknownComponentError):
         build_config("dqn", overrides=[f"{section}.{name}=nosuchplugin"], spec_lookup=spec_lookup)
+
+
+# -- what a dry run builds: the env, the buffer and the policy ------------------------------------
+
+#: fields whose values reach what a dry run builds (env, buffer, policy), with the values a user
+#: might give them: out of range, of the wrong type, absurdly large
+BUILT = ("env.num_envs", "buffer.size", "buffer.sampler", "buffer.storage", "buffer.path",
+         "buffer.stack_num", "trainer.batch_size", "trainer.update_per_step", "run.seed",
+         "algo.n_step", "algo.hidden_sizes", "env.policy_mapping", "trainer.repeat_per_collect",
+         "env.wrappers", "env.make_kwargs")  # fmt: skip
+# fmt: off
+built_values = st.one_of(
+    values.map(_as_text),
+    st.sampled_from(["1", "0", "-1", "1e12", "2.5", "nan", "200000", "[]", "{}", "sequence",
+                     "memmap", "/nonexistent/dir", '{"a"="b"}', "[0]", "[64]", str(2**64)]),
+)
+# fmt: on
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    algo=st.sampled_from(["dqn", "ppo", "sac", "c51"]),
+    lines=st.lists(st.tuples(st.sampled_from(BUILT), built_values), min_size=1, max_size=3),
+)
+def test_a_dry_run_of_any_override_builds_or_raises_an_rlblocks_error(algo, lines) -> None:
+    """`rlblocks train --dry-run` builds the env, the buffer and the policy a run would: any
+    override ends in a config that built, or in an rlblocks error, never another exception."""
+    from rlblocks.contracts import RlblocksError
+    from rlblocks.run import preflight, resolve_train_config
+
+    overrides = [f"{field}={value}" for field, value in lines]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a warned but legal setting is a pass here
+        try:
+            config = resolve_train_config(algo, overrides=overrides, run_dir="unused")
+            preflight(config)
+        except RlblocksError as exc:
+            assert str(exc).strip()

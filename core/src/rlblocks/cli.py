@@ -8,6 +8,7 @@ the training machinery is imported inside the commands that need it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import math
 import os
@@ -77,6 +78,20 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _seed(value: str) -> int:
+    """A seed: a whole number from 0 to 2**63 - 1 (negative seeds are refused by gymnasium,
+    larger ones by torch)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a seed; write a whole number from 0 to 2**63 - 1"
+        )
+    return number
+
+
 def _run_dir(value: str) -> Path:
     """A run directory; an empty one (``--run-dir ""``) would be the current directory."""
     if not value.strip():
@@ -92,17 +107,28 @@ _FIELD_FLAGS = (
     ("--max-env-steps", "max_env_steps", "trainer.max_env_steps"),
     ("--max-gradient-steps", "max_gradient_steps", "trainer.max_gradient_steps"),
     ("--dataset", "dataset", "buffer.dataset"),
+    ("--num-envs", "num_envs", "env.num_envs"),
+    ("--logger", "logger", "run.loggers"),
+    ("--env", "env", "env.id"),
+    ("--backend", "backend", "env.backend"),
+    ("--buffer", "buffer", "buffer.name"),
+    ("--stop-reward", "stop_reward", "trainer.stop_reward"),
+    ("--device", "device", "run.device"),
 )
 
 
 def _check_budget(args: argparse.Namespace) -> None:
     """``--max-env-steps`` and ``--set trainer.max_env_steps=...`` say the same thing: one only
-    (the same for ``--max-gradient-steps`` and ``--dataset``)."""
+    (the same for every flag that sets a config field: ``--num-envs``, ``--logger``...). The
+    ``--set`` would win, so the flag would be ignored without a word."""
     for flag, attr, path in _FIELD_FLAGS:
         if getattr(args, attr, None) is not None and any(
             o.replace(" ", "").startswith(f"{path}=") for o in args.set or ()
         ):
-            raise RlblocksError(f"pass {flag} or --set {path}=..., not both")
+            raise RlblocksError(
+                f"pass {flag} or --set {path}=..., not both (the --set would win and {flag} "
+                "would be ignored)"
+            )
 
 
 def _with_budget(
@@ -251,6 +277,11 @@ def dry_run(args: argparse.Namespace) -> dict[str, Any]:
     )
     importlib.import_module("rlblocks.run").preflight(resolved)
     if resolved.run.run_dir is not None:
+        from rlblocks.contracts import writable_dir_problem
+
+        problem = writable_dir_problem(resolved.run.run_dir)
+        if problem is not None:
+            raise RlblocksError(f"the run directory {problem}")
         experiment.refuse_existing_run(resolved.run.run_dir, args.overwrite)
     return cfg.to_dict(resolved)
 
@@ -394,6 +425,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 "recorded without --video FILE.mp4 (or .gif); add it, or leave "
                 f"{'it' if len(given) == 1 else 'them'} out"
             )
+    if args.json is not None:  # before the episodes are played, not after
+        from rlblocks.contracts import writable_file_problem
+
+        problem = writable_file_problem(args.json)
+        if problem is not None:
+            raise RlblocksError(f"--json: {problem}")
     agent_mod = importlib.import_module("rlblocks.run")
     agent = agent_mod.load(
         args.run, which=args.which, device=args.device, trust_imports=args.trust_imports
@@ -542,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", parents=[common], help="train an agent")
     p.add_argument("algo", metavar="ALGO", help="algorithm name (see `rlblocks list algo`)")
     p.add_argument("--env", metavar="ID", help="gymnasium env id")
-    p.add_argument("--seed", type=int, metavar="N", help="random seed")
+    p.add_argument("--seed", type=_seed, metavar="N", help="random seed")
     p.add_argument("--max-env-steps", type=_env_steps, metavar="N",
                    help="env-step budget (200000 or 2e5; default: the algorithm's for the env); "
                    "with --resume, the continued run's new budget")
@@ -620,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="episodes (default 10)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="checkpoint of a run directory (default best)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="env seed (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="env seed (default 0)")
     p.add_argument("--render", action="store_true", help="show the env in a window while playing")
     p.add_argument("--video", type=Path, metavar="FILE",
                    help="record episodes to FILE.mp4 or FILE.gif")
@@ -712,7 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", type=Path, metavar="FILE.toml",
                    help="where the best config goes (default RUN_DIR/best.toml)")
     p.add_argument("--run-dir", type=_run_dir, metavar="DIR", help="where the trials' runs go")
-    p.add_argument("--seed", type=int, default=0, metavar="N",
+    p.add_argument("--seed", type=_seed, default=0, metavar="N",
                    help="seed of every trial and of the sampler (default 0)")
     p.set_defaults(func=cmd_tune)
 
@@ -732,6 +769,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.set_defaults(func=cmd_verify)
     return parser
+
+
+#: errno values of files the system refuses to read or write (not a bug of rlblocks)
+_FILE_ERRNOS = {
+    errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ENOENT,
+    errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EDQUOT, errno.EIO, errno.EFBIG,
+}
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
@@ -763,6 +807,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # a file the command reads or writes, refused by the system (a full disk, a read-only
+        # file system, a missing permission): said in one line, as rlblocks' own errors are
+        if args.debug or (exc.filename is None and exc.errno not in _FILE_ERRNOS):
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot use{where}: {exc.strerror or exc} (--debug shows where)",
+              file=sys.stderr)  # fmt: skip
+        return 2
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ testing            False           False
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -232,7 +233,27 @@ class BasePolicy(nn.Module):
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, float]:
         """Sample, then ``process_fn -> learn -> post_process_fn``. ``sample_size=0`` uses the
         whole buffer in time order (on-policy algorithms)."""
-        if buffer is None or len(buffer) == 0:
+        if buffer is None:
+            raise ConfigError(
+                "update() needs the buffer to learn from, got None; pass the buffer the "
+                "collector filled"
+            )
+        if (
+            isinstance(sample_size, bool)
+            or not isinstance(sample_size, int | np.integer)
+            or (sample_size < 0)
+        ):
+            raise ConfigError(
+                f"sample_size must be a whole number >= 0 (0: the whole buffer in time order), "
+                f"got {sample_size!r}"
+            )
+        if len(buffer) == 0:
+            warnings.warn(
+                "update() got an empty buffer, so it learned nothing; collect steps into the "
+                "buffer first",
+                UserWarning,
+                stacklevel=2,
+            )
             return {}
         batch, indices = buffer.sample(sample_size)
         if self.view_requirements:

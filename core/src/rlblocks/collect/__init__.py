@@ -26,6 +26,7 @@ __all__ = [
     "env_state",
     "has_object_leaves",
     "observation_mismatch",
+    "observation_value_problem",
     "reset_state_rows",
     "restarted_rows",
     "restore",
@@ -34,6 +35,7 @@ __all__ = [
     "snapshot",
     "snapshot_or_reason",
     "stack_observations",
+    "step_value_problem",
     "to_numpy",
     "to_numpy_tree",
     "vdot",
@@ -68,7 +70,9 @@ if TYPE_CHECKING:
         empty_observations,
         has_object_leaves,
         observation_mismatch,
+        observation_value_problem,
         stack_observations,
+        step_value_problem,
     )
 
 __getattr__, __dir__ = attach(__name__, __file__)

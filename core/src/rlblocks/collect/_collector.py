@@ -83,6 +83,67 @@ def _info_keys(asked: Sequence[str], requirements: Mapping[str, Any]) -> tuple[s
     return tuple(dict.fromkeys(keys))
 
 
+def space_misfit(made_for: gym.Space, given: gym.Space, where: str = "") -> str | None:
+    """Where ``given`` (an env's space) differs in structure from ``made_for`` (a policy's):
+    another kind of space, shape, number of choices or set of keys, as a phrase; None when a
+    policy made for one reads and acts on the other (bounds and dtypes may differ)."""
+    at = f" at {where}" if where else ""
+    if type(made_for) is not type(given):
+        return f"{type(given).__name__} instead of {type(made_for).__name__}{at}"
+    if isinstance(made_for, gym.spaces.Dict):
+        if list(made_for.spaces) != list(given.spaces):
+            return f"the keys {list(given.spaces)} instead of {list(made_for.spaces)}{at}"
+        for key, sub in made_for.spaces.items():
+            problem = space_misfit(sub, given.spaces[key], f"{where}[{key!r}]")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(made_for, gym.spaces.Tuple):
+        if len(made_for.spaces) != len(given.spaces):
+            return f"{len(given.spaces)} entries instead of {len(made_for.spaces)}{at}"
+        for i, (sub, other) in enumerate(zip(made_for.spaces, given.spaces)):
+            problem = space_misfit(sub, other, f"{where}[{i}]")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(made_for, gym.spaces.Discrete):
+        ours = (int(made_for.n), int(made_for.start))
+        if ours != (int(given.n), int(given.start)):  # type: ignore[attr-defined]
+            return f"{given} instead of {made_for}{at}"
+        return None
+    if isinstance(made_for, gym.spaces.MultiDiscrete):
+        if not np.array_equal(made_for.nvec, given.nvec):  # type: ignore[attr-defined]
+            return f"{given} instead of {made_for}{at}"
+        return None
+    if made_for.shape is not None and made_for.shape != given.shape:
+        return f"the shape {given.shape} instead of {made_for.shape}{at}"
+    return None
+
+
+def _lanes_effect(lanes: int, num_envs: int) -> str:
+    if lanes < num_envs:
+        return "the steps of some envs would have nowhere to go"
+    return "some of its lanes would never fill"
+
+
+def _discrete_bounds(space: gym.Space) -> Callable[[Any], bool] | None:
+    """For a Discrete or MultiDiscrete observation space: whether a batch of observations
+    lies within it (one vectorised comparison); None for other spaces, whose out-of-range
+    values break nothing rlblocks builds."""
+    if isinstance(space, gym.spaces.Discrete):
+        low, high = int(space.start), int(space.start) + int(space.n)
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        low, high = space.start, space.start + space.nvec
+    else:
+        return None
+
+    def inside(obs: Any) -> bool:
+        arr = np.asarray(obs)
+        return bool(np.all((arr >= low) & (arr < high)))
+
+    return inside
+
+
 class Collector:
     """Collects transitions from ``envs`` with ``policy`` into ``buffer`` (which may be None,
     e.g. for test collection). ``exploration`` applies the policy's exploration noise while the
@@ -111,6 +172,7 @@ class Collector:
         self.buffer = buffer  # a property, like policy
         self.exploration = exploration
         self.num_envs = envs.num_envs
+        self._check_fit(policy, envs, buffer, int(frame_stack))
         self.action_space: gym.Space = envs.action_space
         self._rng = np.random.default_rng(seed)
         #: env ids 0 .. num_envs - 1; ``active is self._all_ids`` marks a step of every env
@@ -165,6 +227,38 @@ class Collector:
         self._obs_total = _float_total_of(envs.observation_space)
         #: the envs may come back with a made-up step of a restarted worker (_store_steps)
         self._may_restart = self.env_abilities.restarts
+        #: Discrete / MultiDiscrete observations: whether a batch lies in the space (one-hot
+        #: encoders index with them), checked at resets and on the first collect's first step
+        self._obs_inside = _discrete_bounds(envs.observation_space)
+        self._first_step_checked = self._obs_inside is None
+
+    @staticmethod
+    def _check_fit(policy: Any, envs: Any, buffer: Any, frame_stack: int) -> None:
+        """Refuse, before anything runs, a policy made for other spaces than the envs' (it
+        would fail inside its networks) and a buffer made for another number of envs."""
+        checks = [("action", "action_space")]
+        if frame_stack <= 1:  # a stacked observation space is the policy's own business
+            checks.insert(0, ("observation", "observation_space"))
+        for what, attr in checks:
+            made_for = getattr(policy, attr, None)
+            given = getattr(envs, attr, None)
+            if not isinstance(made_for, gym.Space) or not isinstance(given, gym.Space):
+                continue
+            problem = space_misfit(made_for, given)
+            if problem is not None:
+                raise ConfigError(
+                    f"the policy was made for another {what} space than the envs have (they "
+                    f"have {problem}); make the policy with the envs' spaces "
+                    "(make_policy(name, envs.observation_space, envs.action_space))"
+                )
+        lanes = getattr(buffer, "num_envs", None)
+        if isinstance(lanes, int) and lanes != envs.num_envs:
+            raise ConfigError(
+                f"the buffer was made for num_envs={lanes} and the collector steps "
+                f"{envs.num_envs} env(s), so {_lanes_effect(lanes, envs.num_envs)}; "
+                f"make it with num_envs={envs.num_envs} (make_buffer(name, size, "
+                f"{envs.num_envs}))"
+            )
 
     @property
     def policy(self) -> Any:
@@ -185,6 +279,10 @@ class Collector:
     def buffer(self, buffer: Buffer | None) -> None:
         self._buffer = buffer
         self._buffer_abilities = BufferAbilities.of(buffer)
+        #: whether the policy returns a recurrent state, for a buffer of sequences (None: not
+        #: known before the first random step): random steps then run the policy for its state
+        #: (_state_of_random_step); False for every other buffer
+        self._keeps_state: bool | None = None if self._buffer_abilities.sequences else False
 
     def _store_steps(
         self, data: dict[str, Any], ids: np.ndarray | None, infos: Any, cut: np.ndarray
@@ -266,6 +364,8 @@ class Collector:
         self._obs, _ = self.envs.reset(seed=seed)
         if not math.isfinite(self._obs_total(self._obs)):
             self._nonfinite(np.arange(self.num_envs), self._obs, None, "reset")
+        if self._obs_inside is not None and not self._obs_inside(self._obs):
+            self._outside(np.arange(self.num_envs), self._obs, "reset")
         if self._views is not None:
             self._views.begin_episode(np.arange(self.num_envs), self._obs)
         self._seed = None  # seed once; later resets continue the envs' own RNG streams
@@ -479,6 +579,52 @@ class Collector:
         self._ep_len[env_ids] -= 1
         self._env_steps[env_ids] -= 1
 
+    def _state_of_random_step(
+        self, obs: Any, views: Any, active: np.ndarray, all_active: bool
+    ) -> Any:
+        """For a recurrent policy (one whose ``forward`` returns a ``state``) filling a buffer of
+        sequences, a random step (warm-up) still runs the policy on the observation, so the
+        state goes on across the episode and what the policy stores with each step (R2D2's
+        stored state) is there for random steps too; the action stays random. Returns the
+        policy output to store (None for a policy without state, found on the first random
+        step and not run again)."""
+        state = (
+            self._state if all_active or self._state is None else take_rows(self._state, active)
+        )
+        batch = Batch(obs=obs)
+        if views is not None:
+            batch.update(views)
+        result = self.policy(batch, state)
+        new_state = result.get("state", None)
+        self._keeps_state = new_state is not None
+        if new_state is None:
+            return None
+        if self._state is None or all_active:
+            self._state = new_state
+        else:
+            put_rows(self._state, active, new_state)
+        return result.get("policy", None)
+
+    def _check_first_step(self, ids: np.ndarray, obs_next: Any) -> None:
+        """The first step's observations must lie in a Discrete / MultiDiscrete space."""
+        self._first_step_checked = True
+        if self._obs_inside is not None and not self._obs_inside(obs_next):
+            self._outside(ids, obs_next, "step")
+
+    def _outside(self, ids: np.ndarray, obs: Any, call: str) -> None:
+        """Raise ConfigError naming the env whose Discrete / MultiDiscrete observation lies
+        outside its observation space (below its ``start``, or past its last value)."""
+        space = self.envs.observation_space
+        arr = np.asarray(obs).reshape(len(ids), -1)
+        inside = _discrete_bounds(space)
+        assert inside is not None
+        row = next((j for j in range(len(ids)) if not inside(arr[j])), 0)
+        raise ConfigError(
+            f"env {self.env_name!r} at index {int(ids[row])} returned the observation "
+            f"{arr[row].tolist()} from {call}(), outside its observation space {space}; fix the "
+            "env (or its observation space's start and n) so that they agree"
+        )
+
     def _nonfinite(self, ids: np.ndarray, obs: Any, rew: np.ndarray | None, call: str) -> None:
         """Raise NonFiniteError naming the env whose reward or float observation is NaN or
         infinite (called when the batch's sum is not finite)."""
@@ -529,6 +675,14 @@ class Collector:
         ``random`` uses uniformly random actions (warm-up). ``render`` renders every env and
         sleeps that many seconds per step.
         """
+        for name, value in (("n_step", n_step), ("n_episode", n_episode), ("fragment", fragment)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | np.integer)
+            ):
+                unit = "episodes" if name == "n_episode" else "steps"
+                raise ConfigError(
+                    f"{name} must be a whole number of {unit} (an int), got {value!r}"
+                )
         if fragment is not None:
             if n_step is not None or n_episode is not None:
                 raise ValueError("pass fragment alone: it sets the number of steps itself")
@@ -601,6 +755,8 @@ class Collector:
                     policy_out = result.get("policy", None)
                 else:
                     env_act = self._random_actions(len(active))
+                    if policy is not None and self._keeps_state is not False:
+                        policy_out = self._state_of_random_step(obs, views, active, all_active)
                     act = policy.map_action_inverse(env_act) if policy is not None else env_act
                     if policy is not None and self._policy_abilities.quantized_actions:
                         env_act = policy.map_action(act)  # the grid action the buffer stores
@@ -611,6 +767,8 @@ class Collector:
                 # buffer (see _array_total)
                 if not math.isfinite(obs_total(obs_next) + vdot(rew, rew)):
                     self._nonfinite(active, obs_next, rew, "step")
+                if not self._first_step_checked:
+                    self._check_first_step(active, obs_next)
                 made_up = restarted_rows(_info) if self._may_restart else NO_IDS
                 if buffer is not None:
                     data = {

@@ -28,7 +28,9 @@ __all__ = [
     "empty_observations",
     "has_object_leaves",
     "observation_mismatch",
+    "observation_value_problem",
     "stack_observations",
+    "step_value_problem",
 ]
 
 
@@ -177,3 +179,66 @@ def observation_mismatch(
                     f"observation space says {shape}; fix the env or a wrapper so that they agree"
                 )
     return None
+
+
+def _is_reward(value: Any) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(2**1023) < value < 2**1023  # beyond float64: no number a run can add up
+    if isinstance(value, float | bool | np.integer | np.floating):
+        return True
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
+
+
+def _is_flag(value: Any) -> bool:
+    if isinstance(value, bool | np.bool_):
+        return True
+    if isinstance(value, int | np.integer):
+        return value in (0, 1)
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind == "b"
+
+
+def _shown(value: Any) -> str:
+    text = " ".join(repr(value).split())  # one line, whatever numpy's repr wraps
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def step_value_problem(env_id: int, reward: Any, terminated: Any, truncated: Any) -> str | None:
+    """What is wrong with the reward and flags env ``env_id`` returned from ``step()``, in one
+    line naming the env, the value and the fix; None when the reward is one number and the
+    flags are bools (or 0 / 1). A string reward would otherwise be read as its number and a
+    non-empty string flag as True, and an array of either would fail deep inside a backend.
+    Backends call it on each env's first step (the types an env returns do not change), so the
+    usual step pays nothing."""
+    if not _is_reward(reward):
+        return (
+            f"env {env_id} returned the reward {_shown(reward)} from step(); a reward is one "
+            "number (a float, an int or a numpy scalar): fix the env or wrap it (env.wrappers)"
+        )
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if not _is_flag(flag):
+            return (
+                f"env {env_id} returned {name}={_shown(flag)} from step(); it must be a bool "
+                "(True or False): fix the env or wrap it (env.wrappers)"
+            )
+    return None
+
+
+def observation_value_problem(
+    space: gym.Space, items: Sequence[Any], env_ids: Sequence[int]
+) -> str:
+    """The first observation (env ``env_ids[j]`` returned ``items[j]``) whose values do not fit
+    ``space`` although its shape does (strings in a Box, None, numbers beyond the dtype), in one
+    line naming the env, the value and the fix. For the error path, after stacking failed."""
+    for env_id, obs in zip(env_ids, items, strict=False):
+        try:
+            stack_observations(space, [obs])
+        except Exception as exc:  # numpy's and gymnasium's own words for what does not fit
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            shown = " ".join(repr(obs).split())
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            return (
+                f"env {env_id} returned the observation {shown}, which does not fit its "
+                f"observation space {space} ({text}); fix the env or a wrapper so that they agree"
+            )
+    return f"an observation does not fit the observation space {space}; fix the env or a wrapper"

@@ -69,6 +69,8 @@ __all__ = [
     "training_views",
     "tuples_as_dicts",
     "validators",
+    "writable_dir_problem",
+    "writable_file_problem",
 ]
 
 if TYPE_CHECKING:
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
         VectorEnvAbilities,
         ViewingPolicy,
     )
+    from rlblocks.contracts._validators import writable_dir_problem, writable_file_problem
     from rlblocks.contracts._views import (
         STORED_PREFIX,
         ActingViews,

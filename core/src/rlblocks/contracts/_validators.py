@@ -3,13 +3,15 @@
 Each runs once, when a config is built; its message says what the value must be and what it was,
 and the config loader puts the field path in front (``$.algo.tau: must be in (0, 1], got -1.0``).
 This module imports only the standard library, because plugin specs import config classes while
-listing plugins.
+listing plugins. It also holds the checks of paths a run will write (a directory, a file), made
+before the work that would write them.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +28,8 @@ __all__ = [
     "positive",
     "unit_interval",
     "unit_interval_open_low",
+    "writable_dir_problem",
+    "writable_file_problem",
 ]
 
 Validator = Callable[[Any, Any, Any], None]
@@ -123,3 +127,68 @@ def import_path(_inst: Any, _attribute: Any, value: Any) -> None:
         raise ValueError(
             f"must be an import path 'package.module:name' (a factory or class), got {value!r}"
         )
+
+
+# -- paths a run writes ---------------------------------------------------------------------------
+
+
+def _name_max(directory: str) -> int:
+    """The longest file name the file system of ``directory`` takes (255 where unknown)."""
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def writable_dir_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot be (or become) a directory this process writes into, as one sentence
+    naming the path and the fix; None when it can. Checked without creating anything: the path
+    or its nearest existing ancestor must be a writable directory (a file in the way, a
+    read-only or unwritable directory are refused), and each name to create must fit the file
+    system's limit on name lengths."""
+    text = os.fspath(path)
+    full = os.path.abspath(text)
+    missing: list[str] = []
+    node = full
+    while not os.path.lexists(node):
+        parent, name = os.path.split(node)
+        if parent == node:
+            break
+        missing.append(name)
+        node = parent
+    if os.path.lexists(node) and not os.path.isdir(node):
+        return (
+            f"{text} cannot be a directory: {node} is a file, not a directory; pick another "
+            "path, or move the file away"
+        )
+    limit = _name_max(node)
+    for name in missing:
+        if len(name.encode()) > limit:
+            return (
+                f"{text} has a name of {len(name.encode())} bytes ({name[:24]}...), longer than "
+                f"the {limit} the file system takes; pick a shorter name"
+            )
+    if not os.access(node, os.W_OK | os.X_OK):
+        return (
+            f"{text} cannot be written: {node} is not writable (a read-only file system or "
+            "missing permissions); pick a directory you can write to"
+        )
+    return None
+
+
+def writable_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a file cannot be written at ``path`` (its directory could not be made or written,
+    the path is a directory, or its name is too long), as one sentence; None when it can."""
+    text = os.fspath(path)
+    full = os.path.abspath(text)
+    if os.path.isdir(full):
+        return f"{text} is a directory; name a file"
+    directory, name = os.path.split(full)
+    problem = writable_dir_problem(directory)
+    if problem is not None:
+        return problem
+    if len(name.encode()) > _name_max(directory):
+        return f"{text}: the file name is longer than the file system takes; pick a shorter one"
+    if os.path.exists(full) and not os.access(full, os.W_OK):
+        return f"{text} cannot be written: the file is read-only; pick another path"
+    return None

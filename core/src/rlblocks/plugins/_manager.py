@@ -128,5 +128,13 @@ def make_plugin_manager(plugins: Iterable[object] = ()) -> pluggy.PluginManager:
     manager = RlblocksPluginManager()
     for plugin in plugins:
         manager.register(plugin)
+        if not manager.get_hookcallers(plugin):
+            manager.unregister(plugin)
+            raise ConfigError(
+                f"the hook object {_describe(plugin)} implements no rlblocks hook, so it would "
+                "never be called; give it methods named after the hooks "
+                f"({', '.join(hook_names()[:3])}, ...: rlblocks.plugins.hookspecs lists them), or "
+                "leave it out"
+            )
     manager.check_pending()
     return manager

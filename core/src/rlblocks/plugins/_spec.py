@@ -136,6 +136,10 @@ class AlgoSpec(PluginSpec):
     a run refuses to start without ``buffer.dataset`` (``--dataset``), loads it and hands it to
     the policy's ``set_dataset`` before training (GAIL's expert demonstrations). Offline
     algorithms learn from a dataset by definition and leave it False."""
+    multi_agent: bool = False
+    """The algorithm is made for multi-agent envs (an env family's, e.g. PettingZoo's) and
+    trains a single-agent env as a plain single-agent algorithm would (IPPO is PPO there): such
+    a run is made, with a warning naming what to train instead."""
     defaults: dict[str, dict[str, Any]] = field(factory=dict)
     """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
     between the sections' own defaults and the user's config file and flags."""

@@ -31,7 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.contracts import Batch, BufferAbilities, BufferFileError
+from rlblocks.contracts import (
+    Batch,
+    BufferAbilities,
+    BufferFileError,
+    ConfigError,
+    writable_dir_problem,
+)
 from rlblocks.replay._files import BufferFiles
 from rlblocks.replay._layouts import SharedRing
 from rlblocks.replay._parts import (
@@ -136,6 +142,10 @@ class ReplayBuffer(BufferFiles):
             raise ValueError("storage='memmap' needs path=<directory> for the array files")
         self.storage = storage
         self.path = None if path is None else os.path.abspath(os.fspath(path))
+        if storage == "memmap":
+            problem = writable_dir_problem(os.fspath(path))  # type: ignore[arg-type]
+            if problem is not None:
+                raise ConfigError(f"the memory-mapped buffer's path (buffer.path): {problem}")
         if int(size) < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if int(num_envs) < 1:

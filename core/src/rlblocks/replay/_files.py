@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rlblocks.contracts import BufferFileError
+from rlblocks.contracts import BufferFileError, ConfigError
 from rlblocks.replay._tree import Path, Tree, _name, _tree_leaves
 
 _HDF5_FORMAT = "rlblocks.buffer"
@@ -113,24 +113,46 @@ class BufferFiles:
     def _new_array(self, path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A zeroed storage array: in RAM, or a ``.npy`` file mapped into memory."""
         if self.storage == "memory":
-            return np.zeros(shape, dtype=dtype)
+            try:
+                return np.zeros(shape, dtype=dtype)
+            except MemoryError as exc:
+                need = int(np.prod(shape, dtype=np.float64) * dtype.itemsize)
+                raise ConfigError(
+                    f"the buffer cannot hold {self.maxsize} steps of {_name(path)!r} in memory "
+                    f"({need / 2**30:.1f} GiB for that key alone); lower buffer.size, or keep "
+                    "its arrays on disk with buffer.storage=memmap"
+                ) from exc
         if dtype.kind == "O":
             raise TypeError(
                 f"key {_name(path)!r} holds Python objects, which a memory-mapped buffer cannot "
                 "store in a file; store it as a numeric or fixed-width bytes array"
             )
-        os.makedirs(self.path, exist_ok=True)
-        # made under a fresh name (created exclusively: no link there is followed), then renamed
-        # into place, which replaces whatever entry had the name (a link, not its target)
         target = os.path.join(self.path, "data." + ".".join(path) + ".npy")
-        fd, tmp = tempfile.mkstemp(prefix=".data.", suffix=".npy.tmp", dir=self.path)
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            # made under a fresh name (created exclusively: no link there is followed), then
+            # renamed into place, which replaces whatever entry had the name (a link, not its
+            # target)
+            fd, tmp = tempfile.mkstemp(prefix=".data.", suffix=".npy.tmp", dir=self.path)
+        except OSError as exc:
+            raise BufferFileError(
+                f"cannot create the memory-mapped buffer file {target}: "
+                f"{exc.strerror or exc}; point buffer.path at a writable directory with room "
+                "for the buffer"
+            ) from exc
         os.close(fd)
         try:
             arr = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             with suppress(FileNotFoundError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise BufferFileError(
+                    f"cannot create the memory-mapped buffer file {target}: "
+                    f"{exc.strerror or exc}; point buffer.path at a writable directory with "
+                    "room for the buffer"
+                ) from exc
             raise
         return arr
 

@@ -17,6 +17,7 @@ checkpoint through ``torch.load(weights_only=True)``: nothing in a run directory
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
@@ -29,9 +30,17 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.contracts import Batch, CheckpointError, ConfigError, space_has_tuple, tuples_as_dicts
+from rlblocks.contracts import (
+    Batch,
+    CheckpointError,
+    ConfigError,
+    NonFiniteError,
+    space_has_tuple,
+    tuples_as_dicts,
+    writable_file_problem,
+)
 from rlblocks.run._advice import option
-from rlblocks.run._checkpoint import load_checkpoint
+from rlblocks.run._checkpoint import load_checkpoint, writing
 
 __all__ = ["Agent", "EvalResult", "load"]
 
@@ -136,6 +145,12 @@ class Agent:
                 "observation does not carry; use agent.evaluate(...) or an rlblocks.Collector"
             )
         batch_obs, single = _as_batch(obs, self.observation_space)
+        if not _finite_tree(batch_obs):
+            raise NonFiniteError(
+                "act() got an observation with NaN or infinite values, on which the policy's "
+                "action means nothing; check what produced it (the env, a wrapper, your own "
+                "preprocessing)"
+            )
         was_training = self.policy.training
         self.policy.train(not deterministic)
         try:
@@ -180,6 +195,7 @@ class Agent:
 
         if episodes <= 0:
             raise ConfigError(f"episodes must be positive, got {episodes}")
+        _check_seed(seed)
         if num_envs is not None and num_envs < 1:
             raise ConfigError(f"num_envs must be at least 1, got {num_envs} (None: the run's own)")
         if render:
@@ -249,6 +265,10 @@ class Agent:
                 ) from exc
         if max_frames < 1:
             raise ConfigError(f"max_frames must be at least 1, got {max_frames}")
+        _check_seed(seed)
+        problem = writable_file_problem(path)  # before the episodes are played
+        if problem is not None:
+            raise ConfigError(f"cannot write the video: {problem}")
         single = self._factory(env, render_mode="rgb_array")()
         frames: list[np.ndarray] = []
         returns, lengths = [], []
@@ -296,13 +316,18 @@ class Agent:
                 "(the returned returns and lengths are of the whole episodes)",
                 stacklevel=2,
             )
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-        if path.suffix.lower() == ".gif":
-            imageio.mimsave(tmp, frames, duration=1000.0 / rate, loop=0)
-        else:
-            imageio.mimsave(tmp, frames, fps=rate, macro_block_size=1)
-        os.replace(tmp, path)
+        try:
+            with writing(path, after="then record it again"):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if path.suffix.lower() == ".gif":
+                    imageio.mimsave(tmp, frames, duration=1000.0 / rate, loop=0)
+                else:
+                    imageio.mimsave(tmp, frames, fps=rate, macro_block_size=1)
+                os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         return EvalResult(np.asarray(returns), np.asarray(lengths, dtype=np.int64))
 
     # -- helpers ------------------------------------------------------------------------------
@@ -397,6 +422,22 @@ def _numpy(x: Any) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return x.detach().cpu().numpy()
     return np.asarray(x)
+
+
+def _check_seed(seed: Any) -> None:
+    """An env seed is None or a whole number >= 0 (gymnasium refuses negative ones)."""
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed must be a whole number >= 0 (or None), got {seed!r}")
+
+
+def _finite_tree(x: Any) -> bool:
+    """Whether every float entry of an array (or a dict of them) is finite."""
+    if isinstance(x, dict):
+        return all(_finite_tree(v) for v in x.values())
+    arr = np.asarray(x)
+    return arr.dtype.kind not in "fc" or bool(np.isfinite(arr).all())
 
 
 def _as_batch(obs: Any, space: gym.Space) -> tuple[Any, bool]:

@@ -9,6 +9,7 @@ Loading a checkpoint never unpickles code: only tensors and plain containers are
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import tempfile
@@ -19,19 +20,66 @@ from typing import IO, Any
 from rlblocks.contracts import CheckpointError
 
 
+def _write_failure(exc: BaseException) -> OSError | None:
+    """The OSError behind a failed write (a full disk, a read-only file system...): ``exc``
+    itself, or the one torch's and h5py's writers raised and then reported as their own
+    RuntimeError; None for any other failure (a bug, which keeps its traceback)."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        if isinstance(node, OSError) and not isinstance(node, CheckpointError):
+            return node
+        seen.add(id(node))
+        node = node.__cause__ or node.__context__
+    return None
+
+
+#: what to do once the disk has room again: files written before are whole (every write is
+#: atomic), and a run continues from its last checkpoint
+AFTER_RUN_WRITE = (
+    "then try again: what was written before is intact (a run continues from its last "
+    "checkpoint with `rlblocks resume`)"
+)
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str], after: str = AFTER_RUN_WRITE) -> Iterator[None]:
+    """Inside, a write that fails for want of disk space or permission is a CheckpointError
+    naming ``path``, the reason and the fix, then ``after`` (what to do next), in one line (the
+    files written before are untouched: every write is atomic)."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        cause = _write_failure(exc)
+        if cause is None:
+            raise
+        text = str(cause)
+        full = cause.errno == errno.ENOSPC or os.strerror(errno.ENOSPC) in text
+        if full:
+            reason = os.strerror(errno.ENOSPC)  # h5py says it in a paragraph of details
+        else:
+            reason = cause.strerror or (text.strip().splitlines() or ["an OS error"])[0]
+        fix = "free space on that disk" if full else "make it writable"
+        raise CheckpointError(f"cannot write {path}: {reason}; {fix}, {after}") from exc
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
     """Open a temporary sibling of ``path`` for writing; on success fsync and rename it onto
     ``path``; on failure remove it and leave ``path`` untouched."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, mode) as fh:
+        with writing(path), os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with writing(path):
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -85,17 +133,19 @@ def write_verified(
     file's, then the file is replaced, then the sidecar keeps the new digest alone."""
     path = Path(path)
     previous = [file_digest(path)] if path.is_file() else []
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, mode) as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        new = file_digest(tmp)
-        _write_sidecar(path, [new, *previous])
-        os.replace(tmp, path)
+        with writing(path):
+            with os.fdopen(fd, mode) as fh:
+                write(fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            new = file_digest(tmp)
+            _write_sidecar(path, [new, *previous])
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -320,27 +370,33 @@ class GenerationStore:
         returns extra manifest entries (counters); then checksums, rename, commit, prune."""
         import uuid
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        with writing(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
         gens = self.generations()
         number = int(gens[0].name[4:]) + 1 if gens else 1
         name = f"gen-{number:08d}"
         tmp = self.root / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
-        tmp.mkdir()
+        with writing(self.root / name):
+            tmp.mkdir()
         try:
-            extra = write(tmp) or {}
-            files = {p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+            with writing(self.root / name):
+                extra = write(tmp) or {}
+            files = {
+                p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()
+            }
             for p in tmp.iterdir():
                 with contextlib.suppress(OSError), open(p, "rb+") as fh:
                     os.fsync(fh.fileno())
             manifest = {"generation": number, "files": files, **extra}
             manifest[MANIFEST_DIGEST] = _manifest_digest(manifest)
-            with open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
+            with writing(tmp / MANIFEST), open(tmp / MANIFEST, "w", encoding="utf-8") as fh:
                 json.dump(manifest, fh, indent=1)
                 fh.flush()
                 os.fsync(fh.fileno())
             _fsync_dir(tmp)
             final = self.root / name
-            os.replace(tmp, final)
+            with writing(final):
+                os.replace(tmp, final)
             _fsync_dir(self.root)
         except BaseException:
             import shutil

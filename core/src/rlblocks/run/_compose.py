@@ -9,12 +9,14 @@ name means the same component everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import inspect
 import operator
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlblocks.contracts import BufferFileError, ConfigError, PluginLoadError
+from rlblocks.contracts import (
+    BufferAbilities,
+    BufferFileError,
+    ConfigError,
+    EnvWorkerError,
+    PluginLoadError,
+    RlblocksError,
+    writable_dir_problem,
+)
 from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import current_command, option
@@ -108,7 +118,8 @@ def make_env_fns(
             lambda: make_gym_env(env, **kwargs) for _ in range(num_envs)
         ]
     elif callable(env):
-        fns = [env] * num_envs
+        what = _factory_label(env)
+        fns = [_made_env(env, i, what) for i in range(num_envs)]
     else:
         fns = list(env)
         if not fns or not all(callable(f) for f in fns):
@@ -121,6 +132,7 @@ def make_env_fns(
                 f"one env per factory; pass num_envs={len(fns)} (or leave it out), or one "
                 "factory to get num_envs copies"
             )
+        fns = [_made_env(f, i, _factory_label(f)) for i, f in enumerate(fns)]
     layers = [_wrapper(w) for w in wrappers]
     if not layers:
         return fns
@@ -141,6 +153,13 @@ def make_env_fns(
         return make
 
     return [wrapped(f) for f in fns]
+
+
+def _factory_label(fn: Any) -> str:
+    """How errors name an env factory: its qualified name (``<lambda>`` for a lambda)."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(fn, "__module__", None)
+    return f"{module}:{name}" if module and module != "__main__" else str(name)
 
 
 def _wrapper(item: Any) -> tuple[type, dict[str, Any]]:
@@ -197,17 +216,88 @@ def import_env_namespace(env_id: str) -> None:
 
 def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
     """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace; keyword
-    arguments the env does not take are named as a config problem (``env.make_kwargs``)."""
+    arguments the env does not take are named as a config problem (``env.make_kwargs``), and an
+    env whose constructor raises is an EnvWorkerError naming it (the cause chained)."""
     import_env_namespace(env_id)
     try:
         return gym.make(env_id, **kwargs)
+    except RlblocksError:
+        raise
     except TypeError as exc:
-        if not kwargs or "argument" not in str(exc):
+        if kwargs and "argument" in str(exc):
+            raise ConfigError(
+                f"env {env_id!r} cannot be made with the keyword arguments {sorted(kwargs)}: "
+                f"{exc}; fix env.make_kwargs (--set 'env.make_kwargs={{...}}')"
+            ) from None
+        raise _unmade(env_id, exc) from exc
+    except Exception as exc:
+        raise _unmade(env_id, exc) from exc
+
+
+def _unmade(env_id: str, exc: Exception) -> EnvWorkerError:
+    """The one-line error of an env whose constructor (or gymnasium's checks of it) raised."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    said = text if isinstance(exc, gym.error.Error | ImportError) else (
+        f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    )
+    return EnvWorkerError(
+        f"env {env_id!r} could not be made: {said}; fix the env (or its env.make_kwargs), or "
+        "check that what it needs is installed"
+    )
+
+
+def checked_env_factory(fn: Callable[[], gym.Env], index: int = 0) -> Callable[[], gym.Env]:
+    """``fn`` checked when it runs (see :func:`make_env_fns`): a factory that raises, returns
+    no env or an env without spaces gets a one-line rlblocks error naming it."""
+    return _made_env(fn, index, _factory_label(fn))
+
+
+def _made_env(fn: Callable[[], gym.Env], index: int, what: str) -> Callable[[], gym.Env]:
+    """``fn`` checked when it runs: an env factory that raises is an EnvWorkerError naming it,
+    one that returns something other than an env (None: a factory that forgot ``return``) or an
+    env without spaces is a ConfigError saying what to return."""
+
+    def make() -> gym.Env:
+        try:
+            env = fn()
+        except RlblocksError:
             raise
-        raise ConfigError(
-            f"env {env_id!r} cannot be made with the keyword arguments {sorted(kwargs)}: {exc}; "
-            "fix env.make_kwargs (--set 'env.make_kwargs={...}')"
-        ) from None
+        except Exception as exc:
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise EnvWorkerError(
+                f"the env factory {what} raised {type(exc).__name__}"
+                + (f": {text}" if text else "")
+                + f" while making env {index}; fix the factory (it must return a new env)"
+            ) from exc
+        problem = env_problem(env)
+        if problem is not None:
+            with contextlib.suppress(Exception):
+                env.close()  # type: ignore[union-attr]
+            raise ConfigError(f"the env factory {what} returned {problem}")
+        return env
+
+    return make
+
+
+def env_problem(env: Any) -> str | None:
+    """Why ``env`` is no env a run can use (not an env, or an env without spaces), as the
+    end of a sentence; None when it is one."""
+    if env is None:
+        return "None, not a gymnasium env; return the env it makes (lambda: gym.make(...))"
+    if not (callable(getattr(env, "reset", None)) and callable(getattr(env, "step", None))):
+        return (
+            f"a {type(env).__name__}, not a gymnasium env (it has no reset() and step()); "
+            "return a gymnasium.Env"
+        )
+    for which in ("observation", "action"):
+        space = getattr(env, f"{which}_space", None)
+        if not isinstance(space, gym.Space):
+            return (
+                f"an env without an {which} space ({type(env).__name__}.{which}_space is "
+                f"{'missing' if space is None else repr(space)}); set self.observation_space "
+                "and self.action_space in the env's __init__"
+            )
+    return None
 
 
 def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec:
@@ -321,13 +411,44 @@ def make_buffer(
             f"are {known}"
         )
     size, num_envs = int(size), int(num_envs)
-    built = {kw: build_part(kw, n, per_part[kw], size, num_envs) for kw, n in parts.items()}
+    _check_bookkeeping_fits(name, size)
     try:
+        built = {kw: build_part(kw, n, per_part[kw], size, num_envs) for kw, n in parts.items()}
         return ReplayBuffer(size, num_envs, **own, **built)
-    except BufferFileError:
+    except (BufferFileError, ConfigError):
         raise
+    except MemoryError as exc:
+        raise ConfigError(
+            f"buffer {name!r} of size {size}: {_first_line(exc)}; lower buffer.size (the "
+            "transitions it holds), or keep its arrays on disk with buffer.storage=memmap"
+        ) from exc
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"buffer {name!r}: {exc}") from exc
+
+
+#: bytes of bookkeeping a buffer keeps in RAM per slot at the least (links, episode starts),
+#: whatever its storage: a size whose bookkeeping alone exceeds the machine's memory is refused
+#: before numpy is asked for it (a huge request can bring the process down instead of failing)
+_BOOKKEEPING_BYTES = 16
+
+
+def _check_bookkeeping_fits(name: str, size: int) -> None:
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: numpy's own error then
+        return
+    need = size * _BOOKKEEPING_BYTES
+    if ram > 0 and need > ram:
+        raise ConfigError(
+            f"buffer {name!r} of size {size}: its bookkeeping alone needs {need / 2**30:,.0f} "
+            f"GiB of memory, more than this machine's {ram / 2**30:,.0f} GiB; lower buffer.size "
+            "(the transitions it holds)"
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def buffer_options(section: Any) -> dict[str, Any]:
@@ -476,6 +597,31 @@ def _algos_for(
     return f"installed algorithms that accept these spaces: {', '.join(names)}"
 
 
+def space_problem(space: gym.Space, where: str = "") -> str | None:
+    """Why a space holds nothing a policy could read or act on (an empty Dict or Tuple, a Box
+    with a zero-sized axis, anywhere in a nest), as the end of a sentence; None when it holds
+    something. ``where`` is the entry's path so far (``['mission']``)."""
+    if isinstance(space, gym.spaces.Dict | gym.spaces.Tuple):
+        items = list(space.spaces.items()) if isinstance(space, gym.spaces.Dict) else list(
+            enumerate(space.spaces)
+        )
+        if not items:
+            kind = type(space).__name__
+            return f"has an empty {kind}" + (f" at {where}" if where else "") + ", with no entries"
+        for key, sub in items:
+            problem = space_problem(sub, f"{where}[{key!r}]")
+            if problem is not None:
+                return problem
+        return None
+    shape = getattr(space, "shape", None)
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary) and (
+        shape is not None and 0 in tuple(shape)
+    ):
+        at = f" at {where}" if where else ""
+        return f"has a {type(space).__name__} of shape {tuple(shape)}{at}, which holds no value"
+    return None
+
+
 def _check_spaces(
     spec: AlgoSpec,
     observation_space: gym.Space,
@@ -483,7 +629,15 @@ def _check_spaces(
     global_state: bool = False,
 ) -> None:
     """Refuse, naming the alternatives, an algorithm that cannot train on these spaces (or that
-    needs a multi-agent env's global state, ``global_state`` False)."""
+    needs a multi-agent env's global state, ``global_state`` False), and spaces that hold
+    nothing (an empty Dict or Tuple, a Box of size 0)."""
+    for which, space in (("observation", observation_space), ("action", action_space)):
+        problem = space_problem(space)
+        if problem is not None:
+            raise ConfigError(
+                f"the env's {which} space {space} {problem}; fix the env or drop the entry with "
+                "a wrapper (env.wrappers)"
+            )
     if _handles(spec, observation_space, action_space, global_state):
         return
     obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
@@ -539,6 +693,7 @@ def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
     check_offline(c, spec)
     if c.trainer.async_collect:
         check_async_collect(c, spec)
+    check_run_fields(c, spec)
     frames = c.buffer.stack_num
     if frames > 1 and training == "on-policy":
         raise ConfigError(
@@ -547,6 +702,88 @@ def check_training(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             "collect; stack frames in the env instead (env.wrappers = "
             '["gymnasium.wrappers:FrameStackObservation"] with kwargs {stack_size = '
             f"{frames}}}) and leave buffer.stack_num at 1"
+        )
+
+
+def check_run_fields(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
+    """Settings that contradict the algorithm or the env, found before anything is built:
+    refused when the run would break or do something else than asked, warned about (a
+    UserWarning) when they are legal but do nothing."""
+    t, training = c.trainer, spec.training
+    single_agent = env_family(c.env.id) is None
+    if c.env.policy_mapping and single_agent:
+        raise ConfigError(
+            f"$.env.policy_mapping: maps the agents of a multi-agent env to policies, and "
+            f"{c.env.id!r} is a single-agent env (one policy learns it); remove "
+            "env.policy_mapping, or train on a multi-agent env (`rlblocks list family`)"
+        )
+    if spec.multi_agent and single_agent and c.env.factory is None:
+        twins = [
+            name for name, other in get_registry("algo").loadable_specs().items()
+            if other.impl == spec.impl and not other.multi_agent
+        ]  # fmt: skip
+        instead = f"train {' or '.join(twins)} for the same result" if twins else (
+            "train a single-agent algorithm"
+        )
+        warnings.warn(
+            f"algo {c.algo_name!r} is made for multi-agent envs, and {c.env.id!r} has one "
+            f"agent: it trains as a single-agent algorithm of its policy class would; {instead}",
+            UserWarning,
+            stacklevel=2,
+        )
+    if training == "off-policy" and t.batch_size > c.buffer.size and c.buffer.dataset is None:
+        raise ConfigError(
+            f"$.trainer.batch_size: {t.batch_size} exceeds buffer.size={c.buffer.size}, so "
+            "every batch would draw the same transitions many times over; lower "
+            "trainer.batch_size or raise buffer.size"
+        )
+    n_step = getattr(c.algo, "n_step", None)
+    if (
+        training != "offline" and isinstance(n_step, int) and n_step > t.max_env_steps
+    ):  # an offline budget counts gradient steps
+        raise ConfigError(
+            f"$.algo.n_step: {n_step} exceeds trainer.max_env_steps={t.max_env_steps}, so no "
+            "return the run computes could sum that many rewards; lower algo.n_step or raise "
+            "the budget"
+        )
+    defaults = {a.name: a.default for a in attrs.fields(cfg.TrainerConfig)}
+    only = {
+        "on-policy": ("repeat_per_collect", "episode_per_collect"),
+        "off-policy": ("update_per_step", "warmup_steps"),
+    }
+    for kind, names in only.items():
+        if training == kind:
+            continue
+        given = [n for n in names if getattr(t, n) != defaults[n]]
+        if given:
+            fields = ", ".join(f"trainer.{n}={getattr(t, n)!r}" for n in given)
+            warnings.warn(
+                f"{fields}: {'it applies' if len(given) == 1 else 'they apply'} to {kind} "
+                f"algorithms, and {c.algo_name!r} trains {training}, so "
+                f"{'it does' if len(given) == 1 else 'they do'} nothing; leave "
+                f"{'it' if len(given) == 1 else 'them'} out",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
+def check_buffer_fits(c: cfg.ExperimentConfig, spec: AlgoSpec, buffer: Any) -> None:
+    """The run's buffer must give the algorithm what it learns from: windows of steps for a
+    recurrent off-policy learner, single transitions for every other off-policy one."""
+    sequences = BufferAbilities.of(buffer).sequences
+    if spec.training != "off-policy":
+        return
+    if spec.recurrent and not sequences:
+        raise ConfigError(
+            f"$.buffer.sampler: algo {c.algo_name!r} is recurrent and learns from sequences, "
+            "but the buffer samples single transitions; set buffer.sampler=sequence (and "
+            "buffer.length, the window)"
+        )
+    if sequences and not spec.recurrent:
+        raise ConfigError(
+            f"$.buffer.sampler: {c.buffer.sampler!r} samples windows of steps for recurrent "
+            f"algorithms, and {c.algo_name!r} learns from single transitions; leave "
+            "buffer.sampler out (or pick a transition sampler: uniform, prioritized)"
         )
 
 
@@ -673,8 +910,10 @@ def preflight(config: cfg.ExperimentConfig) -> None:
     """Check a resolved config as a run checks it before it trains, keeping nothing: the env id,
     the device, the loggers and their options, the trainer the algorithm needs, frame stacking,
     and whether the algorithm handles the env's spaces (one env is made with the run's wrappers
-    to read them, then closed). ``rlblocks train --dry-run`` runs it. What only a built run can
-    tell (a plugin's own checks on its envs or buffer) is left to the run."""
+    to read them, then closed), and what training builds from them: the policy (on the CPU)
+    and an online run's buffer (in memory; a memory-mapped one's directory is only checked, so
+    that nothing is written). ``rlblocks train --dry-run`` runs it. What only a running run can
+    tell (what the envs return) is left to the run."""
     spec = spec_lookup("algo", config.algo_name)
     check_env_id(config.env.id)
     resolve_device(config.run.device)
@@ -687,7 +926,22 @@ def preflight(config: cfg.ExperimentConfig) -> None:
             f"$.buffer.dataset: {config.buffer.dataset} is not a file; pass --dataset FILE with "
             "an hdf5 file written by ReplayBuffer.save_hdf5"
         )
-    check_env_spaces(spec, env_spaces(config))
+    spaces = env_spaces(config)
+    check_env_spaces(spec, spaces)
+    if spec.training != "offline" and env_family(config.env.id) is None:
+        options = buffer_options(config.buffer)
+        if options["storage"] == "memmap":
+            if options["path"] is not None:
+                problem = writable_dir_problem(options["path"])
+                if problem is not None:
+                    raise ConfigError(f"$.buffer.path: {problem}")
+        else:
+            buffer = make_buffer(config.buffer.name, config.buffer.size, config.env.num_envs,
+                                 **options)  # fmt: skip
+            check_buffer_fits(config, spec, buffer)
+            del buffer
+    if spaces is not None:
+        make_policy(config.algo_name, *spaces, device="cpu", config=config.algo)
 
 
 def check_env_spaces(spec: Any, spaces: tuple[gym.Space, gym.Space] | None) -> None:

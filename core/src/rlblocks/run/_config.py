@@ -68,6 +68,36 @@ __all__ = [
 _OVERRIDE_FORM = "write it as section.field=value, e.g. algo.lr=3e-4 or buffer.name=prioritized"
 
 
+#: How deep tables and arrays may nest in a config (a run's own config nests four levels); a
+#: deeper one is refused before anything recurses through it
+MAX_DEPTH = 32
+
+
+def _depth_problem(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests dicts and lists more than ``limit`` levels deep (walked without
+    recursion, so any depth is measured safely)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _too_deep(where: str) -> ConfigError:
+    return ConfigError(
+        f"{where}: tables and arrays nest more than {MAX_DEPTH} levels deep; a config nests "
+        "a few levels (section, field, a table of options): flatten it"
+    )
+
+
 def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a ``.toml`` or ``.json`` config file into a dict (not yet checked against the
     sections). A missing file or a syntax error raises ConfigError naming the file and line."""
@@ -89,9 +119,13 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             data: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:  # its message ends with "(at line L, column C)"
             raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        except RecursionError:
+            raise _too_deep(str(path)) from None
     else:
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise _too_deep(str(path)) from None
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg} "
@@ -101,6 +135,8 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise ConfigError(
                 f"{path}: the top level must be an object of sections, got {type(data).__name__}"
             )
+    if _depth_problem(data):
+        raise _too_deep(str(path))
     return data
 
 
@@ -118,9 +154,21 @@ def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     path = tuple(part.strip() for part in key.split("."))
     if not all(path):
         raise ConfigError(f"override {text!r} has an empty field path; {_OVERRIDE_FORM}")
+    if len(path) > MAX_DEPTH:
+        raise _too_deep(f"override {key[:40].strip()}...")
     raw = raw.strip()
     if raw == "null":
         return path, None
+    try:
+        path, value = _parse_value(path, raw)
+    except RecursionError:
+        raise _too_deep(f"override {key.strip()}") from None
+    if _depth_problem(value):
+        raise _too_deep(f"override {key.strip()}")
+    return path, value
+
+
+def _parse_value(path: tuple[str, ...], raw: str) -> tuple[tuple[str, ...], Any]:
     try:
         parsed = tomllib.loads(f"value = {raw}")
     except tomllib.TOMLDecodeError:
@@ -245,10 +293,14 @@ def build_config(
     """
     algo_spec = spec_lookup("algo", algo_name)
     user: dict[str, Any] = {}
-    for layer in (file_data or {}, flags or {}):
+    for where, layer in (("config", file_data or {}), ("flags", flags or {})):
+        if _depth_problem(layer):
+            raise _too_deep(where)
         _merge_into(user, layer)
     for override in overrides:
         path, value = parse_override(override) if isinstance(override, str) else override
+        if len(tuple(path)) > MAX_DEPTH or _depth_problem(value):
+            raise _too_deep(f"override {'.'.join(map(str, tuple(path)[:4]))}")
         _set_path(user, tuple(path), value)
     merged: dict[str, Any] = {}
     _merge_into(merged, algo_spec.defaults)

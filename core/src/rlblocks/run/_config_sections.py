@@ -3,7 +3,6 @@
 See :mod:`rlblocks.run` for how they are filled from files, flags and overrides.
 """
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +27,61 @@ def _int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], None]:
     return check
 
 
+#: the largest run seed: torch seeds its generators from an unsigned 64-bit number, and a run
+#: derives further seeds from its own by adding offsets (test envs, buffers, env workers)
+MAX_SEED = 2**63 - 1
+
+
+def _seed_value(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"must be an int >= 0 and at most 2**63 - 1, got {value!r}")
+
+
+#: the most gradient steps per env step a run takes (REDQ's 20 is the largest of the shipped
+#: algorithms); more would make one collect's updates run for hours without a line of output
+MAX_UPDATE_PER_STEP = 1000
+
+
+def _update_rate(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, int | float)
+    if not ok or not 0 <= value <= MAX_UPDATE_PER_STEP:
+        raise ValueError(
+            f"must be a number from 0 to {MAX_UPDATE_PER_STEP} (gradient steps per env step), "
+            f"got {value!r}"
+        )
+
+
+def _path_needs_memmap(inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    """``path`` is where memory-mapped arrays live: with ``storage="memory"`` it would do
+    nothing."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must name a directory, got {value!r}")
+    if inst.storage == "memory":  # (another bad storage is reported on its own line)
+        raise ValueError(
+            f"{value!r} is where storage='memmap' keeps its array files, and buffer.storage is "
+            f"{inst.storage!r}, which keeps them in RAM; set buffer.storage=memmap or leave "
+            "buffer.path out"
+        )
+
+
+#: the most frames a buffer stacks (Atari's 4 is the usual; a policy reads them all each step)
+MAX_STACK = 1024
+
+
+def _stack_fits(inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
+    size = inst.size
+    if isinstance(value, int) and value > MAX_STACK:
+        raise ValueError(f"{value} frames: a buffer stacks at most {MAX_STACK} (4 is the usual)")
+    # (a size below 1 is reported on its own line)
+    if isinstance(value, int) and isinstance(size, int) and 1 <= size < value:
+        raise ValueError(
+            f"{value} frames exceed buffer.size={size}, which never holds that many; lower "
+            "buffer.stack_num or raise buffer.size"
+        )
+
+
 def _optional_int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], None]:
     check = _int_at_least(low)
 
@@ -36,11 +90,6 @@ def _optional_int_at_least(low: int) -> Callable[[Any, attrs.Attribute, Any], No
             check(inst, attribute, value)
 
     return check_optional
-
-
-def _non_negative_number(_inst: Any, _attribute: attrs.Attribute, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise ValueError(f"must be a finite number >= 0, got {value!r}")
 
 
 def _warmup_within_budget(inst: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -182,15 +231,17 @@ class BufferConfig:
     """Registry name of a relabeller ("her"), or None."""
     writer: str | None = field(default=None, validator=_optional_name)
     """Registry name of a writer ("cached": only whole episodes enter), or None."""
-    stack_num: int = field(default=1, validator=_int_at_least(1))
-    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none)."""
+    stack_num: int = field(default=1, validator=[_int_at_least(1), _stack_fits])
+    """Frames stacked along a new axis 1 when reading obs/obs_next/info/policy (1 = none); at
+    most 1024, and at most ``size``."""
     ignore_obs_next: bool = False
     """Do not store obs_next; rebuild it from the next transition's obs (saves memory)."""
     storage: str = field(default="memory", validator=attrs.validators.in_(("memory", "memmap")))
     """Where the arrays live: "memory" (RAM) or "memmap" (.npy files under path, may exceed RAM;
     flush() makes them durable and the same path reopens them)."""
-    path: str | None = None
-    """Directory of the memory-mapped files (storage="memmap" only)."""
+    path: str | None = field(default=None, validator=_path_needs_memmap)
+    """Directory of the memory-mapped files (storage="memmap" only: with "memory" it is
+    refused, as it would do nothing)."""
     dataset: str | None = field(default=None, validator=_optional_name)
     """Offline algorithms (spec ``training="offline"``, e.g. td3bc): the hdf5 file of
     transitions the run learns from (``rlblocks train td3bc --dataset FILE``), written by
@@ -258,8 +309,8 @@ class TrainerConfig:
     backend that steps envs asynchronously (``rlblocks list env --details``: async); not for
     on-policy, offline or multi-agent runs, ``complete_episodes`` or
     ``rollout_fragment_length`` (they step every env together)."""
-    update_per_step: float = field(default=1.0, validator=_non_negative_number)
-    """Gradient steps per collected env step (off-policy)."""
+    update_per_step: float = field(default=1.0, validator=_update_rate)
+    """Gradient steps per collected env step (off-policy), at most 1000."""
     batch_size: int = field(default=64, validator=_int_at_least(1))
     """Transitions per gradient step."""
     warmup_steps: int = field(default=0, validator=[_int_at_least(0), _warmup_within_budget])
@@ -307,8 +358,8 @@ class TrainerConfig:
 class RunConfig:
     """Run-level settings: seed, device, loggers, where results go."""
 
-    seed: int = field(default=0, validator=_int_at_least(0))
-    """Seed of every random generator; env i gets ``seed + i``."""
+    seed: int = field(default=0, validator=_seed_value)
+    """Seed of every random generator; env i gets ``seed + i``. From 0 to 2**63 - 1."""
     device: str = field(default="cpu", validator=_non_empty_str)
     """Torch device of the networks (``"cpu"``, ``"cuda"``, ``"cuda:1"``)."""
     loggers: list[str] = field(factory=lambda: ["tensorboard", "csv"])

@@ -72,6 +72,7 @@ from rlblocks.run._compose import (
     EnvSource,
     async_backend_problem,
     buffer_options,
+    check_buffer_fits,
     check_torch_threads,
     check_training,
     env_spec,
@@ -214,6 +215,21 @@ def _finished_not_interrupted(result: TrainResult, trainer: BaseTrainer) -> None
         trainer.state.stop_reason = result.stop_reason
 
 
+
+
+
+
+def _hook_list(hooks: Any) -> list[object]:
+    """``hooks`` as a list, refused when it is no collection of hook objects (a single object
+    or a number would otherwise fail deep inside, or be taken apart)."""
+    if isinstance(hooks, str | bytes | Mapping) or not isinstance(hooks, Iterable):
+        raise ConfigError(
+            f"hooks must be a list of hook objects, got {type(hooks).__name__} {hooks!r:.60}; "
+            "pass hooks=[obj] (each obj with rlblocks_* hook methods)"
+        )
+    return list(hooks)
+
+
 class Experiment:
     """One run built from an :class:`~rlblocks.run.ExperimentConfig`."""
 
@@ -252,7 +268,7 @@ class Experiment:
         #: no console output at all (runs driven by tune or --seeds report their own lines)
         self.quiet = quiet
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.extra_hooks = list(hooks)
+        self.extra_hooks = _hook_list(hooks)
         #: builds the envs instead of ``config.env.id`` (``train(env=callable)``)
         self.env_factory = env_factory
         self.algo_spec = spec_lookup("algo", config.algo_name)
@@ -342,6 +358,10 @@ class Experiment:
             self.train_envs, self.test_envs = parts.train_envs, parts.test_envs
             self.policy, self.buffer = parts.policy, parts.buffer
         else:
+            # the buffer first: it needs no env, and a size that cannot hold the run fails
+            # before thousands of envs are made
+            self.buffer = run_buffer(c.env.num_envs)
+            check_buffer_fits(c, self.algo_spec, self.buffer)
             train_opts = dict(env_opts)
             if c.trainer.async_collect and c.env.backend == "auto":
                 train_opts["asynchronous"] = True  # auto then picks among async backends
@@ -357,7 +377,6 @@ class Experiment:
             space_o = stacked_space(self.train_envs.observation_space, frames)
             self.policy = run_policy(space_o, self.train_envs.action_space)
             self.policy.seed(seed)
-            self.buffer = run_buffer(c.env.num_envs)
             if c.run.init_from is not None and not resumed:
                 self._init_from(with_buffer=True)
             if self.algo_spec.uses_dataset:
@@ -367,12 +386,7 @@ class Experiment:
         abilities = BufferAbilities.of(buffers[0])
         # off-policy recurrent learners sample windows from replay; on-policy ones (recurrent
         # PPO) get the whole buffer in time order and cut their own windows
-        if self.algo_spec.recurrent and training == "off-policy" and not abilities.sequences:
-            raise ConfigError(
-                f"$.buffer.sampler: algo {c.algo_name!r} is recurrent and learns from sequences, "
-                "but the buffer samples single transitions; set buffer.sampler=sequence (and "
-                "buffer.length, the window)"
-            )
+        check_buffer_fits(c, self.algo_spec, buffers[0])
         if abilities.seedable:
             for i, member in enumerate(buffers):
                 member.seed(seed + 7919 * i)

@@ -218,8 +218,14 @@ class RunDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = _open_lock_file(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = _open_lock_file(self.path)
+        except OSError as exc:
+            raise CheckpointError(
+                f"cannot write the run directory {self.path.parent}: {exc.strerror or exc}; "
+                "pick a directory you can write to (--run-dir)"
+            ) from exc
         try:
             import fcntl
         except ImportError:  # not POSIX: no lock, as before
@@ -294,10 +300,10 @@ def _open_lock_file(path: Path) -> int:
         raise refuse
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
-    except OSError as exc:
+    except OSError:
         if path.is_symlink():  # planted between the check and the open
             raise refuse from None
-        raise ConfigError(f"cannot open the lock file {path}: {exc.strerror or exc}") from exc
+        raise  # an unwritable directory: the caller says so
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
         os.close(fd)

@@ -16,11 +16,13 @@ import torch
 from rlblocks.contracts import (
     CheckpointError,
     ConfigError,
+    writable_dir_problem,
 )
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import option
 from rlblocks.run._agent import factory_env_message
 from rlblocks.run._compose import (
+    checked_env_factory,
     resolve_device,
     spec_lookup,
 )
@@ -81,6 +83,11 @@ def resolve_train_config(
     layer (``max_env_steps``, ``overrides``, ``config``) as it would be ignored; only a config
     that records the value the run has anyway (as every config rlblocks writes does) passes.
     """
+    if run_dir is not None and not isinstance(run_dir, str | os.PathLike):
+        raise ConfigError(
+            f"run_dir must be a path (a str or pathlib.Path), got {type(run_dir).__name__} "
+            f"{run_dir!r:.40}; pass run_dir='runs/my-run'"
+        )
     offline = spec_lookup("algo", algo).training == "offline"
     if max_env_steps is not None and offline:
         raise ConfigError(
@@ -327,6 +334,9 @@ def train(
             f"names its own directory); for a new run with these settings pass {new}, to "
             f"continue that run use {cont}"
         )
+    problem = writable_dir_problem(rd)  # before anything reads or writes it
+    if problem is not None:
+        raise ConfigError(f"the run directory {problem}")
     refuse_existing_run(rd, overwrite)
     return Experiment(
         resolved, rd, hooks=hooks, env_factory=env_factory, quiet=quiet, overwrite=overwrite,
@@ -403,7 +413,7 @@ def _with_networks(
 
 def _factory_name(factory: Callable[[], gym.Env]) -> str:
     """The id a factory's env registered under, else ``module:qualname`` of the factory."""
-    probe = factory()
+    probe = checked_env_factory(factory)()
     try:
         if probe.spec is not None and probe.spec.id:
             return str(probe.spec.id)

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from rlblocks.contracts import CheckpointError, ConfigError
+from rlblocks.contracts import CheckpointError, ConfigError, writable_file_problem
 from rlblocks.run import (
     DISCARDED_PREFIX,
     REPLACED_DIR,
@@ -27,6 +27,7 @@ from rlblocks.run import (
     TESTS_FILE,
     GenerationStore,
     RunDirLock,
+    atomic_write,
     check_file,
     option,
     read_result,
@@ -117,6 +118,9 @@ def plot_runs(
     label."""
     if x not in {"env_steps", "wall_seconds"}:
         raise ConfigError(f"x must be env_steps or wall_seconds, got {x!r}")
+    problem = writable_file_problem(out)  # before the runs are read and drawn
+    if problem is not None:
+        raise ConfigError(f"cannot write the plot: {problem}")
     try:
         import matplotlib
 
@@ -195,9 +199,13 @@ def plot_runs(
             f"cannot write a plot as {out.suffix!r}; use one of "
             f"{', '.join('.' + f for f in sorted(formats))}"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    # matplotlib adds its default format's suffix to a name without one: so does the file
+    target = out if out.suffix else out.with_name(out.name + ".png")
+    try:
+        with atomic_write(target, "wb") as fh:
+            fig.savefig(fh, dpi=100, format=target.suffix[1:].lower())
+    finally:
+        plt.close(fig)
     return counts
 
 

@@ -28,6 +28,10 @@ from rlblocks.contracts import ConfigError
 __all__ = ["parse_seeds", "summarize", "train_seeds"]
 
 
+#: the most seeds one ``--seeds`` trains (each a whole run with its own directory)
+MAX_SEEDS = 1000
+
+
 def parse_seeds(text: str) -> list[int]:
     """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"1,5,9"``; ``"0-2,10"``; duplicates refused."""
     seeds: list[int] = []
@@ -35,19 +39,24 @@ def parse_seeds(text: str) -> list[int]:
         part = part.strip()
         lo, sep, hi = part.partition("-")
         try:
-            if sep:
-                a, b = int(lo), int(hi)
-                if b < a:
-                    raise ValueError
-                seeds += list(range(a, b + 1))
-            else:
-                seeds.append(int(part))
+            a, b = (int(lo), int(hi)) if sep else (int(part), int(part))
+            if b < a:
+                raise ValueError
         except ValueError:
             raise ConfigError(
                 f"seeds {text!r}: write a range or a list, e.g. 0-4 or 0,3,7"
             ) from None
+        if len(seeds) + (b - a + 1) > MAX_SEEDS:  # counted before any list is made
+            raise ConfigError(
+                f"seeds {text!r}: {len(seeds) + b - a + 1} seeds, and one command trains at "
+                f"most {MAX_SEEDS}; train fewer (e.g. 0-9), or split them over several commands "
+                "(each into its own --run-dir)"
+            )
+        seeds += list(range(a, b + 1))
     if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
         raise ConfigError(f"seeds {text!r}: seeds must be distinct and non-negative")
+    if any(s > 2**63 - 1 for s in seeds):
+        raise ConfigError(f"seeds {text!r}: a seed is at most 2**63 - 1")
     return seeds
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from rlblocks.contracts import ConfigError
+from rlblocks.contracts import ConfigError, writable_dir_problem, writable_file_problem
 from rlblocks.plugins import hookimpl
 
 __all__ = ["Distribution", "default_space", "parse_param", "tune"]
@@ -91,6 +91,12 @@ def parse_param(text: str) -> tuple[str, Distribution]:
             low, high = float(lo), float(hi)
             if not low < high or (kind == "loguniform" and low <= 0):
                 raise ValueError
+            if kind == "int" and not (low.is_integer() and high.is_integer()):
+                raise ConfigError(
+                    f"--param {text!r}: int:LOW:HIGH searches whole numbers, and {lo}:{hi} has "
+                    "a fraction; give whole bounds (e.g. int:2:3), or search floats with "
+                    "uniform:LOW:HIGH"
+                )
             return key, Distribution(kind, low, high)
         if kind == "choice":
             values = tuple(
@@ -99,12 +105,35 @@ def parse_param(text: str) -> tuple[str, Distribution]:
             if len(values) < 2:
                 raise ValueError
             return key, Distribution("choice", choices=values)
+    except ConfigError:
+        raise
     except (ValueError, tomllib.TOMLDecodeError):
         pass
     raise ConfigError(
         f"--param {text!r}: use loguniform:LOW:HIGH, uniform:LOW:HIGH, int:LOW:HIGH or "
         "choice:A|B|C (e.g. algo.lr=loguniform:1e-5:1e-2, algo.hidden_sizes=choice:[64]|[128])"
     )
+
+
+#: the first bytes of every SQLite database file
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_study_file(path: Path) -> None:
+    """A study file must be an SQLite database (an earlier tune's) or not exist yet (an empty
+    file is as good as none); anything else is refused before Optuna would write into it."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"--study {path}: cannot read it ({exc.strerror or exc})") from exc
+    if head and head != _SQLITE_HEADER:
+        raise ConfigError(
+            f"--study {path} is not an SQLite database (an Optuna study file written by "
+            "rlblocks tune); pass the .db file of an earlier tune, or a new file name"
+        )
 
 
 def default_space(config: Any) -> dict[str, Distribution]:
@@ -249,18 +278,33 @@ def tune(
     quiet_run = attrs.evolve(base_config.run, loggers=[], logger_options={})  # as trials run
     preflight(attrs.evolve(base_config, run=quiet_run))
     root = Path(run_dir) if run_dir is not None else default_run_dir(f"tune-{algo}", env_id)
-    root.mkdir(parents=True, exist_ok=True)
     study_file = Path(study_path) if study_path is not None else root / "study.db"
+    # where the results go is checked before hours of trials, not when they are written
+    config_file = Path(out) if out is not None else root / "best.toml"
+    for flag, path, kind in (("--run-dir", root, "dir"), ("--study", study_file, "file"),
+                             ("-o", config_file, "file")):  # fmt: skip
+        problem = writable_dir_problem(path) if kind == "dir" else writable_file_problem(path)
+        if problem is not None:
+            raise ConfigError(f"{flag}: {problem}")
+    _check_study_file(study_file)
+    root.mkdir(parents=True, exist_ok=True)
     study_file.parent.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=study_name or f"{algo}-{env_id}",
-        storage=f"sqlite:///{study_file.resolve()}",
-        load_if_exists=True,
-        direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0),
-    )
+    try:
+        study = optuna.create_study(
+            study_name=study_name or f"{algo}-{env_id}",
+            storage=f"sqlite:///{study_file.resolve()}",
+            load_if_exists=True,
+            direction="maximize",
+            sampler=optuna.samplers.TPESampler(seed=seed),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0),
+        )
+    except Exception as exc:  # SQLAlchemy's and Optuna's errors of a file that is no study
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"--study {study_file}: cannot open it as an Optuna study ({first}); pass the .db "
+            "file of an earlier tune, or a new file name"
+        ) from exc
 
     stopped: list[str] = []  # the stop reason of a trial cut short by SIGINT/SIGTERM
 
@@ -318,7 +362,6 @@ def tune(
     if not complete:
         raise ConfigError("no trial completed (all were pruned or failed); run more trials")
     best = study.best_trial
-    config_file = Path(out) if out is not None else root / "best.toml"
     write_toml_config(Path(best.user_attrs["run_dir"]) / "config.json", config_file, algo, best)
     report(
         f"best: trial {best.number}, mean test return {best.value:.1f}; its config: "

@@ -31,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlblocks.contracts import ConfigError
+
 __all__ = [
     "FlattenEncoder",
     "ImageEncoder",
@@ -121,6 +123,38 @@ class ImageEncoder(nn.Module):
         return self.fc(self.conv(x))
 
 
+class _NoEncoder(ConfigError, TypeError):
+    """An observation space the built-in encoder cannot read (a Text, Graph, Sequence... leaf,
+    or no leaf at all): a config problem, and a TypeError as it was before it was one."""
+
+
+def _no_encoder_message(space: gym.Space, path: tuple[Any, ...], leaf: gym.Space) -> str:
+    """The one-line refusal of an observation space with a leaf no built-in encoder reads,
+    naming the entry and both fixes: drop the entry with a wrapper, or bring an encoder."""
+    kind = type(leaf).__name__
+    if not path:
+        return (
+            f"the observation space is a {kind} space: no built-in encoder for {kind} "
+            "observations; turn the observations into arrays with a wrapper (env.wrappers), or "
+            "pass your own encoder (networks={'encoder': ...}, or algo.encoder = 'module:factory')"
+        )
+    where = "".join(f"[{k!r}]" for k in path)
+    keep = []
+    if isinstance(space, gym.spaces.Dict) and len(path) >= 1:
+        keep = [k for k in space.spaces if k != path[0]]
+    drop = (
+        "drop it with env.wrappers = [{path = 'gymnasium.wrappers:FilterObservation', kwargs = "
+        f"{{filter_keys = {keep!r}}}}}]"
+        if keep
+        else "drop it with a wrapper (env.wrappers)"
+    )
+    return (
+        f"the observation entry {where} is a {kind} space: no built-in encoder for {kind} "
+        f"observations; {drop}, or pass your own encoder (networks={{'encoder': ...}}, or "
+        "algo.encoder = 'module:factory')"
+    )
+
+
 class _Leaf(nn.Module):
     """Encodes one non-container leaf space."""
 
@@ -148,7 +182,7 @@ class _Leaf(nn.Module):
         elif isinstance(space, gym.spaces.MultiBinary):
             self.kind, self.out_dim = "binary", int(np.prod(space.shape))
         else:
-            raise TypeError(
+            raise _NoEncoder(
                 f"no built-in encoder for {type(space).__name__} observations; pass your own "
                 "encoder module (taking the observation, with an out_dim attribute)"
             )
@@ -186,9 +220,15 @@ class ObsEncoder(nn.Module):
         leaves: list[_Leaf] = []
         for path, leaf in _leaves(space):
             self.paths.append(path)
-            leaves.append(_Leaf(leaf, images, image_features))
+            try:
+                leaves.append(_Leaf(leaf, images, image_features))
+            except _NoEncoder as exc:
+                raise _NoEncoder(_no_encoder_message(space, path, leaf)) from exc
         if not leaves:
-            raise TypeError(f"the observation space {space} has no entries to encode")
+            raise _NoEncoder(
+                f"the observation space {space} has no entries to encode; fix the env so that "
+                "its observations hold something"
+            )
         self.parts = nn.ModuleList(leaves)
         self.out_dim = sum(p.out_dim for p in leaves)
         self._single = self.paths == [()]

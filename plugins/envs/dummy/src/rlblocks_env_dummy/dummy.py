@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -16,10 +17,12 @@ from rlblocks.collect import (
     as_env_ids,
     has_object_leaves,
     observation_mismatch,
+    observation_value_problem,
     stack_observations,
+    step_value_problem,
 )
 from rlblocks.collect import env_state as env_state
-from rlblocks.contracts import EnvWorkerError
+from rlblocks.contracts import EnvWorkerError, RlblocksError
 from rlblocks_env_dummy._watchdog import WATCHDOG, EnvHung, call_sites, enable_faulthandler
 
 #: What every use of a closed vector env raises (the process backends say the same).
@@ -52,7 +55,26 @@ class DummyVectorEnv(VectorEnvBase):
             isinstance(worker_timeout, bool) or not worker_timeout > 0
         ):
             raise ValueError(f"worker_timeout must be positive or None, got {worker_timeout!r}")
-        self.envs: list[gym.Env] = [fn() for fn in env_fns]
+        self._closed = True  # until every env is made (close() then has nothing to do)
+        self.envs: list[gym.Env] = []
+        for i, fn in enumerate(env_fns):
+            try:
+                env = fn()
+            except RlblocksError:
+                self._close_made()
+                raise
+            except Exception as exc:
+                self._close_made()
+                raise EnvWorkerError(f"env {i} raised while being made: {exc!r}") from exc
+            if not (callable(getattr(env, "step", None)) and callable(getattr(env, "reset", None))
+                    and isinstance(getattr(env, "observation_space", None), gym.Space)
+                    and isinstance(getattr(env, "action_space", None), gym.Space)):  # fmt: skip
+                self._close_made()
+                raise EnvWorkerError(
+                    f"env {i}'s factory returned {type(env).__name__}, not a gymnasium env with "
+                    "an observation_space and an action_space; return the env it makes"
+                )
+            self.envs.append(env)
         self.num_envs = len(self.envs)
         # env i is stepped through functions that name it in a crash's stack
         self._steps, self._resets = (
@@ -84,6 +106,9 @@ class DummyVectorEnv(VectorEnvBase):
         # envs whose episode ended (or that were never reset): a set, so that the usual step,
         # with none waiting, checks it in one truth test
         self._waiting: set[int] = set(self._all_list)
+        # envs whose step() results have not been checked yet (step_value_problem): a set, so
+        # that the usual step, with none left, checks it in one truth test
+        self._unchecked: set[int] = set(self._all_list)
         self._closed = False
         self.spec = getattr(self.envs[0], "spec", None)
         self.metadata: dict[str, Any] = getattr(self.envs[0], "metadata", {})
@@ -112,19 +137,33 @@ class DummyVectorEnv(VectorEnvBase):
         if self._box_obs:  # np.array builds [n, *shape] like np.stack, at a third of the cost
             try:
                 out = np.array(items, dtype=self._obs_dtype)
-            except ValueError:  # ragged
+            except (ValueError, TypeError, OverflowError):  # ragged, or not numbers
                 out = None
             if out is None or out.shape[1:] != self._obs_shape:
                 self._misshapen(items, ids, command)
+                self._unfit(items, ids, command)
             return out
         try:
             if self._object_obs:
                 return stack_observations(self.observation_space, items)
             out = create_empty_array(self.observation_space, n=len(items), fn=np.empty)
             return concatenate(self.observation_space, items, out)
-        except (ValueError, TypeError, KeyError, IndexError) as exc:
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
             self._misshapen(items, ids, command, exc)
+            self._unfit(items, ids, command, exc)
             raise
+
+    def _unfit(
+        self, items: Sequence[Any], ids: Sequence[int], command: str,
+        cause: BaseException | None = None,
+    ) -> None:
+        """Raise EnvWorkerError naming the env whose observation has the right shape but values
+        that do not fit its space (called once :meth:`_misshapen` found no shape to blame)."""
+        if command == "step":
+            self._waiting.update(ids)
+        name = getattr(self.spec, "id", None) or "the env"
+        problem = observation_value_problem(self.observation_space, items, ids)
+        raise EnvWorkerError(f"{name} ({command}): {problem}") from cause
 
     def _misshapen(
         self, items: Sequence[Any], ids: Sequence[int], command: str,
@@ -230,12 +269,37 @@ class DummyVectorEnv(VectorEnvBase):
         finally:
             self._busy = None
         obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
+        if self._unchecked:
+            self._check_values(id_list, rew_list, term_list, trunc_list)
         rew = np.array(rew_list, dtype=np.float64)
         terminated = np.array(term_list, dtype=bool)
         truncated = np.array(trunc_list, dtype=bool)
         if any(term_list) or any(trunc_list):
             waiting.update(i for i, t, u in zip(id_list, term_list, trunc_list) if t or u)
         return self._stack(obs_list, id_list, "step"), rew, terminated, truncated, list(infos)
+
+    def _check_values(
+        self, id_list: Sequence[int], rews: Sequence[Any], terms: Sequence[Any],
+        truncs: Sequence[Any],
+    ) -> None:
+        """Refuse (EnvWorkerError naming the env) a reward or flag of the wrong type from an
+        env's first step; the envs of this step must then be reset, as after an env error."""
+        unchecked = self._unchecked
+        for i, r, te, tr in zip(id_list, rews, terms, truncs):
+            if i not in unchecked:
+                continue
+            problem = step_value_problem(i, r, te, tr)
+            if problem is not None:
+                self._waiting.update(id_list)
+                name = getattr(self.spec, "id", None) or "the env"
+                raise EnvWorkerError(f"{name} (step): {problem}")
+            unchecked.discard(i)
+
+    def _close_made(self) -> None:
+        """Close the envs made so far (a later factory failed)."""
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                env.close()
 
     def _call(self, command: str, env_ids: Any, call: Callable[[gym.Env], Any]) -> list[Any]:
         """``call(env)`` for each env of ``env_ids``; an env that raises is an EnvWorkerError

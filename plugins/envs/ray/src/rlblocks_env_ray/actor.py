@@ -25,13 +25,14 @@ import gymnasium as gym
 import numpy as np
 
 from rlblocks.collect import env_state as env_state
-from rlblocks.collect import observation_mismatch
+from rlblocks.collect import observation_mismatch, step_value_problem
 
 Reply = tuple[Any, ...]
 
 
 class ObservationMismatch(ValueError):
-    """An env returned a Box observation of another shape than its space says (one line)."""
+    """An env returned a Box observation of another shape than its space says, or a reward or
+    flag of the wrong type (one line)."""
 
 
 class EnvActor:
@@ -44,6 +45,8 @@ class EnvActor:
         self._box_obs = False
         self._obs_shape: tuple[int, ...] = ()
         self._int_actions = False
+        #: slots whose step() results are not checked yet (step_value_problem)
+        self._unchecked: set[int] = set()
 
     def make(self) -> Reply:
         """Build the envs; answers their spaces, spec, metadata, render mode and this pid."""
@@ -58,6 +61,7 @@ class EnvActor:
             if self._box_obs:
                 self._obs_shape = tuple(first.observation_space.shape)
             self._int_actions = isinstance(first.action_space, gym.spaces.Discrete)
+            self._unchecked = set(range(len(self.envs)))
             spaces = [(e.observation_space, e.action_space) for e in self.envs]
             return "ok", (spaces, getattr(first, "spec", None), first.metadata,
                           getattr(first, "render_mode", None), os.getpid())
@@ -93,9 +97,15 @@ class EnvActor:
             actions = actions.tolist()  # plain ints: Discrete.contains checks them fastest
         try:
             obs_l, rew_l, term_l, trunc_l, info_l = [], [], [], [], []
+            unchecked = self._unchecked
             for k, s in enumerate(slots):
                 current = self.env_ids[s]
                 obs, rew, term, trunc, info = self.envs[s].step(actions[k])
+                if unchecked and s in unchecked:
+                    problem = step_value_problem(current, rew, term, trunc)
+                    if problem is not None:
+                        raise ObservationMismatch(problem)
+                    unchecked.discard(s)
                 obs_l.append(obs)
                 rew_l.append(float(rew))
                 term_l.append(bool(term))

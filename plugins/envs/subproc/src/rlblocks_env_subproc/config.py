@@ -8,7 +8,7 @@ CONTEXTS = ("fork", "spawn", "forkserver")
 
 
 def _positive_or_none(_inst: object, attribute: object, value: float | None) -> None:
-    if value is not None and value <= 0:
+    if value is not None and not value > 0:  # NaN is refused too
         raise ValueError(f"{attribute.name} must be positive or None, got {value!r}")  # type: ignore[attr-defined]
 
 

@@ -36,14 +36,16 @@ import gymnasium as gym
 import numpy as np
 
 from rlblocks.collect import env_state as env_state
+from rlblocks.collect import step_value_problem
 
 STEP, RESET, RENDER, GET_ATTR, SET_ATTR, CLOSE, SNAPSHOT, RESTORE = range(8)
 COMMAND_NAMES = ("step", "reset", "render", "get_attr", "set_attr", "close", "snapshot", "restore")
 
 
 class ObservationMismatch(ValueError):
-    """An env returned an observation its own observation space does not describe; the parent
-    reports it as one line (no worker traceback: the env, not rlblocks, is at fault)."""
+    """An env returned an observation its own observation space does not describe, or a reward
+    or flag of the wrong type; the parent reports it as one line (no worker traceback: the env,
+    not rlblocks, is at fault)."""
 
 
 def check_observations(
@@ -139,6 +141,9 @@ class EnvGroup:
         self.transport = transport
         self.where = NoTracker() if where is None else where
         self.all_slots = list(range(len(envs)))
+        # slots whose step() results are not checked yet (step_value_problem): checked on each
+        # env's first step, then the set is empty and the usual step tests it once
+        self.unchecked: set[int] = set(self.all_slots)
         self.first_id, self.last_id = self.env_ids[0], self.env_ids[-1] + 1
         transport.attach(self.env_ids, envs[0].observation_space)
 
@@ -165,9 +170,15 @@ class EnvGroup:
                 if actions is None:  # numpy integer scalars: gymnasium 1.x checks them faster
                     actions = transport.read_actions(gids)
                 obs_l, rew_l, term_l, trunc_l, info_l = [], [], [], [], []
+                unchecked = self.unchecked
                 for k, s in enumerate(slots):
                     current = where.value = env_ids[s]
                     obs, rew, term, trunc, info = envs[s].step(actions[k])
+                    if unchecked and s in unchecked:
+                        problem = step_value_problem(current, rew, term, trunc)
+                        if problem is not None:
+                            raise ObservationMismatch(problem)
+                        unchecked.discard(s)
                     obs_l.append(obs)
                     rew_l.append(float(rew))
                     term_l.append(bool(term))

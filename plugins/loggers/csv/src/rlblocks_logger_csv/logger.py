@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import numbers
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -27,8 +29,9 @@ class CsvLogger:
         self._files: dict[str, IO[str]] = {}
         self._jsonl: IO[str] | None = None
         for path in self.log_dir.glob("*.csv"):  # a resumed run appends to what is there
-            with path.open(newline="") as fh:
-                header = next(csv.reader(fh), None)
+            if path.is_symlink():  # never read through one; writing it is refused (_open_own)
+                continue
+            header = next(csv.reader(io.StringIO(_read_text(path))), None)
             if header:
                 self._columns[path.stem] = header
 
@@ -54,14 +57,19 @@ class CsvLogger:
             old.close()
         rows = []
         if path.exists():
-            with path.open(newline="") as fh:
-                rows = list(csv.DictReader(fh))
-        fh = _open_own(path, "w")
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+            rows = list(csv.DictReader(io.StringIO(_read_text(path))))
+        # the widened file replaces the old one whole (a crash leaves one or the other); the
+        # temporary file is opened without following a link either
+        tmp = path.with_name(f".{path.name}.tmp")
+        with _open_own(tmp, "w") as out:
+            writer = csv.DictWriter(out, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
         self._columns[namespace] = columns
-        return fh
+        return _open_own(path, "a")
 
     @hookimpl
     def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
@@ -118,6 +126,24 @@ def _open_own(path: Path, mode: str) -> IO[str]:
             ) from None
         raise
     return os.fdopen(fd, mode, newline="" if path.suffix == ".csv" else None)
+
+
+def _read_text(path: Path) -> str:
+    """A log file's text for the csv reader. Lines a crash or a bad disk left damaged (bytes
+    that are not UTF-8, NUL bytes) are kept with those bytes replaced, and a warning names the
+    file: a resumed run goes on logging, and nothing it logged before is dropped."""
+    raw = path.read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    damaged = "\ufffd" in text and "\ufffd" not in raw.decode("utf-8", errors="ignore")
+    if "\0" in text:
+        text, damaged = text.replace("\0", ""), True
+    if damaged:
+        warnings.warn(
+            f"{path} has damaged lines (bytes that are not UTF-8 text); they are kept with those "
+            "bytes replaced, and logging goes on",
+            stacklevel=3,
+        )
+    return text
 
 
 def _fmt(value: float) -> float | int | None:
