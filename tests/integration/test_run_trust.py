@@ -121,3 +121,23 @@ def test_train_resume_takes_trust_imports_like_resume(
     assert "trust-imports" not in capsys.readouterr().err
     assert main(["train", "dqn", "--trust-imports", "--run-dir", str(tmp_path / "n")]) != 0
     assert "--trust-imports goes with --resume or --init-from" in capsys.readouterr().err
+
+
+def test_verify_reports_what_load_and_resume_would_refuse_and_imports_nothing(
+    finished_run: Path, planted: tuple[str, Path], tmp_path: Path, capsys
+) -> None:
+    """``rlblocks verify`` checks what load and resume check: a run whose config names a
+    wrapper from an untrusted module (checksums recomputed, as whoever planted it would) fails
+    verify with that line, without importing it; ``--trust-imports`` passes it; a whole run
+    passes."""
+    from rlblocks.cli import main
+
+    module, marker = planted
+    assert main(["verify", str(finished_run)]) == 0
+    run = _plant_wrapper(finished_run, tmp_path, module)
+    assert main(["verify", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert f"refused: env.wrappers: '{module}:Wrap' names code in the module" in out
+    assert not marker.exists()
+    assert main(["verify", str(run), "--trust-imports"]) == 0
+    assert not marker.exists()  # trusted, verify still imports nothing

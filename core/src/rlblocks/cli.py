@@ -547,7 +547,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"damaged: {problem}")
     if not problems:
         print(f"{args.run_dir}: every file matches its checksum")
-    return 1 if problems else 0
+    # what load, eval and resume refuse on the trust rule (nothing is imported or contacted)
+    trust = importlib.import_module("rlblocks.run").trust_problems(
+        args.run_dir, trusted=args.trust_imports
+    )
+    for problem in trust:
+        print(f"refused: {problem}")
+    return 1 if problems or trust else 0
 
 
 # -- entry point --------------------------------------------------------------------------------
@@ -767,6 +773,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", parents=[common],
                        help="check every file of a run directory against its checksums")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--trust-imports", "--allow-import", action="store_true",
+                   help="trust the run: do not report the code, outside paths and endpoints "
+                   "its config names (as load, eval and resume with --trust-imports)")
     p.set_defaults(func=cmd_verify)
     return parser
 

@@ -87,6 +87,7 @@ __all__ = [
     "structure_options",
     "to_dict",
     "train",
+    "trust_problems",
     "verify_run",
     "write_config",
     "write_json",
@@ -171,5 +172,6 @@ if TYPE_CHECKING:
     )
     from rlblocks.run._seeding import seed_everything
     from rlblocks.run._train import resolve_train_config, resume, train
+    from rlblocks.run._trust import trust_problems
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -45,7 +45,7 @@ from rlblocks.run._advice import option
 from rlblocks.run._compose import check_env_id, logger_configs, spec_lookup
 from rlblocks.run._networks import check_network_imports
 
-__all__ = ["check_run_imports", "check_run_reach"]
+__all__ = ["check_run_imports", "check_run_reach", "trust_problems"]
 
 
 def _refuse(field: str, path: Any, module: str) -> ConfigError:
@@ -213,3 +213,30 @@ def _outside(value: str, run_dir: Path) -> str:
         if part.is_symlink():
             return f"reaches through the symbolic link {part} inside the run directory"
     return ""
+
+
+def trust_problems(run_dir: str | os.PathLike[str], trusted: bool = False) -> list[str]:
+    """What ``load``, ``eval`` or ``resume`` would refuse in ``run_dir`` on the trust rule (its
+    config naming code to import, a place outside the run to write, an endpoint to contact; a
+    symbolic link among the run's own entries), one line each; empty when nothing is. Nothing
+    is imported, written or contacted: ``rlblocks verify`` reports these beside damaged
+    files."""
+    from rlblocks.contracts import RlblocksError
+    from rlblocks.run._rundir import refuse_symlinks
+
+    run_dir = Path(run_dir)
+    problems: list[str] = []
+    try:
+        config = cfg.read_config(run_dir / "config.json", spec_lookup)
+    except RlblocksError as exc:  # a damaged config.json is reported as damaged already
+        return [f"config.json cannot be read as a config: {exc}"]
+    for check in (
+        lambda: check_run_imports(config, trusted=trusted),
+        lambda: check_run_reach(config, run_dir, trusted=trusted),
+        lambda: refuse_symlinks(run_dir),
+    ):
+        try:
+            check()
+        except RlblocksError as exc:
+            problems.append(str(exc))
+    return problems
