@@ -60,14 +60,17 @@ def _snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
 
 
 def _read_everything(run: Path, tmp: Path) -> None:
-    """What a user does with a run directory short of resuming it; each must succeed."""
+    """What a user does with a run directory short of resuming it; each must succeed, but
+    verify, which checks what resume would refuse, exits 1 unless the run is trusted (the
+    callers check the setting it names)."""
     agent = rlblocks.load(run)
     assert agent.algo == "dqn"
     assert cli(["eval", str(run), "--episodes", "1"]) == 0
     assert cli(["eval", str(run), "--episodes", "1", "--which", "latest"]) == 0
     assert cli(["describe", str(run)]) == 0
     assert cli(["plot", str(run), "-o", str(tmp / f"{run.name}.png")]) == 0
-    assert cli(["verify", str(run)]) == 0
+    assert cli(["verify", str(run), "--trust-imports"]) == 0
+    assert cli(["verify", str(run)]) == 1
 
 
 # -- files outside the run ----------------------------------------------------------------------
@@ -80,9 +83,12 @@ def test_a_memmap_folder_outside_the_run_is_written_only_when_the_user_gives_it(
     run = _copy(finished_run, tmp_path,
                 lambda c: c["buffer"].update(storage="memmap", path=str(outside)))  # fmt: skip
     before = _snapshot(run)
-    _read_everything(run, tmp_path)
-    assert _snapshot(run) == before  # none of them wrote into the run either
     capsys.readouterr()
+    _read_everything(run, tmp_path)
+    assert f"refused: buffer.path: '{outside}' is outside the run directory" in (
+        capsys.readouterr().out
+    )
+    assert _snapshot(run) == before  # none of them wrote into the run either
     assert cli(["resume", str(run), "--max-env-steps", "400"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: buffer.path: '{outside}' is outside the run directory")
@@ -147,8 +153,9 @@ def test_a_logger_server_the_run_names_is_contacted_only_when_the_user_gives_it(
     run = _copy(finished_run, tmp_path, lambda c: c["run"].update(
         loggers=["csv", "mlflow"], logger_options={"mlflow": {"tracking_uri": url}},
     ))  # fmt: skip
-    _read_everything(run, tmp_path)
     capsys.readouterr()
+    _read_everything(run, tmp_path)
+    assert f"refused: run.logger_options.mlflow.tracking_uri: {url!r}" in capsys.readouterr().out
     assert cli(["resume", str(run), "--max-env-steps", "400"]) == 2
     err = capsys.readouterr().err
     field = "run.logger_options.mlflow.tracking_uri"
