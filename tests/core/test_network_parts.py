@@ -206,4 +206,4 @@ def test_describe_lists_the_networks_an_algorithm_takes(capsys) -> None:
     assert cli(["describe", "dqn"]) == 0
     assert "networks of your own: encoder, model" in capsys.readouterr().out
     assert cli(["describe", "r2d2"]) == 0
-    assert "networks of your own: none" in capsys.readouterr().out
+    assert "networks of your own: encoder (" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,7 +170,10 @@ def test_a_signal_stops_the_seeds_with_checkpoints_and_says_how_to_resume(
     assert summary["interrupted"] == [0, 1] and summary["not_started"] == [2, 3]
     for s in (0, 1):
         assert latest_checkpoint(base / f"seed-{s}") is not None
-    assert f"{name}: stopping seeds [0, 1]" in log.read_text()
+    # the first line names the seeds still running when the signal was handled (under load a
+    # seed that took the terminal's Ctrl-C itself may already be on its way out)
+    assert re.search(rf"{name}: stopping seeds \[(0, 1|0|1)\] after their current iteration",
+                     log.read_text())  # fmt: skip
 
 
 @pytest.mark.slow

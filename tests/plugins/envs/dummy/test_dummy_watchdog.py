@@ -213,9 +213,14 @@ def _run_script(faulty: Any, mode: str, where: str = "main") -> subprocess.Compl
     env = {"PYTHONPATH": f"{folder}:{':'.join(sys.path)}"}
     import os
 
+    base = dict(os.environ)
+    if where == "thread":
+        # untraced: under coverage's tracer (CI measures subprocesses) the watchdog did not end
+        # a process whose hang sat in a thread (seen in CI; the cause is not traced yet)
+        base = {k: v for k, v in base.items() if not k.startswith("COVERAGE")}
     return subprocess.run(
         [sys.executable, "-c", SCRIPT, mode, where], capture_output=True, text=True,
-        timeout=120, env={**os.environ, **env},
+        timeout=120, env={**base, **env},
     )  # fmt: skip
 
 
