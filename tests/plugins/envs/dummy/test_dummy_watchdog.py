@@ -215,8 +215,11 @@ def _run_script(faulty: Any, mode: str, where: str = "main") -> subprocess.Compl
 
     base = dict(os.environ)
     if where == "thread":
-        # untraced: under coverage's tracer (CI measures subprocesses) the watchdog did not end
-        # a process whose hang sat in a thread (seen in CI; the cause is not traced yet)
+        # untraced: with any trace function in the threads (coverage's, which CI runs in every
+        # subprocess, or a plain threading.settrace one), the watchdog thread stalls once it has
+        # set the asynchronous exception that the sleeping thread cannot take (CPython 3.11
+        # keeps the interpreter's eval breaker set while it is pending; the watchdog thread
+        # then spins at 100% and never reaches its grace period), so the process is not ended
         base = {k: v for k, v in base.items() if not k.startswith("COVERAGE")}
     return subprocess.run(
         [sys.executable, "-c", SCRIPT, mode, where], capture_output=True, text=True,

@@ -20,7 +20,9 @@ An env stuck in native code that neither returns nor lets a signal through canno
 interrupted: a grace period later, the watchdog writes the error and the Python stack of every
 thread to stderr and ends the process (exit status 1) instead of leaving it hung for good. An
 env that holds the GIL while it hangs stops the watchdog too; only a worker process
-(``env.backend=subproc``) helps there.
+(``env.backend=subproc``) helps there. So does a trace function (a debugger, coverage) in a run
+whose hang sits in native code in another thread than the main one: the pending asynchronous
+exception keeps CPython 3.11's eval breaker set and the watchdog thread stalls.
 
 **Crashes.** An env that dies in native code (a segfault) takes this process with it. The
 backend turns on :mod:`faulthandler` (to stderr), which prints the Python stack of the crash,
