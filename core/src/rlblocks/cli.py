@@ -315,7 +315,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                 "--resume continues one run; continue each seed's run with "
                 "`rlblocks resume RUN_DIR/seed-N`"
             )
-        run_dir = args.run_dir or experiment.default_run_dir(args.algo, args.env or "default-env")
+        run_dir = args.run_dir
+        if run_dir is None:  # named by the env the runs train on, as a single run's folder is
+            env_id = args.env or experiment.resolve_train_config(
+                args.algo, seed=0, progress=False, **common
+            ).env.id
+            run_dir = experiment.default_run_dir(args.algo, str(env_id))
         summary = seeds.train_seeds(
             args.algo,
             seeds.parse_seeds(args.seeds),
@@ -466,7 +471,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     """Plot the test-return curves of one or more runs into a PNG."""
     runs = importlib.import_module("rlblocks.tools")
-    counts = runs.plot_runs(args.runs, args.out, x=args.x, title=args.title)
+    group_by = None
+    if args.group_by is not None:
+        group_by = [f.strip() for f in ",".join(args.group_by).split(",") if f.strip()]
+    counts = runs.plot_runs(
+        args.runs, args.out, x=args.x, title=args.title, group_by=group_by, label=args.label,
+        seeds=args.seeds,
+    )
     groups = ", ".join(f"{label} ({n})" for label, n in counts.items())
     # matplotlib adds its default format's suffix to a name without one
     written = args.out if Path(args.out).suffix else f"{args.out}.png"
@@ -723,11 +734,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", parents=[common], help="plot test-return curves of runs")
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN",
                    help="run directories, or folders holding some (every run below them)")
-    p.add_argument("-o", "--out", type=Path, default=Path("runs.png"), metavar="FILE.png",
-                   help="the PNG to write (default runs.png)")
+    p.add_argument("-o", "--out", type=Path, default=Path("runs.png"), metavar="FILE",
+                   help="the image to write, its format by its suffix: .png, .pdf, .svg... "
+                   "(default runs.png)")
     p.add_argument("--x", choices=("env_steps", "wall_seconds"), default="env_steps",
                    help="horizontal axis (default env_steps)")
     p.add_argument("--title", metavar="TEXT", help="plot title")
+    p.add_argument("--group-by", action="append", metavar="FIELD[,FIELD]",
+                   help="one curve per algorithm and value of these config fields (algo.lr, "
+                   "trainer.batch_size...); default: the fields that differ between an "
+                   "algorithm's runs on an env, seeds, paths, budgets and test schedules left out")
+    p.add_argument("--label", metavar="TEMPLATE",
+                   help="name each curve: {algo}, {env} and {SECTION.FIELD} placeholders, e.g. "
+                   "'{algo} lr={algo.lr}'")
+    p.add_argument("--seeds", action="store_true",
+                   help="runs of one curve are seeds: draw their interquartile mean with a 95%% "
+                   "stratified-bootstrap band (warns under 5 seeds); e.g. `rlblocks plot "
+                   "--seeds RUN_DIR` of a `train --seeds` folder")
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("tune", parents=[common], help="search hyperparameters with Optuna")

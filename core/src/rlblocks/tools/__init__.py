@@ -16,13 +16,17 @@ __all__ = [
     "describe_run",
     "describe_runs",
     "exit_status",
+    "few_seeds_note",
     "field_docs",
     "find_runs",
     "format_summary",
+    "group_runs",
     "iqm",
+    "learning_curve",
     "parse_param",
     "parse_seeds",
     "plot_runs",
+    "stratified_bootstrap",
     "summarize",
     "train_seeds",
     "tune",
@@ -37,16 +41,18 @@ if TYPE_CHECKING:
         describe_runs,
         field_docs,
         find_runs,
+        group_runs,
+        learning_curve,
         plot_runs,
     )
     from rlblocks.tools._seeds import (
         exit_status,
         format_summary,
-        iqm,
         parse_seeds,
         summarize,
         train_seeds,
     )
+    from rlblocks.tools._stats import few_seeds_note, iqm, stratified_bootstrap
     from rlblocks.tools._tuning import (
         check_space,
         default_space,

@@ -5,11 +5,13 @@ descriptions of a run directory and of an algorithm's config (``rlblocks plot`` 
 from __future__ import annotations
 
 import ast
+import difflib
 import inspect
 import itertools
 import json
 import math
 import os
+import string
 import textwrap
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,6 +37,7 @@ from rlblocks.run import (
     replaced_run_note,
     run_label,
 )
+from rlblocks.tools._stats import few_seeds_note, nan_iqm, stratified_bootstrap
 from rlblocks.trainers import time_split
 
 
@@ -105,17 +108,252 @@ def bootstrap_band(
     return mean, lo, hi
 
 
+#: Config fields that do not change what a run learns (where it writes, how often it tests or
+#: saves, its budget, its seed): left out when runs are grouped by the fields that differ.
+_NOT_GROUPED = (
+    "run.seed", "run.device", "run.loggers", "run.logger_options", "run.run_dir",
+    "run.progress", "run.torch_threads", "run.save_buffer", "run.flush_denormals",
+    "trainer.max_env_steps", "trainer.max_gradient_steps", "trainer.checkpoint_interval",
+    "trainer.log_interval", "trainer.test_interval", "trainer.test_episodes",
+    "trainer.test_screen_episodes", "trainer.stop_reward", "trainer.test_at_start",
+    "env.num_test_envs", "env.backend", "env.worker_timeout", "buffer.path", "buffer.storage",
+)  # fmt: skip
+
+
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"algo": {"lr": 1e-3}}`` -> ``{"algo.lr": 1e-3}`` (lists and scalars are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(_flatten(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
+
+
+class _Section(str):
+    """A config section in a ``--label`` template: ``{algo}`` is the algorithm's name (``{env}``
+    the env id, other sections nothing) and ``{algo.lr}`` one of its fields."""
+
+    fields: dict[str, Any]
+
+    def __new__(cls, text: str, fields: dict[str, Any]) -> _Section:
+        obj = super().__new__(cls, text)
+        obj.fields = fields
+        return obj
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.fields.get(name, "n/a")  # a field this run's config lacks (an older run)
+
+
+@attrs.define
+class _PlotRun:
+    path: Path
+    algo: str
+    env: str
+    config: dict[str, Any]  # flattened: "algo.lr" -> value
+    rows: list[dict[str, float]]
+
+
+def _read_plot_runs(run_dirs: Sequence[str | os.PathLike[str]]) -> list[_PlotRun]:
+    """The runs ``run_dirs`` name that have a finished test, with their configs; runs found in
+    a folder that cannot be read (or have no test yet) are left out with a warning, runs named
+    themselves raise."""
+    runs: list[_PlotRun] = []
+    skipped, unreadable = [], []
+    set_aside: list[Path] = []
+    for rd, named in find_runs(run_dirs, set_aside):
+        if not named and not (rd / TESTS_FILE).is_file():
+            skipped.append(str(rd))  # found in a folder, e.g. a run that is still warming up
+            continue
+        try:
+            algo, env = run_label(rd)
+            rows = read_tests(rd)
+            config = json.loads((rd / "config.json").read_text(encoding="utf-8"))
+        except (CheckpointError, OSError, ValueError) as exc:
+            if named:  # asked for by name: the user must hear why it cannot be plotted
+                raise
+            unreadable.append(str(exc))  # found in a folder: plot the others, say which
+            continue
+        if rows:
+            flat = _flatten(config) if isinstance(config, Mapping) else {}
+            runs.append(_PlotRun(rd, algo, env, flat, rows))
+    if skipped:
+        warnings.warn(
+            f"not plotted, no test finished in them yet: {', '.join(skipped)}", stacklevel=3
+        )
+    if unreadable:
+        warnings.warn(f"not plotted: {'; '.join(unreadable)}", stacklevel=3)
+    if set_aside:
+        overwrite = option("overwrite=True", "--overwrite")
+        warnings.warn(
+            f"not plotted: {', '.join(map(str, set_aside))}, an earlier run set aside by an "
+            f"interrupted start with {overwrite}, not a run of its own (`rlblocks describe` of "
+            "the run directory above it says how to restore or discard it)",
+            stacklevel=3,
+        )
+    if not runs:
+        damaged = f" ({len(unreadable)} unreadable: see the warning)" if unreadable else ""
+        raise CheckpointError(f"none of the runs has a finished test to plot{damaged}")
+    return runs
+
+
+def _group_runs(
+    runs: list[_PlotRun], group_by: Sequence[str] | None, label: str | None
+) -> dict[str, dict[str, list[_PlotRun]]]:
+    """``{env: {group label: runs}}``. Runs of one env are grouped by algorithm and by the
+    config fields that differ between that algorithm's runs there (not seeds, paths, budgets
+    or test schedules: :data:`_NOT_GROUPED`), or by the fields of ``group_by``; ``label``
+    (a template such as ``"{algo} lr={algo.lr}"``) names each group."""
+    known = sorted({k for r in runs for k in r.config})
+    for path in group_by or ():
+        if path not in known:
+            close = difflib.get_close_matches(path, known, n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise ConfigError(
+                f"--group-by {path}: no run's config has this field{hint} (fields are "
+                "SECTION.NAME as in config.json, e.g. algo.lr)"
+            )
+    if label is not None:
+        _check_label(label, known)
+    panels: dict[str, dict[str, list[_PlotRun]]] = {}
+    by_algo_env: dict[tuple[str, str], list[_PlotRun]] = {}
+    for r in runs:
+        by_algo_env.setdefault((r.env, r.algo), []).append(r)
+    for (env, algo), members in sorted(by_algo_env.items()):
+        if group_by is not None:
+            fields = list(group_by)
+        else:
+            keys = sorted({k for r in members for k in r.config} - set(_NOT_GROUPED))
+            fields = [
+                k for k in keys
+                if len({_shown(r.config.get(k)) for r in members}) > 1
+            ]  # fmt: skip
+        for r in members:
+            values = [f"{k}={_shown(r.config.get(k))}" for k in fields]
+            if label is not None:
+                name = _format_label(label, r)
+            else:
+                name = f"{algo} ({', '.join(values)})" if values else algo
+            panels.setdefault(env, {}).setdefault(name, []).append(r)
+    return panels
+
+
+def _check_label(template: str, known: Sequence[str]) -> None:
+    """Refuse a ``--label`` template whose placeholders name no run's config field."""
+    hint = "use {algo}, {env} and {SECTION.FIELD} placeholders such as {algo.lr}"
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ConfigError(f"--label {template!r}: {exc}; {hint}") from None
+    for f in fields:
+        if f in {"algo", "env"} or f in known:
+            continue
+        close = difflib.get_close_matches(f, known, n=3)
+        mean = f" (did you mean {' or '.join(close)}?)" if close else ""
+        raise ConfigError(f"--label {template!r}: no run's config has {f!r}{mean}; {hint}")
+
+
+def _format_label(template: str, run: _PlotRun) -> str:
+    sections: dict[str, dict[str, Any]] = {}
+    for path, value in run.config.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            sections.setdefault(head, {})[rest] = value
+    names = {"algo": run.algo, "env": run.env}
+
+    class _Sections(dict):
+        def __missing__(self, key: str) -> _Section:  # a section this run's config lacks
+            return _Section(names.get(key, ""), {})
+
+    mapping = _Sections({k: _Section(names.get(k, ""), v) for k, v in sections.items()})
+    try:
+        return template.format_map(mapping)
+    except (KeyError, AttributeError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"--label {template!r}: {exc!r} is not in the run's config; use {{algo}}, {{env}} "
+            "and {SECTION.FIELD} placeholders such as {algo.lr}"
+        ) from None
+
+
+def learning_curve(
+    runs: Sequence[Sequence[Mapping[str, float]]],
+    x: str = "env_steps",
+    statistic: str = "mean",
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One curve over several runs' tests (each a list of ``tests.csv`` rows):
+    ``(grid, centre, low, high)`` on the union of their test points. ``statistic`` is
+    ``"mean"`` (percentile-bootstrap band) or ``"iqm"`` (interquartile mean, stratified
+    bootstrap band as rliable draws it). A run has no value before its first test nor after
+    its last: each point is over the runs that reached it, so the curve ends where the last
+    run ended and never holds a stopped run's last value."""
+    if statistic not in {"mean", "iqm"}:
+        raise ConfigError(f"statistic must be mean or iqm, got {statistic!r}")
+    column = {"env_steps": "env_step", "wall_seconds": "wall_seconds"}.get(x)
+    if column is None:
+        raise ConfigError(f"x must be env_steps or wall_seconds, got {x!r}")
+    if not runs or any(not rows for rows in runs):
+        raise ConfigError("every run of a curve needs at least one test")
+    xs = [np.array([r[column] for r in rows], dtype=np.float64) for rows in runs]
+    ys = [np.array([r["return_mean"] for r in rows], dtype=np.float64) for rows in runs]
+    grid = np.unique(np.concatenate(xs))
+    curves = np.stack(
+        [np.interp(grid, a, b, left=np.nan, right=np.nan) for a, b in zip(xs, ys)]
+    )
+    if statistic == "mean":
+        centre, lo, hi = bootstrap_band(curves, confidence=confidence, seed=seed)
+        return grid, centre, lo, hi
+    centre = np.asarray(nan_iqm(curves, axis=0), dtype=np.float64)
+    if len(runs) < 2:
+        return grid, centre, centre.copy(), centre.copy()
+    lo, hi = stratified_bootstrap([curves], nan_iqm, confidence=confidence, seed=seed)
+    return grid, centre, lo, hi
+
+
+def group_runs(
+    run_dirs: Sequence[str | os.PathLike[str]],
+    group_by: Sequence[str] | None = None,
+    label: str | None = None,
+) -> dict[str, dict[str, list[Path]]]:
+    """How :func:`plot_runs` draws ``run_dirs``: ``{env id: {curve label: [run dirs]}}``, one
+    panel per env and one curve per group (see :func:`plot_runs` for the grouping)."""
+    panels = _group_runs(_read_plot_runs(run_dirs), group_by, label)
+    return {
+        env: {name: [r.path for r in runs] for name, runs in groups.items()}
+        for env, groups in panels.items()
+    }
+
+
 def plot_runs(
     run_dirs: Sequence[str | os.PathLike[str]],
     out: str | os.PathLike[str],
     x: str = "env_steps",
     title: str | None = None,
+    group_by: Sequence[str] | None = None,
+    label: str | None = None,
+    seeds: bool = False,
 ) -> dict[str, int]:
     """Plot the test-return curves of ``run_dirs`` (run directories, or folders holding some:
-    see :func:`find_runs`; each run once) into the PNG ``out``: one curve per (algorithm, env)
-    group, the mean over its runs with a 95% bootstrap band; a run that stopped
-    before the others (solved) holds its last test return. Returns the number of runs per group
-    label."""
+    see :func:`find_runs`; each run once) into ``out`` (PNG, PDF, SVG... by its suffix).
+
+    One panel per env, each with its own y axis. In a panel, one curve per group: runs of one
+    algorithm whose configs differ only in seeds, paths, budgets or test schedules, or that
+    share the fields of ``group_by`` (config paths such as ``"algo.lr"``); ``label`` is a
+    template naming each group (``"{algo} lr={algo.lr}"``). A curve is the mean over its
+    group's runs with a 95% bootstrap band, or with ``seeds`` the interquartile mean with a 95%
+    stratified-bootstrap band (rliable's estimators; a warning under 5 runs). At each point
+    only the runs that reached it count, so a curve stops where its last run stopped, and a
+    marker shows where each earlier run stopped (solved, or a shorter budget). Returns the
+    number of runs per curve, keyed ``"GROUP on ENV"``."""
     if x not in {"env_steps", "wall_seconds"}:
         raise ConfigError(f"x must be env_steps or wall_seconds, got {x!r}")
     problem = writable_file_problem(out)  # before the runs are read and drawn
@@ -130,74 +368,54 @@ def plot_runs(
         raise ConfigError("plotting needs matplotlib: pip install 'rlblocks[plot]'") from exc
     if not run_dirs:
         raise ConfigError("no run directories to plot")
-    groups: dict[str, list[list[dict[str, float]]]] = {}
-    skipped, unreadable = [], []
-    set_aside: list[Path] = []
-    for rd, named in find_runs(run_dirs, set_aside):
-        if not named and not (rd / TESTS_FILE).is_file():
-            skipped.append(str(rd))  # found in a folder, e.g. a run that is still warming up
-            continue
-        try:
-            algo, env = run_label(rd)
-        except CheckpointError as exc:
-            if named:  # asked for by name: the user must hear why it cannot be plotted
-                raise
-            unreadable.append(str(exc))  # found in a folder: plot the others, say which
-            continue
-        try:
-            rows = read_tests(rd)
-        except CheckpointError as exc:
-            if named:
-                raise
-            unreadable.append(str(exc))
-            continue
-        if rows:
-            groups.setdefault(f"{algo} on {env}", []).append(rows)
-    if skipped:
-        warnings.warn(
-            f"not plotted, no test finished in them yet: {', '.join(skipped)}", stacklevel=2
-        )
-    if unreadable:
-        warnings.warn(f"not plotted: {'; '.join(unreadable)}", stacklevel=2)
-    if set_aside:
-        overwrite = option("overwrite=True", "--overwrite")
-        warnings.warn(
-            f"not plotted: {', '.join(map(str, set_aside))}, an earlier run set aside by an "
-            f"interrupted start with {overwrite}, not a run of its own (`rlblocks describe` of "
-            "the run directory above it says how to restore or discard it)",
-            stacklevel=2,
-        )
-    if not groups:
-        damaged = f" ({len(unreadable)} unreadable: see the warning)" if unreadable else ""
-        raise CheckpointError(f"none of the runs has a finished test to plot{damaged}")
-    column = "env_step" if x == "env_steps" else "wall_seconds"
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    counts = {}
-    for label, runs in sorted(groups.items()):
-        xs = [np.array([r[column] for r in rows], dtype=np.float64) for rows in runs]
-        ys = [np.array([r["return_mean"] for r in rows], dtype=np.float64) for rows in runs]
-        # a run that stopped earlier (solved) holds its last test return to the group's end;
-        # before its first test a run has no value (NaN), never a later test's
-        grid = np.unique(np.concatenate(xs))
-        curves = np.stack([np.interp(grid, a, b, left=np.nan) for a, b in zip(xs, ys)])
-        mean, lo, hi = bootstrap_band(curves)
-        (line,) = ax.plot(grid, mean, label=f"{label} ({len(runs)} run{'s' * (len(runs) > 1)})")
-        if len(runs) > 1:
-            ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.25)
-        counts[label] = len(runs)
-    ax.set_xlabel("env steps" if x == "env_steps" else "wall seconds")
-    ax.set_ylabel("test return")
-    ax.set_title(title or "test return (mean over runs, 95% bootstrap band)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
     out = Path(out)
-    formats = fig.canvas.get_supported_filetypes()
+    formats = plt.figure().canvas.get_supported_filetypes()
+    plt.close("all")
     if out.suffix and out.suffix[1:].lower() not in formats:
-        plt.close(fig)
         raise ConfigError(
             f"cannot write a plot as {out.suffix!r}; use one of "
             f"{', '.join('.' + f for f in sorted(formats))}"
+        )
+    panels = _group_runs(_read_plot_runs(run_dirs), group_by, label)
+    column = "env_step" if x == "env_steps" else "wall_seconds"
+    cols = min(3, len(panels))
+    rows_n = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(
+        rows_n, cols, figsize=(6.4 * cols, 4.2 * rows_n), squeeze=False
+    )
+    counts: dict[str, int] = {}
+    few: list[str] = []
+    for ax, (env, groups) in zip(axes.flat, panels.items()):
+        for name, runs in groups.items():
+            counts[f"{name} on {env}"] = len(runs)
+            grid, centre, lo, hi = learning_curve(
+                [run.rows for run in runs], x=x, statistic="iqm" if seeds else "mean"
+            )
+            if seeds and few_seeds_note(len(runs)) is not None:
+                few.append(f"{name} on {env} ({len(runs)})")
+            xs = [np.array([r[column] for r in run.rows], dtype=np.float64) for run in runs]
+            tag = f"{name} ({len(runs)} run{'s' * (len(runs) > 1)})"
+            (line,) = ax.plot(grid, centre, label=tag)
+            if len(runs) > 1:
+                ax.fill_between(grid, lo, hi, color=line.get_color(), alpha=0.25)
+                ends = [(a[-1], np.interp(a[-1], grid, centre)) for a in xs if a[-1] < grid[-1]]
+                if ends:  # where the runs that stopped earlier stopped
+                    ax.plot(*zip(*ends), "o", color=line.get_color(), markersize=4)
+        ax.set_title(env)
+        ax.set_xlabel("env steps" if x == "env_steps" else "wall seconds")
+        ax.set_ylabel("test return")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    what = "IQM over seeds, 95% stratified bootstrap band" if seeds else (
+        "mean over runs, 95% bootstrap band"
+    )
+    fig.suptitle(title or f"test return ({what})")
+    fig.tight_layout()
+    if few:
+        warnings.warn(
+            f"{few_seeds_note(min(counts.values()))} (curves: {', '.join(few)})", stacklevel=2
         )
     # matplotlib adds its default format's suffix to a name without one: so does the file
     target = out if out.suffix else out.with_name(out.name + ".png")

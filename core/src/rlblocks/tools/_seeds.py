@@ -3,9 +3,9 @@ final returns that is honest about the spread (Agarwal et al., 2021, "Deep RL at
 statistical precipice": the interquartile mean and 95% bootstrap confidence intervals).
 
 ``rlblocks train dqn --seeds 0-4 --workers 2`` writes ``RUN_DIR/seed-0`` ... ``seed-4`` and
-``RUN_DIR/summary.json``. The intervals come from ``scipy.stats.bootstrap`` (percentile
-method) over the seeds; with one task, the stratified bootstrap of the paper is this plain
-bootstrap.
+``RUN_DIR/summary.json``. The statistics come from :mod:`rlblocks.tools._stats`, shared with
+``rlblocks plot --seeds``: percentile intervals of a bootstrap over the seeds (with one task,
+the paper's stratified bootstrap is this plain one), and a warning under 5 seeds.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlblocks.contracts import ConfigError
+from rlblocks.tools._stats import STATISTICS, few_seeds_note, stratified_bootstrap
 
 __all__ = ["parse_seeds", "summarize", "train_seeds"]
 
@@ -60,42 +61,20 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def _interval(x: np.ndarray, statistic: Callable[..., Any], seed: int) -> tuple[float, float]:
-    if len(x) < 2 or float(np.ptp(x)) == 0.0:
-        v = float(statistic(x, axis=0))
-        return v, v
-    try:
-        from scipy import stats
-    except ImportError as exc:
-        raise ConfigError(
-            "confidence intervals over seeds need scipy: pip install 'rlblocks[stats]'"
-        ) from exc
-    res = stats.bootstrap(
-        (x,), statistic, confidence_level=0.95, n_resamples=5000, method="percentile",
-        random_state=np.random.default_rng(seed),
-    )  # fmt: skip
-    ci = res.confidence_interval
-    return float(ci.low), float(ci.high)
-
-
-def iqm(x: np.ndarray, axis: int = 0) -> Any:
-    """Interquartile mean: the mean of the middle 50% of the values."""
-    from scipy import stats
-
-    return stats.trim_mean(x, 0.25, axis=axis)
-
-
 def summarize(scores: Sequence[float], seed: int = 0) -> dict[str, Any]:
-    """Mean, median, IQM (each with a 95% bootstrap interval), std, min and max of ``scores``."""
+    """Mean, median, IQM (each with a 95% bootstrap interval), std, min and max of ``scores``
+    (non-finite ones left out), and ``note``: the warning for too few seeds, or None."""
     x = np.asarray([s for s in scores if s is not None and math.isfinite(s)], dtype=np.float64)
     if len(x) == 0:
         return {"n": 0}
     out: dict[str, Any] = {"n": len(x)}
-    for name, fn in (("mean", np.mean), ("median", np.median), ("iqm", iqm)):
+    for name, fn in STATISTICS.items():
         out[name] = float(fn(x, axis=0))
-        out[f"{name}_ci95"] = list(_interval(x, fn, seed))
+        low, high = stratified_bootstrap([x], fn, resamples=5000, seed=seed)
+        out[f"{name}_ci95"] = [float(low), float(high)]
     out["std"] = float(x.std(ddof=1)) if len(x) > 1 else 0.0
     out["min"], out["max"] = float(x.min()), float(x.max())
+    out["note"] = few_seeds_note(len(x))
     return out
 
 
@@ -324,6 +303,8 @@ def train_seeds(
     handled = {r["seed"] for r in results} | set(interrupted) | set(failed_seeds)
     summary = {
         "algo": algo,
+        "run_dir": str(base),
+        "env": _env_of([base / f"seed-{r['seed']}" for r in results]),
         "seeds": [r["seed"] for r in results],
         "failed": failures,
         "interrupted": sorted(interrupted),
@@ -370,10 +351,23 @@ def _num(x: Any) -> float:
     return float(x) if x is not None else math.nan
 
 
+def _env_of(run_dirs: Sequence[Path]) -> str | None:
+    """The env id the seeds' runs trained on (from their run directories), if one."""
+    from rlblocks.run import run_label
+
+    envs = set()
+    for run_dir in run_dirs:
+        with contextlib.suppress(Exception):
+            envs.add(run_label(run_dir)[1])
+    return envs.pop() if len(envs) == 1 else None
+
+
 def format_summary(summary: dict[str, Any]) -> str:
-    """A few readable lines: final and best returns over seeds with their intervals."""
-    lines = [f"{summary['algo']}: {len(summary['seeds'])} seed(s) finished, "
-             f"{summary['solved']} solved"]  # fmt: skip
+    """A few readable lines: where the runs are, final and best returns over seeds with their
+    intervals, and the warning for too few seeds."""
+    env = f" on {summary['env']}" if summary.get("env") else ""
+    lines = [f"{summary['algo']}{env}: {len(summary['seeds'])} seed(s) finished, "
+             f"{summary['solved']} solved; runs in {summary.get('run_dir', '?')}"]  # fmt: skip
     for key, label in (("final_return", "final test return"), ("best_return", "best test return")):
         s = summary[key]
         if not s.get("n"):
@@ -385,6 +379,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"median {s['median']:.1f}, std {s['std']:.1f}, min {s['min']:.1f}, "
             f"max {s['max']:.1f} (95% bootstrap intervals)"
         )
+    note = summary["final_return"].get("note")
+    if note:
+        lines.append(f"  warning: {note}")
     for f in summary["failed"]:
         lines.append(f"  failed: {f}")
     if summary.get("interrupted"):
