@@ -292,7 +292,10 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
         """Replace the pool (its newest copy last); results of copies still in it are kept."""
         self.pool = list(pool)
         versions = {s.version for s in self.pool}
-        self._agents = {v: a for v, a in self._agents.items() if v in versions}
+        # the copy of a game under way plays it to the end, even when it left the pool
+        self._agents = {
+            v: a for v, a in self._agents.items() if v in versions or v == self._current
+        }
         self.results = {v: r for v, r in self.results.items() if v in versions}
 
     def weights(self) -> np.ndarray:
