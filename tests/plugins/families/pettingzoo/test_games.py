@@ -16,11 +16,11 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 
-from rlblocks.cli import main as cli  # noqa: E402
-from rlblocks.collect import OUTCOME_RATES, CollectStats, Collector  # noqa: E402
-from rlblocks.contracts import ConfigError  # noqa: E402
-from rlblocks.run import TestRecorder, make_policy, make_vector_env  # noqa: E402
-from rlblocks_family_pettingzoo.games import (  # noqa: E402
+from rlblocks.cli import main as cli
+from rlblocks.collect import OUTCOME_RATES, Collector, CollectStats
+from rlblocks.contracts import ConfigError
+from rlblocks.run import TestRecorder, make_policy, make_vector_env
+from rlblocks_family_pettingzoo.games import (
     GameEnv,
     Opponent,
     PolicySnapshot,
@@ -145,11 +145,11 @@ def test_an_illegal_learner_move_loses_and_is_marked() -> None:
 def test_bad_opponents_are_one_line_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not 'random', 'self' or an existing run"):
         GameEnv(opponent=str(tmp_path / "nope"))
-    with pytest.raises(ConfigError, match="self_play.sample='best'"):
+    with pytest.raises(ConfigError, match=r"self_play\.sample='best'"):
         GameEnv(opponent="self", self_play={"sample": "best"})
     with pytest.raises(ConfigError, match="unknown keys"):
         GameEnv(opponent="self", self_play={"evry": 3})
-    with pytest.raises(ConfigError, match="self_play.every=0"):
+    with pytest.raises(ConfigError, match=r"self_play\.every=0"):
         SelfPlay(every=0)
 
 
@@ -253,7 +253,7 @@ def test_self_play_opponent_acts_greedily_as_the_copy() -> None:
     snap = PolicySnapshot.of(policy, "dqn", {"hidden_sizes": [16]}, version=7)
     snap = pickle.loads(pickle.dumps(snap))  # how it travels to a worker
     env.self_play_pool = [snap]
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     assert info["opponent"] == "self:7"
     opponent = env.opponent
     agent = opponent._agents[7]

@@ -35,11 +35,10 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-
 from pettingzoo.utils.env_logger import EnvLogger
 
 from rlblocks.contracts import ConfigError
@@ -215,9 +214,7 @@ class PolicySnapshot:
     ) -> PolicySnapshot:
         """A snapshot of ``policy``'s current weights, copied to CPU."""
         state = _to_cpu(policy.state_dict())
-        return cls(
-            version, algo, algo_config, policy.observation_space, policy.action_space, state
-        )
+        return cls(version, algo, algo_config, policy.observation_space, policy.action_space, state)
 
     def agent(self) -> Any:
         """The snapshot as an :class:`rlblocks.run.Agent` on CPU."""
@@ -271,9 +268,7 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
     ) -> None:
         _GreedyPlayer.__init__(self)
         if sample not in SAMPLE_RULES:
-            raise ConfigError(
-                f"self_play.sample={sample!r}; use one of {', '.join(SAMPLE_RULES)}"
-            )
+            raise ConfigError(f"self_play.sample={sample!r}; use one of {', '.join(SAMPLE_RULES)}")
         if not (isinstance(priority_power, int | float) and priority_power >= 0):
             raise ConfigError(
                 f"self_play.priority_power={priority_power!r}; give a number >= 0 (2 is "
@@ -408,7 +403,7 @@ class GameEnv(gym.Env):
     :class:`SelfPlayOpponent`); ``test_opponent``: who plays while a self-play pool is empty
     (test envs)."""
 
-    metadata = {"render_modes": ["human", "ansi", "rgb_array"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["human", "ansi", "rgb_array"]}
 
     def __init__(
         self,
@@ -597,9 +592,7 @@ class SelfPlay:
     def __init__(self, every: int = 1000, pool_size: int = 10) -> None:
         for name, value in (("every", every), ("pool_size", pool_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(
-                    f"self_play.{name}={value!r}; give a whole number >= 1"
-                )
+                raise ConfigError(f"self_play.{name}={value!r}; give a whole number >= 1")
         self.every = every
         self.pool_size = pool_size
         self.pool: list[PolicySnapshot] = []
