@@ -19,6 +19,7 @@ pytest.importorskip("pettingzoo")
 from rlblocks.cli import main as cli
 from rlblocks.collect import OUTCOME_RATES, Collector, CollectStats
 from rlblocks.contracts import ConfigError
+from rlblocks.plugins import hookimpl
 from rlblocks.run import TestRecorder, make_policy, make_vector_env
 from rlblocks_family_pettingzoo.games import (
     GameEnv,
@@ -357,3 +358,39 @@ def test_training_run_records_rates_and_eval_prints_them(
     assert cli(["eval", str(saved_run), "--episodes", "4", "--opponent",
                 str(tmp_path / "missing")]) != 0  # fmt: skip
     assert "not 'random', 'self' or an existing run" in capsys.readouterr().err
+
+
+def test_a_self_play_run_fills_its_worker_envs_pools_and_checkpoints_them(tmp_path: Path) -> None:
+    """A run on a games/ id with opponent="self" gets the SelfPlay hook by itself; its copies
+    reach envs in worker processes (subproc), and its checkpoints keep the pool."""
+    import torch
+
+    import rlblocks
+
+    run = tmp_path / "selfplay"
+    seen: list[list[int]] = []
+
+    class Watch:
+        @hookimpl(trylast=True)  # after SelfPlay's
+        def rlblocks_rollout_end(self, trainer: Any) -> None:
+            pools = trainer.train_collector.envs.get_attr("self_play_pool")
+            seen.append(sorted({s.version for pool in pools for s in pool}))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = rlblocks.train(
+            "dqn", env=TTT, backend="subproc", num_envs=2, run_dir=run, quiet=True,
+            max_env_steps=400, loggers=[], hooks=[Watch()],
+            overrides=["env.num_test_envs=1", "trainer.test_episodes=4",
+                       "trainer.warmup_steps=50", "algo.hidden_sizes=[16]",
+                       "env.make_kwargs.opponent=self",
+                       'env.make_kwargs.self_play={"every": 20, "pool_size": 2}'],
+        )  # fmt: skip
+    assert result.env_steps >= 400
+    assert seen[0] == [0]  # the first copy arrives after the first collect
+    assert len(seen[-1]) == 2 and seen[-1][-1] >= 2  # refreshed, the newest two kept
+    ckpt = next(run.glob("checkpoints/gen-*/latest.pt"))
+    saved = torch.load(ckpt, weights_only=True)["plugins"]["self_play"]
+    assert len(saved["versions"]) == 2 and saved["refreshes"] >= 3
+    header = (run / "tests.csv").read_text().splitlines()[0].split(",")
+    assert header[-3:] == list(OUTCOME_RATES)  # tests play the random fallback

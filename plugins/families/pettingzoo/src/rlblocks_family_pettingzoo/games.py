@@ -583,7 +583,7 @@ class GameEnv(gym.Env):
 class SelfPlay:
     """The trainer's side of self-play: a hook object that copies the learner's policy into the
     training envs' opponent pools (``set_attr("self_play_pool", ...)``, which reaches envs in
-    worker processes too) when training starts and then every ``every`` gradient steps (checked
+    worker processes too) after the first collect and then every ``every`` gradient steps (checked
     after each collect), keeping the newest ``pool_size`` copies. A run on a ``games/`` id with
     ``opponent="self"`` gets one by itself (``env.make_kwargs.self_play.every``/``pool_size``);
     in Python pass ``hooks=[SelfPlay(...)]`` for envs of your own. The pool's versions and
