@@ -443,10 +443,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
         rec = agent.record(args.video, env=args.env, seed=args.seed, fps=args.fps, **video)
         print(f"video: {args.video} ({rec})")
     game = {"opponent": str(args.opponent)} if args.opponent is not None else None
-    result = agent.evaluate(
-        env=args.env, episodes=args.episodes, seed=args.seed, render=args.render,
-        backend=args.backend, make_kwargs=game,
-    )  # fmt: skip
+    try:
+        result = agent.evaluate(
+            env=args.env, episodes=args.episodes, seed=args.seed, render=args.render,
+            backend=args.backend, make_kwargs=game,
+        )  # fmt: skip
+    except RlblocksError as exc:
+        if game is not None and "keyword arguments ['opponent']" in str(exc):
+            raise RlblocksError(
+                f"--opponent picks the opponent of a two-player game env (games/...); "
+                f"{args.env or agent.env_id!r} takes none: leave --opponent out"
+            ) from exc
+        raise
     print(f"eval: {result}")
     if args.json is not None:
         from rlblocks.run import write_json
