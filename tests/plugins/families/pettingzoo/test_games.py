@@ -152,6 +152,9 @@ def test_bad_opponents_are_one_line_errors(tmp_path: Path) -> None:
         GameEnv(opponent="self", self_play={"evry": 3})
     with pytest.raises(ConfigError, match=r"self_play\.every=0"):
         SelfPlay(every=0)
+    # a run's config is data: a game from a module nobody imported is not imported for it
+    with pytest.raises(ConfigError, match="importing it runs its code"):
+        GameEnv("not_imported_games_module:env")
 
 
 # -- collectors count outcomes; tests.csv and the logs get the rates ------------------------------

@@ -32,6 +32,7 @@ import copy
 import importlib
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ import numpy as np
 from pettingzoo.utils.env_logger import EnvLogger
 
 from rlblocks.contracts import ConfigError
+from rlblocks_family_pettingzoo.multiagent import KNOWN_PACKAGES
 
 __all__ = [
     "GAMES",
@@ -386,6 +388,12 @@ def _game_factory(game: str) -> Callable[[], Any]:
             f"game {game!r}: name a PettingZoo AEC constructor, 'module:env' (e.g. "
             "'pettingzoo.classic.tictactoe_v3:env')"
         )
+    # a run's config is data: it may name PettingZoo's games, or a module already imported
+    if module not in sys.modules and module.split(".")[0] not in KNOWN_PACKAGES:
+        raise ConfigError(
+            f"game {game!r} comes from the module {module!r}, and importing it runs its code; "
+            "import it yourself first (games from pettingzoo need no import)"
+        )
     try:
         fn = getattr(importlib.import_module(module), ctor)
     except (ImportError, AttributeError) as exc:
@@ -430,14 +438,16 @@ class GameEnv(gym.Env):
                 f"seat={seat!r}; use 'alternate', 'random' or one of the seats {self.seats}"
             )
         self.seat_rule = seat
-        spaces = {repr(self.aec.observation_space(a)) for a in self.seats}
-        actions = {repr(self.aec.action_space(a)) for a in self.seats}
-        first = self.seats[0]
+        # the learner's seats: one fixed seat, or every seat (whose spaces must then agree)
+        learner_seats = [seat] if seat in self.seats else self.seats
+        spaces = {repr(self.aec.observation_space(a)) for a in learner_seats}
+        actions = {repr(self.aec.action_space(a)) for a in learner_seats}
+        first = learner_seats[0]
         obs_space = self.aec.observation_space(first)
         if len(spaces) > 1 or len(actions) > 1:
             raise ConfigError(
                 f"game {game!r}: its seats have different observation or action spaces, so one "
-                "policy cannot play every seat; use seat='<agent>' with a game whose seats agree"
+                f"policy cannot play every seat; give the learner one seat (seat='{first}')"
             )
         if not (isinstance(obs_space, gym.spaces.Dict) and "action_mask" in obs_space.spaces):
             raise ConfigError(
