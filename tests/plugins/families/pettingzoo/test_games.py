@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("pettingzoo")
 
 from rlblocks.cli import main as cli
-from rlblocks.collect import OUTCOME_RATES, Collector, CollectStats
+from rlblocks.collect import OUTCOME_RATES, AsyncCollector, Collector, CollectStats
 from rlblocks.contracts import ConfigError
 from rlblocks.plugins import hookimpl
 from rlblocks.run import TestRecorder, make_policy, make_vector_env
@@ -174,11 +174,14 @@ class RandomLegalPolicy:
         return act
 
 
-@pytest.mark.parametrize("backend", ["dummy", "subproc"])
-def test_collector_counts_outcomes(backend: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "collector"),
+    [("dummy", Collector), ("subproc", Collector), ("subproc", AsyncCollector)],
+)
+def test_collector_counts_outcomes(backend: str, collector: type) -> None:
     envs = make_vector_env(backend, TTT, num_envs=2, seed=0, make_kwargs={"opponent": "random"})
     try:
-        stats = Collector(None, envs, None, seed=0).collect(n_episode=40, random=True)
+        stats = collector(None, envs, None, seed=0).collect(n_episode=40, random=True)
     finally:
         envs.close()
     assert sum(stats.outcomes.values()) == stats.n_episode == 40
