@@ -26,7 +26,7 @@ _FENCE = re.compile(
 )
 TUTORIALS = (
     "batch", "buffers", "vector-envs", "collector", "policy", "networks", "trainer", "hooks",
-    "views", "atari", "multiagent",
+    "views", "atari", "multiagent", "games",
 )  # fmt: skip
 
 

@@ -447,10 +447,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
             video["max_frames"] = args.max_frames
         rec = agent.record(args.video, env=args.env, seed=args.seed, fps=args.fps, **video)
         print(f"video: {args.video} ({rec})")
-    result = agent.evaluate(
-        env=args.env, episodes=args.episodes, seed=args.seed, render=args.render,
-        backend=args.backend,
-    )  # fmt: skip
+    game = {"opponent": str(args.opponent)} if args.opponent is not None else None
+    try:
+        result = agent.evaluate(
+            env=args.env, episodes=args.episodes, seed=args.seed, render=args.render,
+            backend=args.backend, make_kwargs=game,
+        )  # fmt: skip
+    except RlblocksError as exc:
+        if game is not None and "keyword arguments ['opponent']" in str(exc):
+            raise RlblocksError(
+                f"--opponent picks the opponent of a two-player game env (games/...); "
+                f"{args.env or agent.env_id!r} takes none: leave --opponent out"
+            ) from exc
+        raise
     print(f"eval: {result}")
     if args.json is not None:
         from rlblocks.run import write_json
@@ -463,6 +472,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 "lengths": result.lengths.tolist(),
                 "mean": result.mean,
                 "std": result.std,
+                **({"outcomes": result.outcomes, **result.outcome_rates}
+                   if result.outcomes else {}),
             },
         )
     return 0
@@ -689,6 +700,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="play this gymnasium env id instead of the run's own env (needed for a "
                    "run trained on an env factory)")
     p.add_argument("--backend", default="dummy", metavar="NAME", help="vector-env backend")
+    p.add_argument("--opponent", metavar="random|RUN",
+                   help="two-player games (games/... envs): play against this opponent, "
+                   "'random' or a run directory (sets env.make_kwargs.opponent); prints the "
+                   "win/draw/loss rates")
     p.add_argument("--device", metavar="DEV", help="torch device (default cpu; auto picks CUDA)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the returns as JSON")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",

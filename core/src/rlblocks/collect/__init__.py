@@ -13,6 +13,8 @@ from rlblocks._lazy import attach
 
 __all__ = [
     "NO_IDS",
+    "OUTCOME_NAMES",
+    "OUTCOME_RATES",
     "TIANSHOU_KEYS",
     "AsyncCollector",
     "CollectStats",
@@ -63,7 +65,13 @@ if TYPE_CHECKING:
         to_numpy_tree,
         vdot,
     )
-    from rlblocks.collect._stats import TIANSHOU_KEYS, CollectStats, EpisodeTally
+    from rlblocks.collect._stats import (
+        OUTCOME_NAMES,
+        OUTCOME_RATES,
+        TIANSHOU_KEYS,
+        CollectStats,
+        EpisodeTally,
+    )
     from rlblocks.collect._vector_env import (
         VectorEnvBase,
         as_env_ids,

@@ -297,7 +297,9 @@ class AsyncCollector(Collector):
             time.sleep(render)
         if self._views is not None:  # before _end_step restarts finished episodes
             self._views.record(ids, self._act_rows[ids], rew, obs_next)
-        retired = self._end_step(ids, rew, terminated, truncated, obs_next, tally, made_up)
+        retired = self._end_step(
+            ids, rew, terminated, truncated, obs_next, tally, made_up, infos
+        )
         put_rows(self._obs, ids, obs_next)
         return ids[~np.isin(ids, retired)] if len(retired) else ids
 

@@ -35,7 +35,7 @@ from rlblocks.collect._rows import (
     to_numpy_tree,
     vdot,
 )
-from rlblocks.collect._stats import CollectStats, EpisodeTally
+from rlblocks.collect._stats import CollectStats, EpisodeTally, count_outcome
 from rlblocks.contracts import (
     ActingViews,
     Batch,
@@ -511,6 +511,7 @@ class Collector:
         obs_next: Any,
         tally: EpisodeTally,
         made_up: np.ndarray = NO_IDS,
+        infos: Any = None,
     ) -> np.ndarray:
         """Book one step of envs ``ids``: episode sums; for finished episodes their return and
         length, a recurrent-state reset, and either an env reset (its first obs written into
@@ -520,7 +521,8 @@ class Collector:
         update whole arrays instead of gathering and scattering rows. Rows ``made_up`` are a
         restarted worker's made-up steps (truncated): they never happened, so they are not
         counted as steps, and the episodes they cut short are not counted as finished (in
-        ``n_episode`` mode another episode is started in their place)."""
+        ``n_episode`` mode another episode is started in their place). ``infos``: the step's
+        infos (one per row), whose ``"outcome"`` at an episode's end is counted (games)."""
         every = ids is self._all_ids
         tally.steps += len(ids)
         if every:
@@ -544,6 +546,10 @@ class Collector:
             if tally.n_episode is not None:  # cut short: another episode may start instead
                 tally.started -= len(finished) - len(counted)
         tally.episodes += len(counted)
+        if infos is not None and isinstance(infos, list | tuple):
+            counted_rows = rows if len(made_up) == 0 else rows[~np.isin(rows, made_up)]
+            for r in counted_rows:
+                count_outcome(tally.outcomes, infos[r])
         tally.returns.append(self._ep_return[counted])  # fancy indexing copies
         tally.lengths.append(self._ep_len[counted])
         self._ep_return[finished] = 0
@@ -795,7 +801,7 @@ class Collector:
                 if self._views is not None:
                     self._views.record(active, act, rew, obs_next)
                 retired = self._end_step(
-                    active, rew, terminated, truncated, obs_next, tally, made_up
+                    active, rew, terminated, truncated, obs_next, tally, made_up, _info
                 )
                 if all_active:
                     self._obs = obs_next

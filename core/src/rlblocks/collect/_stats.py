@@ -3,7 +3,7 @@ while it runs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,9 @@ class CollectStats:
     """Length of each finished episode."""
     seconds: float = 0.0
     """Wall time of the call."""
+    outcomes: dict[str, int] = field(factory=dict)
+    """Finished episodes per ``info["outcome"]`` of their last step (``"win"``, ``"draw"``,
+    ``"loss"``: games, see :data:`OUTCOME_RATES`); empty for envs that report none."""
 
     @property
     def steps_per_s(self) -> float:
@@ -48,6 +51,17 @@ class CollectStats:
     def mean_length(self) -> float:
         """Mean episode length (nan when no episode finished)."""
         return float(self.lengths.mean()) if len(self.lengths) else float("nan")
+
+    @property
+    def outcome_rates(self) -> dict[str, float]:
+        """``{"win_rate": .., "draw_rate": .., "loss_rate": ..}`` over the episodes that reported
+        an outcome; empty when none did (envs that are no games)."""
+        total = sum(self.outcomes.values())
+        if not total:
+            return {}
+        return {
+            f"{name}_rate": self.outcomes.get(name, 0) / total for name in OUTCOME_NAMES
+        }
 
     def keys(self) -> tuple[str, ...]:
         """The keys ``stats[key]`` accepts: the fields, the derived values, Tianshou's keys."""
@@ -84,13 +98,28 @@ class CollectStats:
                 return_max=float(np.max(self.returns)),
                 length_mean=float(self.lengths.mean()),
             )
+        out.update(self.outcome_rates)
         return out
+
+
+#: the outcomes of games whose rates stats report (``info["outcome"]`` at an episode's end)
+OUTCOME_NAMES = ("win", "draw", "loss")
+#: the scalars and ``tests.csv`` columns of those rates
+OUTCOME_RATES = tuple(f"{name}_rate" for name in OUTCOME_NAMES)
+
+
+def count_outcome(outcomes: dict[str, int], info: Any) -> None:
+    """Count ``info["outcome"]`` (a finished episode's last step info) into ``outcomes``."""
+    if isinstance(info, Mapping):
+        outcome = info.get("outcome")
+        if isinstance(outcome, str):
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
 
 
 #: ``CollectStats`` read by name: its fields and derived values
 _STATS_NAMES = (
     "n_step", "n_episode", "returns", "lengths", "seconds", "steps_per_s", "mean_return",
-    "std_return", "mean_length",
+    "std_return", "mean_length", "outcomes", "outcome_rates",
 )  # fmt: skip
 
 
@@ -116,7 +145,9 @@ class EpisodeTally:
     """What one ``collect`` call has done so far: steps, finished episodes and (in
     complete-episodes mode) how many episodes were started."""
 
-    __slots__ = ("closing", "episodes", "lengths", "n_episode", "returns", "started", "steps")
+    __slots__ = (
+        "closing", "episodes", "lengths", "n_episode", "outcomes", "returns", "started", "steps",
+    )  # fmt: skip
 
     def __init__(self, n_episode: int | None, started: int) -> None:
         self.n_episode = n_episode
@@ -127,6 +158,8 @@ class EpisodeTally:
         self.episodes = 0
         self.returns: list[np.ndarray] = []
         self.lengths: list[np.ndarray] = []
+        #: finished episodes per ``info["outcome"]`` (games)
+        self.outcomes: dict[str, int] = {}
 
     def stats(self, seconds: float) -> CollectStats:
         return CollectStats(
@@ -135,4 +168,5 @@ class EpisodeTally:
             returns=np.concatenate(self.returns) if self.returns else np.zeros(0),
             lengths=(np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)),
             seconds=seconds,
+            outcomes=dict(self.outcomes),
         )

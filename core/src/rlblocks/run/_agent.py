@@ -53,6 +53,15 @@ class EvalResult:
 
     returns: np.ndarray
     lengths: np.ndarray
+    outcomes: dict[str, int] = attrs.field(factory=dict)
+    """Episodes per ``info["outcome"]`` (game envs: ``"win"``, ``"draw"``, ``"loss"``)."""
+
+    @property
+    def outcome_rates(self) -> dict[str, float]:
+        """The learner's ``win_rate``, ``draw_rate`` and ``loss_rate`` (empty but for games)."""
+        from rlblocks.collect import CollectStats
+
+        return CollectStats(outcomes=self.outcomes).outcome_rates
 
     @property
     def mean(self) -> float:
@@ -65,9 +74,16 @@ class EvalResult:
         return float(np.std(self.returns)) if len(self.returns) else math.nan
 
     def __str__(self) -> str:
+        rates = self.outcome_rates
+        games = (
+            ", " + ", ".join(f"{k.removesuffix('_rate')} {v:.0%}" for k, v in rates.items())
+            if rates
+            else ""
+        )
         return (
             f"{len(self.returns)} episodes: return {self.mean:.2f} +- {self.std:.2f}, "
             f"length {float(np.mean(self.lengths)) if len(self.lengths) else math.nan:.1f}"
+            f"{games}"
         )
 
 
@@ -179,6 +195,7 @@ class Agent:
         backend: str = "dummy",
         deterministic: bool = True,
         render: bool = False,
+        make_kwargs: Mapping[str, Any] | None = None,
     ) -> EvalResult:
         """Run ``episodes`` whole episodes and return their returns and lengths.
 
@@ -189,6 +206,9 @@ class Agent:
         ``render`` opens the env's human render mode (a window) and steps one env. The run's
         ``env.wrappers`` wrap its own env (not ``train_wrappers``: scores are the env's own), and
         a run that stacked frames (``buffer.stack_num``) acts on stacks here too.
+        ``make_kwargs`` go to ``gymnasium.make`` over the run's own (an id only), e.g.
+        ``{"opponent": "random"}`` for a game env; game envs report win/draw/loss counts
+        (``result.outcomes``, ``result.outcome_rates``).
         """
         from rlblocks.collect import Collector
         from rlblocks.run._compose import make_vector_env
@@ -203,6 +223,13 @@ class Agent:
             num_envs = 1
         n = num_envs or min(episodes, max(1, int(self.config.env.num_test_envs)))
         source, kwargs = self._env_source(env)
+        if make_kwargs:
+            if not isinstance(source, str):
+                raise ConfigError(
+                    "make_kwargs go to gymnasium.make, so they need an env id (the run's own, "
+                    "or env='Id'), not an env factory"
+                )
+            kwargs = {**(kwargs or {}), **dict(make_kwargs)}
         if isinstance(source, list):  # a list of factories brings its own number of envs
             n = len(source)
         wrappers = list(self.config.env.wrappers) if env is None else []
@@ -227,7 +254,11 @@ class Agent:
         returns = np.asarray(stats.returns, dtype=np.float64)
         if returns.ndim > 1:  # vector rewards: one return per episode, summed over components
             returns = returns.reshape(len(returns), -1).sum(axis=1)
-        return EvalResult(returns=returns, lengths=np.asarray(stats.lengths, dtype=np.int64))
+        return EvalResult(
+            returns=returns,
+            lengths=np.asarray(stats.lengths, dtype=np.int64),
+            outcomes=dict(stats.outcomes),
+        )
 
     def record(
         self,

@@ -197,7 +197,32 @@ def stacked_space(space: gym.Space, frames: int) -> gym.Space:
 ENV_NAMESPACES: dict[str, tuple[str, str]] = {
     "ALE": ("ale_py", "pip install 'rlblocks[atari]' (the Arcade Learning Environment, ale-py)"),
     "rlblocks": ("rlblocks.run._envs", "it ships with rlblocks itself; reinstall rlblocks"),
+    "games": (
+        "rlblocks_family_pettingzoo.games",
+        "pip install rlblocks-family-pettingzoo (two-player games from PettingZoo's classic set)",
+    ),
 }
+
+
+def env_run_hooks(env_id: str, config: Mapping[str, Any], trusted: bool = True) -> list[object]:
+    """Hook objects a run on the gymnasium id ``env_id`` needs on the trainer's side: an env
+    class may define ``rlblocks_run_hooks(config) -> list`` (``config``: the run's config as
+    plain data), e.g. the games' self-play, which copies the learner into the envs' opponent
+    pools. None for env-family ids and envs without it."""
+    if env_family(env_id) is not None:
+        return []
+    try:
+        entry = env_spec(env_id, trusted=trusted).entry_point
+    except ConfigError:
+        return []  # making the env says what is wrong with it
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        try:
+            entry = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError):
+            return []  # making the env says what is wrong with it
+    hooks = getattr(entry, "rlblocks_run_hooks", None)
+    return list(hooks(config)) if callable(hooks) else []
 
 
 def import_env_namespace(env_id: str) -> None:

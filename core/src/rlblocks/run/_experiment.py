@@ -75,6 +75,7 @@ from rlblocks.run._compose import (
     check_buffer_fits,
     check_torch_threads,
     check_training,
+    env_run_hooks,
     env_spec,
     logger_configs,
     make_buffer,
@@ -657,6 +658,10 @@ class Experiment:
             if log_dir is None:
                 raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
             objs.append(get_registry("logger").load(name)(log_dir, options))
+        if self.env_factory is None and c.env.factory is None:
+            # what the env's class asks for on the trainer's side (a game's self-play)
+            # (a module:EnvId id's module is imported by now when the run may import it)
+            objs.extend(env_run_hooks(c.env.id, cfg.to_dict(c), trusted=False))
         objs.extend(self.extra_hooks)
         return objs
 

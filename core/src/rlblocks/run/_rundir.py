@@ -4,7 +4,9 @@ several runs, and readable descriptions of a run directory and of an algorithm's
 Every run with a directory appends one row per test to ``RUN_DIR/tests.csv`` (env step, wall
 seconds, gradient steps, mean/std/min/max test return, mean length, episodes, and whether it was
 a screen: the first few episodes of a test that ended it early because the stop reward was out
-of reach), whatever loggers it uses, so ``rlblocks plot`` works on any run.
+of reach), whatever loggers it uses, so ``rlblocks plot`` works on any run. A run on a game env
+(whose episodes end with ``info["outcome"]``) adds the learner's ``win_rate``, ``draw_rate`` and
+``loss_rate`` columns.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rlblocks.collect import OUTCOME_RATES
 from rlblocks.contracts import CheckpointError, ConfigError, RlblocksError
 from rlblocks.plugins import hookimpl
 from rlblocks.run._advice import option
@@ -53,6 +56,9 @@ TEST_COLUMNS = (
     "episodes",
     "screen",
 )
+#: columns a run on a game env adds (``info["outcome"]`` of its test episodes): the learner's
+#: win, draw and loss rates; other runs' files have none of them
+OUTCOME_COLUMNS = OUTCOME_RATES
 
 
 class TestRecorder:
@@ -76,9 +82,11 @@ class TestRecorder:
         """Rewrite the file with ``rows``: atomically, with a checksum sidecar."""
         buf = io.StringIO()
         w = csv.writer(buf)
-        w.writerow(TEST_COLUMNS)
+        games = any(c in r for r in rows for c in OUTCOME_COLUMNS)
+        columns = (*TEST_COLUMNS, *OUTCOME_COLUMNS) if games else TEST_COLUMNS
+        w.writerow(columns)
         for r in rows:
-            w.writerow([_fmt(r.get(c, math.nan)) for c in TEST_COLUMNS])
+            w.writerow([_fmt(r.get(c, math.nan)) for c in columns])
         text = buf.getvalue()
         write_verified(self.path, lambda fh: fh.write(text), "w")
 
@@ -108,6 +116,7 @@ class TestRecorder:
             "episodes": int(stats.get("n_episode", 0)),
             "screen": int(screen),
         }
+        row.update({c: stats[c] for c in OUTCOME_COLUMNS if c in stats})
         # the whole (small) file is rewritten, so it and its checksum always agree
         rows = read_tests(self.path.parent) if self.path.is_file() else []
         self._write([*rows, row])
@@ -133,7 +142,11 @@ def read_tests(run_dir: str | os.PathLike[str]) -> list[dict[str, float]]:
     with open(path, newline="", encoding="utf-8") as f:
         for k, row in enumerate(csv.DictReader(f)):
             try:
-                rec = {c: float(row[c]) for c in TEST_COLUMNS if row.get(c) not in (None, "")}
+                rec = {
+                    c: float(row[c])
+                    for c in (*TEST_COLUMNS, *OUTCOME_COLUMNS)
+                    if row.get(c) not in (None, "")
+                }
                 for c in ("env_step", "episodes", "screen", "gradient_steps"):
                     if c in rec:
                         rec[c] = int(rec[c])

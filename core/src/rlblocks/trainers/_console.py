@@ -111,15 +111,23 @@ class ConsoleReporter:
         if self.lines:
             mean, std = stats.get("return_mean", math.nan), stats.get("return_std", math.nan)
             step = int(trainer.progress) if self.unit == "gradient step" else env_step
+            games = ""
+            if "win_rate" in stats:  # a two-player game: the learner's outcomes
+                games = (
+                    f", win {stats['win_rate']:.0%} draw {stats.get('draw_rate', 0):.0%} "
+                    f"loss {stats.get('loss_rate', 0):.0%}"
+                )
             print(
                 f"{self.unit} {step:,}/{self.total:,}: test return {mean:.1f} +- {std:.1f} "
-                f"(best {stats.get('best_return', math.nan):.1f})",
+                f"(best {stats.get('best_return', math.nan):.1f}){games}",
                 file=self.stream,
                 flush=True,
             )
         if self._bar is not None:
             self._postfix["test"] = f"{stats.get('return_mean', math.nan):.1f}"
             self._postfix["best"] = f"{stats.get('best_return', math.nan):.1f}"
+            if "win_rate" in stats:
+                self._postfix["win"] = f"{stats['win_rate']:.0%}"
             self._bar.set_postfix(self._postfix, refresh=False)
 
     @hookimpl

@@ -340,6 +340,10 @@ class BaseTrainer:
                     returns=np.concatenate([first.returns, rest.returns]),
                     lengths=np.concatenate([first.lengths, rest.lengths]),
                     seconds=first.seconds + rest.seconds,
+                    outcomes={
+                        k: first.outcomes.get(k, 0) + rest.outcomes.get(k, 0)
+                        for k in {**first.outcomes, **rest.outcomes}
+                    },
                 )
             else:
                 stats = self.test_collector.collect(n_episode=self.test_episodes)

@@ -1,5 +1,6 @@
 """PettingZoo's multi-agent envs for rlblocks: agent slots over PettingZoo envs, the multi-agent
-collector, and policy and buffer groups (one per agent group of ``env.policy_mapping``).
+collector, and policy and buffer groups (one per agent group of ``env.policy_mapping``); and
+two-player games seen from one seat (``games/...`` ids, :mod:`.games`): opponents, self-play.
 
 Names are imported on first use: the entry-point spec imports this package, and listing
 plugins must not import torch or PettingZoo.
@@ -25,12 +26,34 @@ _NAMES = {
     "AgentIdObservation": "wrappers",
     "AgentIdObservationAEC": "wrappers",
     "PettingZooFamily": "family",
+    "GameEnv": "games",
+    "Opponent": "games",
+    "PolicySnapshot": "games",
+    "RandomOpponent": "games",
+    "SavedRunOpponent": "games",
+    "SelfPlay": "games",
+    "SelfPlayOpponent": "games",
+    "game_outcome": "games",
+    "make_opponent": "games",
+    "play_games": "games",
 }
 
 __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
     from rlblocks_family_pettingzoo.family import PettingZooFamily
+    from rlblocks_family_pettingzoo.games import (
+        GameEnv,
+        Opponent,
+        PolicySnapshot,
+        RandomOpponent,
+        SavedRunOpponent,
+        SelfPlay,
+        SelfPlayOpponent,
+        game_outcome,
+        make_opponent,
+        play_games,
+    )
     from rlblocks_family_pettingzoo.multiagent import (
         BufferGroup,
         MultiAgentCollector,
