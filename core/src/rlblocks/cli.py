@@ -239,6 +239,32 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -- train / resume -----------------------------------------------------------------------------
 
 
+def _loggers(args: argparse.Namespace) -> list[str] | None:
+    """``run.loggers`` from ``--logger`` (repeatable) and ``--no-default-loggers``: each
+    ``--logger`` is added to the default loggers (those installed, or the ``--config`` file's
+    ``run.loggers``) unless ``--no-default-loggers`` leaves them out; None (the run's default)
+    without either flag."""
+    extra = list(args.logger or ())
+    if getattr(args, "no_default_loggers", False):
+        if any(o.replace(" ", "").startswith("run.loggers=") for o in args.set or ()):
+            raise RlblocksError(
+                "pass --no-default-loggers or --set run.loggers=..., not both (the --set names "
+                "every logger already)"
+            )
+        return list(dict.fromkeys(extra))
+    if not extra:
+        return None
+    run = importlib.import_module("rlblocks.run")
+    base: list[str] | None = None
+    if args.config is not None:
+        section = run.load_config_file(args.config).get("run")
+        if isinstance(section, dict) and isinstance(section.get("loggers"), list):
+            base = [str(n) for n in section["loggers"]]
+    if base is None:
+        base = run.installed_default_loggers()
+    return list(dict.fromkeys([*base, *extra]))
+
+
 def train_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``experiment.train`` that ``rlblocks train``'s flags give, the
     same for one run and for each of several seeds (``seed`` and ``run_dir`` are per run)."""
@@ -248,7 +274,7 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "buffer": args.buffer,
         "num_envs": args.num_envs,
-        "loggers": args.logger,
+        "loggers": _loggers(args),
         "config": args.config,
         "overrides": list(args.set or ()),
         "device": args.device,
@@ -604,7 +630,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer", metavar="NAME", help="replay buffer (see `rlblocks list buffer`)")
     p.add_argument("--num-envs", type=int, metavar="N", help="number of training envs")
     p.add_argument("--logger", action="append", metavar="NAME",
-                   help="a logger to use; repeat for several (see `rlblocks list logger`)")
+                   help="a logger to add to the default ones (tensorboard, csv); repeat for "
+                   "several (see `rlblocks list logger`)")
+    p.add_argument("--no-default-loggers", action="store_true",
+                   help="leave out the default loggers: only the --logger ones (tests.csv and "
+                   "result.json are always written)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML or JSON config file")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="override one config field; repeatable")

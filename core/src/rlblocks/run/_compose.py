@@ -35,7 +35,7 @@ from rlblocks.contracts import (
     RlblocksError,
     writable_dir_problem,
 )
-from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
+from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry, install_hint
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import current_command, option
 from rlblocks.run._family import env_family
@@ -965,6 +965,26 @@ def env_spaces(config: cfg.ExperimentConfig) -> tuple[gym.Space, gym.Space] | No
         return stacked_space(env.observation_space, config.buffer.stack_num), env.action_space
     finally:
         env.close()
+
+
+def installed_default_loggers(warn: bool = True) -> list[str]:
+    """The default loggers (:data:`DEFAULT_LOGGERS`) that are installed. Each one that is not
+    is left out with a warning (``warn``) naming the command that installs it, so a minimal
+    install (core and one algorithm) trains; ``tests.csv`` records every test without any."""
+    installed = set(get_registry("logger").names())
+    kept = [name for name in cfg.DEFAULT_LOGGERS if name in installed]
+    missing = [name for name in cfg.DEFAULT_LOGGERS if name not in installed]
+    if warn and missing:
+        hints = "; ".join(f"{n}: {install_hint('logger', n) or 'pip install it'}" for n in missing)
+        off = option("loggers=[]", "--no-default-loggers")
+        warnings.warn(
+            f"the default logger{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"{'are' if len(missing) > 1 else 'is'} not installed and left out (tests.csv still "
+            f"records every test); to install: {hints}; {off} leaves the defaults out",
+            UserWarning,
+            stacklevel=2,
+        )
+    return kept
 
 
 def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:

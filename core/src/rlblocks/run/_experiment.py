@@ -641,13 +641,15 @@ class Experiment:
     def _hook_objects(self) -> list[object]:
         c = self.config
         objs: list[object] = []
+        reporter: ConsoleReporter | None = None
         if not self.quiet:
             offline = self.algo_spec.training == "offline"
             total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
             unit = "gradient step" if offline else "env step"
-            objs.append(ConsoleReporter(int(total or 0), progress=c.run.progress,
-                                        env_factory=c.env.factory, unit=unit,
-                                        networks=c.run.networks))  # fmt: skip
+            reporter = ConsoleReporter(int(total or 0), progress=c.run.progress,
+                                       env_factory=c.env.factory, unit=unit,
+                                       networks=c.run.networks)  # fmt: skip
+            objs.append(reporter)
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:
@@ -656,7 +658,10 @@ class Experiment:
         for name, options in logger_configs(c.run).items():
             if log_dir is None:
                 raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
-            objs.append(get_registry("logger").load(name)(log_dir, options))
+            logger = get_registry("logger").load(name)(log_dir, options)
+            objs.append(logger)
+            if reporter is not None:
+                reporter.loggers[name] = logger
         objs.extend(self.extra_hooks)
         return objs
 
