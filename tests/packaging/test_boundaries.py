@@ -62,6 +62,6 @@ def test_the_registry_knows_every_first_party_plugin_and_its_distribution() -> N
                 shipped[kind].add(name)
                 folder = pyproject.parent.relative_to(ROOT).as_posix()
                 assert first_party_home(kind, name) == (project["name"], folder), pyproject
-                assert install_hint(kind, name).endswith(f"pip install ./{folder}"), pyproject
+                assert install_hint(kind, name).endswith(f" ./{folder}"), pyproject
     listed = {kind: set(names) for kind, names in FIRST_PARTY.items() if names}
     assert listed == {kind: names for kind, names in shipped.items() if names}

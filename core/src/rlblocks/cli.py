@@ -215,7 +215,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     if not rows:
         what = f"{args.kind} components" if args.kind else "components"
-        print(f"no {what} installed; plugins are pip packages such as rlblocks-algo-ppo")
+        print(f"no {what} installed; plugins are pip packages such as rlblocks-algo-ppo "
+              "(from the rlblocks repository: pip install ./plugins/algos/ppo)")
         return 0
     header = ("NAME", "KIND", "DISTRIBUTION", "VERSION", "SUMMARY")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]

@@ -227,6 +227,26 @@ def canonical_distribution_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: The first-party distributions each first-party distribution needs (from its pyproject's
+#: dependencies; a test keeps the two in step), so that an install hint names them all: none of
+#: them is on the package index, where pip would otherwise look for them.
+FIRST_PARTY_NEEDS: dict[str, tuple[str, ...]] = {
+    "rlblocks-algo-discrete-cql": ("rlblocks-algo-qrdqn",),
+    "rlblocks-algo-gail": ("rlblocks-algo-ppo",),
+    "rlblocks-algo-ippo": ("rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo"),
+    "rlblocks-algo-mappo": (
+        "rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo", "rlblocks-algo-ippo",
+    ),
+    "rlblocks-algo-rainbow": ("rlblocks-algo-c51", "rlblocks-buffer-prioritized"),
+    "rlblocks-algo-trpo": ("rlblocks-algo-npg",),
+    "rlblocks-buffer-cached": ("rlblocks-buffer-vector",),
+    "rlblocks-buffer-her": ("rlblocks-buffer-vector",),
+    "rlblocks-buffer-prioritized": ("rlblocks-buffer-vector",),
+    "rlblocks-env-ray": ("rlblocks-env-subproc",),
+    "rlblocks-env-shmem": ("rlblocks-env-subproc",),
+}
+
+
 def first_party_home(kind: str, name: str) -> tuple[str, str] | None:
     """``(distribution, folder)`` of a first-party plugin name: ``("rlblocks-algo-dqn",
     "plugins/algos/dqn")``, the folder relative to the rlblocks repository's root; None for a
@@ -238,14 +258,34 @@ def first_party_home(kind: str, name: str) -> tuple[str, str] | None:
     return f"rlblocks-{home_kind}-{home}", f"{PLUGIN_FOLDERS[home_kind]}/{home}"
 
 
+def _folder_of(distribution: str) -> str:
+    """``plugins/algos/ppo`` for ``rlblocks-algo-ppo`` (an extra stays: ``...[mpe]``)."""
+    _, kind, rest = distribution.split("-", 2)
+    return f"{PLUGIN_FOLDERS[kind]}/{rest}"
+
+
+def _with_needs(distribution: str, seen: dict[str, None]) -> None:
+    base = distribution.partition("[")[0]
+    for need in FIRST_PARTY_NEEDS.get(base, ()):
+        _with_needs(need, seen)
+    if not any(d.partition("[")[0] == base for d in seen):
+        seen[distribution] = None
+
+
 def install_hint(kind: str, name: str) -> str | None:
     """How to install a first-party plugin that is missing, else None: the command that works
-    from a clone of the rlblocks repository (``pip install ./plugins/algos/dqn``), as the
-    plugin distributions are not on the package index (a name there could be anyone's)."""
+    from a clone of the rlblocks repository (``pip install ./plugins/algos/dqn``, with the
+    first-party plugins it needs before it), as the plugin distributions are not on the package
+    index (a name there could be anyone's)."""
     home = first_party_home(kind, name)
     if home is None:
         return None
-    return f"from the rlblocks repository: pip install ./{home[1]}"
+    needed: dict[str, None] = {}
+    _with_needs(home[0], needed)
+    paths = [
+        f"'./{_folder_of(d)}'" if "[" in d else f"./{_folder_of(d)}" for d in needed
+    ]
+    return f"from the rlblocks repository: pip install {' '.join(paths)}"
 
 
 class Registry:

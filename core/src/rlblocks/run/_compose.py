@@ -840,7 +840,10 @@ def async_backend_problem(what: str) -> str:
     fix = (
         f"pick one that does with env.backend ({', '.join(able)})"
         if able
-        else "install a backend plugin that does (rlblocks-env-subproc, for one)"
+        else (
+            "install a backend plugin that does (rlblocks-env-subproc, for one: from the "
+            "rlblocks repository, pip install ./plugins/envs/subproc)"
+        )
     )
     return f"{what} steps all its envs together; {fix}"
 
@@ -975,7 +978,7 @@ def installed_default_loggers(warn: bool = True) -> list[str]:
     kept = [name for name in cfg.DEFAULT_LOGGERS if name in installed]
     missing = [name for name in cfg.DEFAULT_LOGGERS if name not in installed]
     if warn and missing:
-        hints = "; ".join(f"{n}: {install_hint('logger', n) or 'pip install it'}" for n in missing)
+        hints = "; ".join(f"{n}, {install_hint('logger', n)}" for n in missing)
         off = option("loggers=[]", "--no-default-loggers")
         warnings.warn(
             f"the default logger{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
