@@ -90,12 +90,22 @@ def build(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder the wheels and sdists go to")
-    parser.add_argument("--only", nargs="+", metavar="DIST",
-                        help="build only these distributions (rlblocks, rlblocks-algo-dqn...)")
-    parser.add_argument("--isolated", action="store_true",
-                        help="build each in a fresh environment (needs the package index)")
-    parser.add_argument("--list", action="store_true",
-                        help="print the distributions and their folders, build nothing")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="DIST",
+        help="build only these distributions (rlblocks, rlblocks-algo-dqn...)",
+    )
+    parser.add_argument(
+        "--isolated",
+        action="store_true",
+        help="build each in a fresh environment (needs the package index)",
+    )
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="print the distributions and their folders, build nothing",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for name, folder in distributions().items():
@@ -107,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     wheels = sum(p.suffix == ".whl" for p in written)
-    print(f"{wheels} wheels and {len(written) - wheels} sdists in {args.out}; install from it with "
-          f"pip install --find-links {args.out} rlblocks-algo-dqn")
+    print(
+        f"{wheels} wheels and {len(written) - wheels} sdists in {args.out}; install from it with "
+        f"pip install --find-links {args.out} rlblocks-algo-dqn"
+    )
     return 0
 
 
