@@ -186,8 +186,10 @@ def _format_value(value: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print every installed component, one per row; broken plugins are marked, not fatal."""
-    from rlblocks.plugins import get_registry
+    """Print every installed component, one per row; broken plugins are marked, not fatal.
+    Components of a template distribution (the plugin template, made to be copied) are left out
+    unless ``--all``."""
+    from rlblocks.plugins import TEMPLATE_DISTRIBUTIONS, canonical_distribution_name, get_registry
 
     kinds = [args.kind] if args.kind else list(_KINDS)
     rows: list[tuple[str, str, str, str, str]] = []
@@ -197,6 +199,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for kind in kinds:
         registry = get_registry(kind)
         for entry in registry.entries():
+            dist_name = canonical_distribution_name(entry.distribution or "")
+            if dist_name in TEMPLATE_DISTRIBUTIONS and not getattr(args, "all", False):
+                continue
             names_seen.setdefault((kind, entry.name), []).append(entry.distribution or "")
             detail: dict[str, Any] | None = None
             try:
@@ -234,6 +239,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if broken:
         print(f"warning: {broken} plugin(s) failed to load; `rlblocks list --debug` shows why",
               file=sys.stderr)
+
     return 0
 
 
@@ -607,6 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "env backends and loggers")
     p.add_argument("kind", nargs="?", type=_kind, help=f"only this kind: {', '.join(_KINDS)}")
     p.add_argument("--details", action="store_true", help="also show each component's capabilities")
+    p.add_argument("--all", action="store_true",
+                   help="also list the plugin template's components (a package made to be copied)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("train", parents=[common], help="train an agent")

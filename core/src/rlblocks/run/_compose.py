@@ -581,16 +581,32 @@ def _handles(
     )
 
 
+def _fits_run(spec: AlgoSpec, asked: AlgoSpec | None, global_state: bool) -> bool:
+    """Whether ``spec`` could replace ``asked`` (the algorithm the run was given) in its run:
+    algorithms that learn from a dataset only for a run that has one (``asked`` learns from one
+    too), multi-agent ones only for a multi-agent env (one with a global state, or ``asked`` is
+    multi-agent)."""
+    with_dataset = asked is not None and (asked.training == "offline" or asked.uses_dataset)
+    multi_agent = global_state or (asked is not None and asked.multi_agent)
+    if (spec.training == "offline" or spec.uses_dataset) and not with_dataset:
+        return False
+    return multi_agent or not spec.multi_agent
+
+
 def _algos_for(
-    observation_space: gym.Space, action_space: gym.Space, global_state: bool = False
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    global_state: bool = False,
+    asked: AlgoSpec | None = None,
 ) -> str:
     """The installed algorithms whose specs accept these spaces (and, without a global state,
-    need none), for an error message."""
+    need none) and that fit the run of ``asked`` (:func:`_fits_run`), for an error message."""
     # a broken plugin is left out: it must not hide the error being reported
     specs = get_registry("algo").loadable_specs()
     names = [
         name for name, spec in specs.items()
         if _handles(spec, observation_space, action_space, global_state)
+        and _fits_run(spec, asked, global_state)
     ]  # fmt: skip
     if not names:
         return "no installed algorithm accepts these spaces"
@@ -647,7 +663,7 @@ def _check_spaces(
             f"algo {spec.name!r} learns from a multi-agent env's global state, and this env has "
             "none: train it on a PettingZoo env with state() (env.id = 'module:env_fn', e.g. "
             f"'mpe2.simple_spread_v3:parallel_env'); "
-            f"{_algos_for(observation_space, action_space, global_state)}"
+            f"{_algos_for(observation_space, action_space, global_state, spec)}"
         )
     if act_ok and act not in act_ok:
         problem = f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has {act}"
@@ -656,7 +672,7 @@ def _check_spaces(
             f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has {obs}"
         )
     raise ConfigError(
-        f"{problem}; {_algos_for(observation_space, action_space, global_state)} (the env's "
+        f"{problem}; {_algos_for(observation_space, action_space, global_state, spec)} (the env's "
         f"spaces: observation {obs}, action {act})"
     )
 
