@@ -263,7 +263,7 @@ def _loggers(args: argparse.Namespace) -> list[str] | None:
         return None
     run = importlib.import_module("rlblocks.run")
     base: list[str] | None = None
-    if args.config is not None:
+    if args.config is not None and Path(args.config).is_file():  # a missing one: the run says
         section = run.load_config_file(args.config).get("run")
         if isinstance(section, dict) and isinstance(section.get("loggers"), list):
             base = [str(n) for n in section["loggers"]]

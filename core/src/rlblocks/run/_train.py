@@ -261,6 +261,10 @@ def train(
     already holds a run is refused (continue it with :func:`resume`) unless ``overwrite``
     replaces that run's files.
 
+    ``loggers`` is the whole list of loggers by name (``[]`` for none; ``tests.csv`` and
+    ``result.json`` are written anyway); None uses the default ones (``DEFAULT_LOGGERS``) that
+    are installed, with a warning naming the command that installs each one left out.
+
     ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
     returns a new env on each call; the config then records the env's registered id when it has
     one (for presets, the stop reward and ``rlblocks.load``), else the factory's import path, and
