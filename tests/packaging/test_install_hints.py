@@ -153,3 +153,29 @@ def test_install_hint_names_what_a_plugin_needs_before_it() -> None:
     order = hint.split("pip install ")[1].split()
     assert order.index("./plugins/buffers/vector") < order.index("./plugins/buffers/prioritized")
     assert order[-1] == "./plugins/algos/rainbow" and "./plugins/algos/c51" in order
+
+
+def _doc_commands() -> list[tuple[str, str]]:
+    """``(file, the words after pip install)`` of every pip command in the README and docs."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+        for match in re.finditer(r"pip install ([^`\n#&]*)", text):
+            found.append((path.relative_to(ROOT).as_posix(), match.group(1)))
+    return found
+
+
+def test_the_docs_install_rlblocks_from_the_repository_or_a_wheel_folder() -> None:
+    commands = _doc_commands()
+    assert any("./plugins/loggers/tensorboard" in c for _, c in commands), "the scan found none"
+    bad = []
+    for where, command in commands:
+        for word in command.split():
+            word = word.strip("'\"")
+            if word.startswith("./"):
+                folder = ROOT / word[2:].partition("[")[0]
+                if not (folder / "pyproject.toml").is_file():
+                    bad.append(f"{where}: {word} is not a distribution's folder")
+            elif word.startswith("rlblocks-") and "--find-links" not in command:
+                bad.append(f"{where}: {word} is not on the package index (name its folder)")
+    assert not bad, "\n".join(bad)
