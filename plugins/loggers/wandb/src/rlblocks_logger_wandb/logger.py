@@ -83,7 +83,10 @@ class WandbLogger:
             id=self._resume_id,
             resume="allow" if self._resume_id is not None else None,
         )
-        url = getattr(self.run, "url", None)
+        try:
+            url = self.run.url  # None offline; some wandb versions raise there instead
+        except Exception:
+            url = None
         project = getattr(self.run, "project", None) or c.project or DEFAULT_PROJECT
         if url:
             self._where = f"{url} (project {project!r})"
