@@ -239,7 +239,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     if broken:
         print(f"warning: {broken} plugin(s) failed to load; `rlblocks list --debug` shows why",
               file=sys.stderr)
-
     return 0
 
 
