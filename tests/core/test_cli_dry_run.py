@@ -147,13 +147,31 @@ def test_describe_of_an_algorithm_on_an_env_that_cannot_be_made_here_says_so(
     assert "spaces is not checked: MuJoCo is not installed" in out and "[algo]" in out
 
 
-def test_a_single_agent_env_is_not_offered_algorithms_that_need_a_global_state(
+def test_a_single_agent_env_is_offered_only_algorithms_that_fit_the_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    # Pendulum, no dataset: neither multi-agent algorithms nor ones that learn from a dataset
     assert cli(["train", "dqn", "--env", "Pendulum-v1", "--dry-run"]) == 2
     offered = capsys.readouterr().err.split("accept these spaces: ")[1].split(" (")[0].split(", ")
-    assert "ippo" in offered and "ppo" in offered
+    assert "ppo" in offered and "sac" in offered
     assert "mappo" not in offered, "mappo's centralised critic needs a multi-agent env's state"
+    assert "ippo" not in offered, "ippo is for multi-agent envs; Pendulum has one agent"
+    for with_dataset in ("td3bc", "cql", "bc", "iql", "awac", "gail"):
+        assert with_dataset not in offered, f"{with_dataset} needs a dataset this run lacks"
+
+
+def test_a_run_with_a_dataset_is_offered_the_algorithms_that_learn_from_one() -> None:
+    import gymnasium as gym
+
+    from rlblocks.plugins import get_registry
+    from rlblocks.run._compose import _algos_for
+
+    specs = get_registry("algo").loadable_specs()
+    box = gym.spaces.Box(-1.0, 1.0, (3,))
+    offline = _algos_for(box, box, asked=specs["td3bc"]).split(": ")[1].split(", ")
+    online = _algos_for(box, box, asked=specs["sac"]).split(": ")[1].split(", ")
+    assert "cql" in offline and "sac" in offline
+    assert "cql" not in online and "sac" in online
 
 
 @pytest.mark.parametrize(

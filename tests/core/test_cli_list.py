@@ -78,7 +78,7 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
     argv = [
         "train", "dqn", "--env", "CartPole-v1", "--seed", "3", "--stop-reward", "195",
         "--backend", "dummy", "--buffer", "replay", "--num-envs", "4",
-        "--logger", "csv", "--logger", "tensorboard", "--config", "cfg.toml",
+        "--logger", "mlflow", "--logger", "csv", "--config", "cfg.toml",
         "--set", "trainer.lr=0.001", "--set", "algo.gamma=0.9", "--run-dir", "runs/x",
         "--device", "cpu", "--no-progress", "--max-env-steps", "3e4",
         "--max-gradient-steps", "1e3", "--dataset", "data.h5",
@@ -87,7 +87,9 @@ def test_train_passes_every_option_through_and_returns_0_when_not_solved(fake_ex
     (call,) = fake_experiment.calls
     assert call == ("train", "dqn", {
         "env": "CartPole-v1", "seed": 3, "stop_reward": 195.0, "backend": "dummy",
-        "buffer": "replay", "num_envs": 4, "loggers": ["csv", "tensorboard"],
+        "buffer": "replay", "num_envs": 4,
+        # --logger adds to the default loggers; one of them named again is not doubled
+        "loggers": ["tensorboard", "csv", "mlflow"],
         "config": Path("cfg.toml"), "overrides": ["trainer.lr=0.001", "algo.gamma=0.9"],
         "run_dir": Path("runs/x"), "device": "cpu", "progress": False, "overwrite": False,
         "max_env_steps": 30_000, "max_gradient_steps": 1_000, "dataset": "data.h5",

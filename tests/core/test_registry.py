@@ -118,11 +118,14 @@ def test_unknown_first_party_name_says_which_distribution_to_install(
     # A made-up first-party name, so the test holds whichever plugins are installed here.
     monkeypatch.setitem(registry_module.FIRST_PARTY, "algo", frozenset({"zz_fake_algo"}))
     registry = get_registry("algo")
-    with pytest.raises(UnknownComponentError, match="pip install rlblocks-algo-zz-fake-algo"):
+    with pytest.raises(UnknownComponentError, match=r"pip install \./plugins/algos/zz-fake-algo"):
         registry.load("zz_fake_algo")
     with pytest.raises(UnknownComponentError) as info:
         registry.resolve("zz_fake_alg")
-    assert "zz_fake_algo (not installed: pip install rlblocks-algo-zz-fake-algo)" in str(info.value)
+    assert (
+        "zz_fake_algo (not installed; from the rlblocks repository: "
+        "pip install ./plugins/algos/zz-fake-algo)"
+    ) in str(info.value)
 
 
 # -- duplicates ---------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def test_unknown_algo_names_installed_ones_and_package(tmp_path: Path, monkeypat
     with pytest.raises(UnknownComponentError) as info:
         rlblocks.train("zz_missing", progress=False, run_dir=tmp_path)
     message = str(info.value)
-    assert "dqn" in message and "pip install rlblocks-algo-zz-missing" in message
+    assert "dqn" in message and "pip install ./plugins/algos/zz-missing" in message
 
 
 def test_unknown_name_gets_no_install_hint_for_a_package_that_does_not_exist(

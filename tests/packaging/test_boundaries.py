@@ -52,7 +52,7 @@ def test_the_registry_knows_every_first_party_plugin_and_its_distribution() -> N
     # hold every plugin this repository ships, under the distribution name it really has
     import tomllib
 
-    from rlblocks.plugins import FIRST_PARTY, GROUPS, install_hint
+    from rlblocks.plugins import FIRST_PARTY, GROUPS, first_party_home, install_hint
 
     shipped: dict[str, set[str]] = {kind: set() for kind in GROUPS}
     for pyproject in sorted(ROOT.glob("plugins/*/*/pyproject.toml")):
@@ -60,6 +60,8 @@ def test_the_registry_knows_every_first_party_plugin_and_its_distribution() -> N
         for kind, group in GROUPS.items():
             for name in project.get("entry-points", {}).get(group, {}):
                 shipped[kind].add(name)
-                assert install_hint(kind, name) == f"pip install {project['name']}", pyproject
+                folder = pyproject.parent.relative_to(ROOT).as_posix()
+                assert first_party_home(kind, name) == (project["name"], folder), pyproject
+                assert install_hint(kind, name).endswith(f" ./{folder}"), pyproject
     listed = {kind: set(names) for kind, names in FIRST_PARTY.items() if names}
     assert listed == {kind: names for kind, names in shipped.items() if names}

@@ -186,8 +186,10 @@ def _format_value(value: Any) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print every installed component, one per row; broken plugins are marked, not fatal."""
-    from rlblocks.plugins import get_registry
+    """Print every installed component, one per row; broken plugins are marked, not fatal.
+    Components of a template distribution (the plugin template, made to be copied) are left out
+    unless ``--all``."""
+    from rlblocks.plugins import TEMPLATE_DISTRIBUTIONS, canonical_distribution_name, get_registry
 
     kinds = [args.kind] if args.kind else list(_KINDS)
     rows: list[tuple[str, str, str, str, str]] = []
@@ -197,6 +199,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for kind in kinds:
         registry = get_registry(kind)
         for entry in registry.entries():
+            dist_name = canonical_distribution_name(entry.distribution or "")
+            if dist_name in TEMPLATE_DISTRIBUTIONS and not getattr(args, "all", False):
+                continue
             names_seen.setdefault((kind, entry.name), []).append(entry.distribution or "")
             detail: dict[str, Any] | None = None
             try:
@@ -215,7 +220,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     if not rows:
         what = f"{args.kind} components" if args.kind else "components"
-        print(f"no {what} installed; plugins are pip packages such as rlblocks-algo-ppo")
+        print(f"no {what} installed; plugins are pip packages such as rlblocks-algo-ppo "
+              "(from the rlblocks repository: pip install ./plugins/algos/ppo)")
         return 0
     header = ("NAME", "KIND", "DISTRIBUTION", "VERSION", "SUMMARY")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
@@ -239,6 +245,32 @@ def cmd_list(args: argparse.Namespace) -> int:
 # -- train / resume -----------------------------------------------------------------------------
 
 
+def _loggers(args: argparse.Namespace) -> list[str] | None:
+    """``run.loggers`` from ``--logger`` (repeatable) and ``--no-default-loggers``: each
+    ``--logger`` is added to the default loggers (those installed, or the ``--config`` file's
+    ``run.loggers``) unless ``--no-default-loggers`` leaves them out; None (the run's default)
+    without either flag."""
+    extra = list(args.logger or ())
+    if getattr(args, "no_default_loggers", False):
+        if any(o.replace(" ", "").startswith("run.loggers=") for o in args.set or ()):
+            raise RlblocksError(
+                "pass --no-default-loggers or --set run.loggers=..., not both (the --set names "
+                "every logger already)"
+            )
+        return list(dict.fromkeys(extra))
+    if not extra:
+        return None
+    run = importlib.import_module("rlblocks.run")
+    base: list[str] | None = None
+    if args.config is not None and Path(args.config).is_file():  # a missing one: the run says
+        section = run.load_config_file(args.config).get("run")
+        if isinstance(section, dict) and isinstance(section.get("loggers"), list):
+            base = [str(n) for n in section["loggers"]]
+    if base is None:
+        base = run.installed_default_loggers()
+    return list(dict.fromkeys([*base, *extra]))
+
+
 def train_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The keyword arguments of ``experiment.train`` that ``rlblocks train``'s flags give, the
     same for one run and for each of several seeds (``seed`` and ``run_dir`` are per run)."""
@@ -248,7 +280,7 @@ def train_settings(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "buffer": args.buffer,
         "num_envs": args.num_envs,
-        "loggers": args.logger,
+        "loggers": _loggers(args),
         "config": args.config,
         "overrides": list(args.set or ()),
         "device": args.device,
@@ -602,6 +634,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "env backends and loggers")
     p.add_argument("kind", nargs="?", type=_kind, help=f"only this kind: {', '.join(_KINDS)}")
     p.add_argument("--details", action="store_true", help="also show each component's capabilities")
+    p.add_argument("--all", action="store_true",
+                   help="also list the plugin template's components (a package made to be copied)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("train", parents=[common], help="train an agent")
@@ -626,7 +660,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buffer", metavar="NAME", help="replay buffer (see `rlblocks list buffer`)")
     p.add_argument("--num-envs", type=int, metavar="N", help="number of training envs")
     p.add_argument("--logger", action="append", metavar="NAME",
-                   help="a logger to use; repeat for several (see `rlblocks list logger`)")
+                   help="a logger to add to the default ones (tensorboard, csv); repeat for "
+                   "several (see `rlblocks list logger`)")
+    p.add_argument("--no-default-loggers", action="store_true",
+                   help="leave out the default loggers: only the --logger ones (tests.csv and "
+                   "result.json are always written)")
     p.add_argument("--config", type=Path, metavar="FILE", help="TOML or JSON config file")
     p.add_argument("--set", action="append", type=_override, metavar="SECTION.FIELD=VALUE",
                    help="override one config field; repeatable")

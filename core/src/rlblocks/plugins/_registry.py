@@ -44,7 +44,8 @@ GROUPS: dict[str, str] = {
 }
 
 #: Names of first-party plugins, used to tell a user which distribution to install. Each lives in
-#: the distribution ``rlblocks-<kind>-<name>`` (underscores become hyphens).
+#: the distribution ``rlblocks-<kind>-<name>`` (underscores become hyphens), whose folder in the
+#: rlblocks repository is ``plugins/<kind>s/<name>`` (:data:`PLUGIN_FOLDERS`).
 FIRST_PARTY: dict[str, frozenset[str]] = {
     "algo": frozenset(
         {"dqn", "reinforce", "a2c", "ppo", "npg", "trpo", "ddpg", "td3", "sac", "redq",
@@ -57,10 +58,23 @@ FIRST_PARTY: dict[str, frozenset[str]] = {
     "logger": frozenset({"tensorboard", "csv", "mlflow", "wandb"}),
     "family": frozenset({"pettingzoo"}),
 }
-#: First-party components that live in a distribution not named after them.
-_FIRST_PARTY_HOME: dict[tuple[str, str], str] = {
-    ("buffer", "prioritized-sequence"): "rlblocks-algo-r2d2",  # R2D2's prioritized windows
+#: First-party components that live in a distribution not named after them: (kind, name) of
+#: the distribution's own component.
+_FIRST_PARTY_HOME: dict[tuple[str, str], tuple[str, str]] = {
+    ("buffer", "prioritized-sequence"): ("algo", "r2d2"),  # R2D2's prioritized windows
 }
+#: The folder of each kind's first-party distributions in the rlblocks repository.
+PLUGIN_FOLDERS: dict[str, str] = {
+    "algo": "plugins/algos",
+    "buffer": "plugins/buffers",
+    "env": "plugins/envs",
+    "logger": "plugins/loggers",
+    "family": "plugins/families",
+}
+#: Distributions that are templates to copy, not components to use: ``rlblocks list`` hides
+#: their components unless asked for everything (``--all``); a copy made with
+#: ``contrib/plugin-template/new_plugin.py`` has its own name and is listed.
+TEMPLATE_DISTRIBUTIONS: frozenset[str] = frozenset({"rlblocks-algo-softq"})
 
 Origin = Literal["entry-point", "in-process"]
 
@@ -213,12 +227,65 @@ def canonical_distribution_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: The first-party distributions each first-party distribution needs (from its pyproject's
+#: dependencies; a test keeps the two in step), so that an install hint names them all: none of
+#: them is on the package index, where pip would otherwise look for them.
+FIRST_PARTY_NEEDS: dict[str, tuple[str, ...]] = {
+    "rlblocks-algo-discrete-cql": ("rlblocks-algo-qrdqn",),
+    "rlblocks-algo-gail": ("rlblocks-algo-ppo",),
+    "rlblocks-algo-ippo": ("rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo"),
+    "rlblocks-algo-mappo": (
+        "rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo", "rlblocks-algo-ippo",
+    ),
+    "rlblocks-algo-rainbow": ("rlblocks-algo-c51", "rlblocks-buffer-prioritized"),
+    "rlblocks-algo-trpo": ("rlblocks-algo-npg",),
+    "rlblocks-buffer-cached": ("rlblocks-buffer-vector",),
+    "rlblocks-buffer-her": ("rlblocks-buffer-vector",),
+    "rlblocks-buffer-prioritized": ("rlblocks-buffer-vector",),
+    "rlblocks-env-ray": ("rlblocks-env-subproc",),
+    "rlblocks-env-shmem": ("rlblocks-env-subproc",),
+}
+
+
+def first_party_home(kind: str, name: str) -> tuple[str, str] | None:
+    """``(distribution, folder)`` of a first-party plugin name: ``("rlblocks-algo-dqn",
+    "plugins/algos/dqn")``, the folder relative to the rlblocks repository's root; None for a
+    name this repository does not ship."""
+    if name not in FIRST_PARTY.get(kind, ()):
+        return None
+    home_kind, home = _FIRST_PARTY_HOME.get((kind, name), (kind, name))
+    home = home.replace("_", "-")
+    return f"rlblocks-{home_kind}-{home}", f"{PLUGIN_FOLDERS[home_kind]}/{home}"
+
+
+def _folder_of(distribution: str) -> str:
+    """``plugins/algos/ppo`` for ``rlblocks-algo-ppo`` (an extra stays: ``...[mpe]``)."""
+    _, kind, rest = distribution.split("-", 2)
+    return f"{PLUGIN_FOLDERS[kind]}/{rest}"
+
+
+def _with_needs(distribution: str, seen: dict[str, None]) -> None:
+    base = distribution.partition("[")[0]
+    for need in FIRST_PARTY_NEEDS.get(base, ()):
+        _with_needs(need, seen)
+    if not any(d.partition("[")[0] == base for d in seen):
+        seen[distribution] = None
+
+
 def install_hint(kind: str, name: str) -> str | None:
-    """``pip install rlblocks-<kind>-<name>`` for a first-party plugin name, else None."""
-    if name in FIRST_PARTY.get(kind, ()):
-        home = _FIRST_PARTY_HOME.get((kind, name), f"rlblocks-{kind}-{name.replace('_', '-')}")
-        return f"pip install {home}"
-    return None
+    """How to install a first-party plugin that is missing, else None: the command that works
+    from a clone of the rlblocks repository (``pip install ./plugins/algos/dqn``, with the
+    first-party plugins it needs before it), as the plugin distributions are not on the package
+    index (a name there could be anyone's)."""
+    home = first_party_home(kind, name)
+    if home is None:
+        return None
+    needed: dict[str, None] = {}
+    _with_needs(home[0], needed)
+    paths = [
+        f"'./{_folder_of(d)}'" if "[" in d else f"./{_folder_of(d)}" for d in needed
+    ]
+    return f"from the rlblocks repository: pip install {' '.join(paths)}"
 
 
 class Registry:
@@ -325,7 +392,7 @@ class Registry:
         lines = [f"no {self.kind} named {name!r}."]
         hint = install_hint(self.kind, name)
         if hint:
-            lines.append(f"{name!r} is a first-party plugin that is not installed: {hint}")
+            lines.append(f"{name!r} is a first-party plugin that is not installed; {hint}")
         lines.append(
             f"Installed {self.kind}s: {', '.join(installed)}" if installed
             else f"No {self.kind}s are installed."
@@ -334,7 +401,7 @@ class Registry:
         close = [c for c in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if c != name]
         if close:
             shown = [
-                c if c in installed else f"{c} (not installed: {install_hint(self.kind, c)})"
+                c if c in installed else f"{c} (not installed; {install_hint(self.kind, c)})"
                 for c in close
             ]
             lines.append(f"Did you mean: {', '.join(shown)}?")

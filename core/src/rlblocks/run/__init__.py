@@ -12,6 +12,7 @@ from rlblocks._lazy import attach
 
 __all__ = [
     "ATARI_ENVS",
+    "DEFAULT_LOGGERS",
     "DISCARDED_PREFIX",
     "MASKED_CARTPOLE_ID",
     "MUJOCO_ENVS",
@@ -55,6 +56,7 @@ __all__ = [
     "env_spaces",
     "env_spec",
     "for_mujoco",
+    "installed_default_loggers",
     "latest_checkpoint",
     "load",
     "load_checkpoint",
@@ -118,6 +120,7 @@ if TYPE_CHECKING:
         check_env_spaces,
         env_spaces,
         env_spec,
+        installed_default_loggers,
         make_buffer,
         make_env_fns,
         make_policy,
@@ -137,6 +140,7 @@ if TYPE_CHECKING:
         write_config,
     )
     from rlblocks.run._config_sections import (
+        DEFAULT_LOGGERS,
         BufferConfig,
         EnvConfig,
         ExperimentConfig,

@@ -87,6 +87,28 @@ class EvalResult:
         )
 
 
+#: SDL's drivers for off-screen frames: pygame (classic control, Box2D) draws ``rgb_array`` frames
+#: without a display or sound, and SDL then prints nothing about them (no "XDG_RUNTIME_DIR is
+#: invalid" line)
+_HEADLESS_SDL = {"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
+
+
+def headless_sdl() -> Callable[[], None]:
+    """Point SDL at its dummy video and audio drivers, each only where the user has not chosen
+    one; returns the function that puts the environment back. Frames for a video need no
+    window, and SDL's messages about a missing display or runtime dir read like rlblocks'."""
+    added = [k for k in _HEADLESS_SDL if k not in os.environ]
+    for key in added:
+        os.environ[key] = _HEADLESS_SDL[key]
+
+    def restore() -> None:
+        for key in added:
+            if os.environ.get(key) == _HEADLESS_SDL[key]:
+                del os.environ[key]
+
+    return restore
+
+
 class Agent:
     """A policy with the config it was trained with.
 
@@ -300,7 +322,12 @@ class Agent:
         problem = writable_file_problem(path)  # before the episodes are played
         if problem is not None:
             raise ConfigError(f"cannot write the video: {problem}")
-        single = self._factory(env, render_mode="rgb_array")()
+        restore = headless_sdl()  # SDL's own lines (XDG_RUNTIME_DIR...) would read as ours
+        try:
+            single = self._factory(env, render_mode="rgb_array")()
+        except BaseException:
+            restore()
+            raise
         frames: list[np.ndarray] = []
         returns, lengths = [], []
         whole = 0  # episodes with every frame in the video
@@ -339,6 +366,7 @@ class Agent:
                 lengths.append(steps)
         finally:
             single.close()
+            restore()
         if whole < episodes:
             limit = option(f"max_frames={max_frames}", f"--max-frames {max_frames}")
             warnings.warn(

@@ -147,7 +147,8 @@ def choose_backend(
     multi.sort(key=lambda n: (PREFERRED.index(n) if n in PREFERRED else len(PREFERRED), n))
     if not local and not multi:
         raise ConfigError(
-            "backend='auto' found no env backend installed; install rlblocks-env-dummy"
+            "backend='auto' found no env backend installed; install rlblocks-env-dummy (from "
+            "the rlblocks repository: pip install ./plugins/envs/dummy)"
         )
     in_s = num_envs * step_s
     cost = f"env step {step_s * 1e6:.0f} us, obs {obs_bytes} B, {num_envs} envs, {cores} cores"
@@ -244,7 +245,8 @@ def _forwarded_options(
     names = ", ".join(sorted(given))
     raise ConfigError(
         f"backend='auto' was given {names}, which no backend it may choose takes "
-        f"(installed: {sorted(installed)}); install rlblocks-env-subproc, or name a backend "
+        f"(installed: {sorted(installed)}); install rlblocks-env-subproc (from the rlblocks "
+        "repository: pip install ./plugins/envs/subproc), or name a backend "
         "that takes them (backend='subproc')"
     )
 
@@ -333,7 +335,8 @@ def make_auto_vector_env(
                 "backend='auto' was asked for a backend that steps envs asynchronously "
                 "(trainer.async_collect) and none that it may choose is installed"
                 + (f" that also takes {', '.join(sorted(given))}" if given else "")
-                + "; install rlblocks-env-subproc or rlblocks-env-shmem, or name one with "
+                + "; install rlblocks-env-subproc (from the rlblocks repository: pip install "
+                "./plugins/envs/subproc), or name one with "
                 "env.backend"
             )
     step_s, obs_bytes, space = _probe_env(env_fns[0], probe_seconds)

@@ -35,7 +35,7 @@ from rlblocks.contracts import (
     RlblocksError,
     writable_dir_problem,
 )
-from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry
+from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry, install_hint
 from rlblocks.run import _config as cfg
 from rlblocks.run._advice import current_command, option
 from rlblocks.run._family import env_family
@@ -606,16 +606,32 @@ def _handles(
     )
 
 
+def _fits_run(spec: AlgoSpec, asked: AlgoSpec | None, global_state: bool) -> bool:
+    """Whether ``spec`` could replace ``asked`` (the algorithm the run was given) in its run:
+    algorithms that learn from a dataset only for a run that has one (``asked`` learns from one
+    too), multi-agent ones only for a multi-agent env (one with a global state, or ``asked`` is
+    multi-agent)."""
+    with_dataset = asked is not None and (asked.training == "offline" or asked.uses_dataset)
+    multi_agent = global_state or (asked is not None and asked.multi_agent)
+    if (spec.training == "offline" or spec.uses_dataset) and not with_dataset:
+        return False
+    return multi_agent or not spec.multi_agent
+
+
 def _algos_for(
-    observation_space: gym.Space, action_space: gym.Space, global_state: bool = False
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    global_state: bool = False,
+    asked: AlgoSpec | None = None,
 ) -> str:
     """The installed algorithms whose specs accept these spaces (and, without a global state,
-    need none), for an error message."""
+    need none) and that fit the run of ``asked`` (:func:`_fits_run`), for an error message."""
     # a broken plugin is left out: it must not hide the error being reported
     specs = get_registry("algo").loadable_specs()
     names = [
         name for name, spec in specs.items()
         if _handles(spec, observation_space, action_space, global_state)
+        and _fits_run(spec, asked, global_state)
     ]  # fmt: skip
     if not names:
         return "no installed algorithm accepts these spaces"
@@ -672,7 +688,7 @@ def _check_spaces(
             f"algo {spec.name!r} learns from a multi-agent env's global state, and this env has "
             "none: train it on a PettingZoo env with state() (env.id = 'module:env_fn', e.g. "
             f"'mpe2.simple_spread_v3:parallel_env'); "
-            f"{_algos_for(observation_space, action_space, global_state)}"
+            f"{_algos_for(observation_space, action_space, global_state, spec)}"
         )
     if act_ok and act not in act_ok:
         problem = f"algo {spec.name!r} supports action spaces {list(act_ok)}, the env has {act}"
@@ -681,7 +697,7 @@ def _check_spaces(
             f"algo {spec.name!r} supports observation spaces {list(obs_ok)}, the env has {obs}"
         )
     raise ConfigError(
-        f"{problem}; {_algos_for(observation_space, action_space, global_state)} (the env's "
+        f"{problem}; {_algos_for(observation_space, action_space, global_state, spec)} (the env's "
         f"spaces: observation {obs}, action {act})"
     )
 
@@ -865,7 +881,10 @@ def async_backend_problem(what: str) -> str:
     fix = (
         f"pick one that does with env.backend ({', '.join(able)})"
         if able
-        else "install a backend plugin that does (rlblocks-env-subproc, for one)"
+        else (
+            "install a backend plugin that does (rlblocks-env-subproc, for one: from the "
+            "rlblocks repository, pip install ./plugins/envs/subproc)"
+        )
     )
     return f"{what} steps all its envs together; {fix}"
 
@@ -990,6 +1009,26 @@ def env_spaces(config: cfg.ExperimentConfig) -> tuple[gym.Space, gym.Space] | No
         return stacked_space(env.observation_space, config.buffer.stack_num), env.action_space
     finally:
         env.close()
+
+
+def installed_default_loggers(warn: bool = True) -> list[str]:
+    """The default loggers (:data:`DEFAULT_LOGGERS`) that are installed. Each one that is not
+    is left out with a warning (``warn``) naming the command that installs it, so a minimal
+    install (core and one algorithm) trains; ``tests.csv`` records every test without any."""
+    installed = set(get_registry("logger").names())
+    kept = [name for name in cfg.DEFAULT_LOGGERS if name in installed]
+    missing = [name for name in cfg.DEFAULT_LOGGERS if name not in installed]
+    if warn and missing:
+        hints = "; ".join(f"{n}, {install_hint('logger', n)}" for n in missing)
+        off = option("loggers=[]", "--no-default-loggers")
+        warnings.warn(
+            f"the default logger{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"{'are' if len(missing) > 1 else 'is'} not installed and left out (tests.csv still "
+            f"records every test); to install: {hints}; {off} leaves the defaults out",
+            UserWarning,
+            stacklevel=2,
+        )
+    return kept
 
 
 def logger_configs(run: cfg.RunConfig) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from cattrs.errors import BaseValidationError
 from rlblocks.contracts import ConfigError
 from rlblocks.run._config_convert import _error_lines, _using_lookup, converter
 from rlblocks.run._config_sections import (
+    DEFAULT_LOGGERS,
     BufferConfig,
     EnvConfig,
     ExperimentConfig,
@@ -46,6 +47,7 @@ from rlblocks.run._config_sections import (
 )
 
 __all__ = [
+    "DEFAULT_LOGGERS",
     "BufferConfig",
     "EnvConfig",
     "ExperimentConfig",

@@ -354,6 +354,12 @@ class TrainerConfig:
     the update logs). Parameters that turn non-finite always stop the run."""
 
 
+#: The loggers a run uses unless told otherwise; ``rlblocks train --logger NAME`` adds to them,
+#: ``--no-default-loggers`` leaves them out. A default logger that is not installed is left out
+#: of a run that did not ask for it by name, with a warning saying how to install it.
+DEFAULT_LOGGERS: tuple[str, ...] = ("tensorboard", "csv")
+
+
 @define(kw_only=True)
 class RunConfig:
     """Run-level settings: seed, device, loggers, where results go."""
@@ -362,8 +368,9 @@ class RunConfig:
     """Seed of every random generator; env i gets ``seed + i``. From 0 to 2**63 - 1."""
     device: str = field(default="cpu", validator=_non_empty_str)
     """Torch device of the networks (``"cpu"``, ``"cuda"``, ``"cuda:1"``)."""
-    loggers: list[str] = field(factory=lambda: ["tensorboard", "csv"])
-    """Registry names of the loggers to attach."""
+    loggers: list[str] = field(factory=lambda: list(DEFAULT_LOGGERS))
+    """Registry names of the loggers to attach (the default ones that are installed, when not
+    given)."""
     logger_options: dict[str, dict[str, Any]] = field(factory=dict)
     """Options of each logger by name, checked against its config class
     (``--set 'run.logger_options={"wandb": {"project": "cartpole"}}'``)."""

@@ -642,13 +642,15 @@ class Experiment:
     def _hook_objects(self) -> list[object]:
         c = self.config
         objs: list[object] = []
+        reporter: ConsoleReporter | None = None
         if not self.quiet:
             offline = self.algo_spec.training == "offline"
             total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
             unit = "gradient step" if offline else "env step"
-            objs.append(ConsoleReporter(int(total or 0), progress=c.run.progress,
-                                        env_factory=c.env.factory, unit=unit,
-                                        networks=c.run.networks))  # fmt: skip
+            reporter = ConsoleReporter(int(total or 0), progress=c.run.progress,
+                                       env_factory=c.env.factory, unit=unit,
+                                       networks=c.run.networks)  # fmt: skip
+            objs.append(reporter)
         log_dir = self.run_dir / "logs" if self.run_dir is not None else None
         self.test_recorder: TestRecorder | None = None
         if self.run_dir is not None:
@@ -657,7 +659,10 @@ class Experiment:
         for name, options in logger_configs(c.run).items():
             if log_dir is None:
                 raise ConfigError(f"logger {name!r} needs a run directory; pass run_dir")
-            objs.append(get_registry("logger").load(name)(log_dir, options))
+            logger = get_registry("logger").load(name)(log_dir, options)
+            objs.append(logger)
+            if reporter is not None:
+                reporter.loggers[name] = logger
         if self.env_factory is None and c.env.factory is None:
             # what the env's class asks for on the trainer's side (a game's self-play)
             # (a module:EnvId id's module is imported by now when the run may import it)

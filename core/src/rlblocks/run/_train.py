@@ -23,6 +23,7 @@ from rlblocks.run._advice import option
 from rlblocks.run._agent import factory_env_message
 from rlblocks.run._compose import (
     checked_env_factory,
+    installed_default_loggers,
     resolve_device,
     spec_lookup,
 )
@@ -142,6 +143,11 @@ def resolve_train_config(
     ))  # fmt: skip
     if record is not None:
         resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, init_from=record))
+    if loggers is None and resolved.run.loggers == list(cfg.DEFAULT_LOGGERS):
+        # the defaults, not asked for by name: those not installed are left out with a warning
+        kept = installed_default_loggers()
+        if kept != resolved.run.loggers:
+            resolved = attrs.evolve(resolved, run=attrs.evolve(resolved.run, loggers=kept))
     if file_budget is not _UNSET and file_budget != resolved.trainer.max_env_steps:
         where = "config" if config is None or isinstance(config, Mapping) else (
             f"the config file {os.fspath(config)}"
@@ -254,6 +260,10 @@ def train(
     collect and each test (see :class:`~rlblocks.trainers.BaseTrainer`). A ``run_dir`` that
     already holds a run is refused (continue it with :func:`resume`) unless ``overwrite``
     replaces that run's files.
+
+    ``loggers`` is the whole list of loggers by name (``[]`` for none; ``tests.csv`` and
+    ``result.json`` are written anyway); None uses the default ones (``DEFAULT_LOGGERS``) that
+    are installed, with a warning naming the command that installs each one left out.
 
     ``env`` is a gymnasium id (``"CartPole-v1"``, ``"my_module:MyEnv-v0"``) or a factory that
     returns a new env on each call; the config then records the env's registered id when it has

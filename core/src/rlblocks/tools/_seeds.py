@@ -399,7 +399,7 @@ def _run_on_ray(
     try:
         import ray
     except ImportError as exc:
-        raise ConfigError("--ray needs Ray: pip install 'ray>=2.9'") from exc
+        raise ConfigError("--ray needs Ray: pip install 'rlblocks[ray]'") from exc
     started = False
     if not ray.is_initialized():
         if address == "local":

@@ -68,6 +68,9 @@ class ConsoleReporter:
         self._bar: Any = None
         self._last = 0
         self._postfix: dict[str, str] = {}
+        #: ``{name: logger object}`` of the run's loggers (set by the run that builds them): the
+        #: summary names each with where its data went (its ``where()``, when it has one)
+        self.loggers: dict[str, Any] = {}
 
     @hookimpl
     def rlblocks_run_start(self, config: dict, run_dir: Path | None, resumed: bool) -> None:
@@ -147,8 +150,7 @@ class ConsoleReporter:
             lines.append(f"  {split}")
         if run_dir is not None:
             lines.append(f"  run directory: {run_dir} (config.json, result.json, checkpoints/)")
-            if any((Path(run_dir) / "logs").glob("events.out.tfevents.*")):
-                lines.append(f"  watch it: tensorboard --logdir {Path(run_dir) / 'logs'}")
+            lines.extend(self._logger_lines(Path(run_dir)))
             if self.env_factory is None and not self.networks:
                 lines.append(f"  continue it: rlblocks resume {run_dir}")
             else:  # the factory and networks are not in the run directory: Python passes them
@@ -160,3 +162,18 @@ class ConsoleReporter:
                     f"  continue it: rlblocks.resume({str(run_dir)!r}, {', '.join(again)})"
                 )
         print("\n".join(lines), file=self.stream)
+
+    def _logger_lines(self, run_dir: Path) -> list[str]:
+        """One line per logger: its name and where its data went (a path, a URL, a project)."""
+        lines = []
+        for name, logger in self.loggers.items():
+            where = None
+            describe = getattr(logger, "where", None)
+            if callable(describe):
+                try:
+                    where = describe()
+                except Exception as exc:  # a summary line must not fail the finished run
+                    where = f"(its where() failed: {type(exc).__name__})"
+            fallback = f"its files, if any, are in {run_dir / 'logs'}"
+            lines.append(f"  logger {name}: {where or fallback}")
+        return lines

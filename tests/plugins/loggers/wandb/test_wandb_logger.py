@@ -179,6 +179,11 @@ def test_run_name_defaults_to_the_run_directory(tmp_path: Path) -> None:
     finally:
         logger.finish()
     assert logger.run is None
+    # the run's summary line: an offline run's folder and the command that uploads it
+    where = logger.where()
+    assert where is not None and "project 'rlblocks' (upload it: wandb sync " in where
+    folder = where.split("wandb sync ")[1].rstrip(")")
+    assert Path(folder).is_dir() and Path(folder).name.startswith("offline-run-"), where
 
 
 def test_mode_is_offline_without_an_api_key(monkeypatch: pytest.MonkeyPatch) -> None:

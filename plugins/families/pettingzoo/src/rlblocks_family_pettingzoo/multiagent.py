@@ -318,8 +318,8 @@ def multiagent_factory(
     except ImportError as exc:
         raise ConfigError(
             f"env {env_id!r}: cannot import {module!r} ({exc}); multi-agent envs need "
-            "PettingZoo and the env's package (pip install 'rlblocks-family-pettingzoo[mpe]' for "
-            "pettingzoo and mpe2)"
+            "PettingZoo and the env's package (from the rlblocks repository, pip install "
+            "'./plugins/families/pettingzoo[mpe]' for pettingzoo and mpe2)"
         ) from exc
     fn = getattr(mod, ctor, None)
     if not callable(fn):

@@ -35,6 +35,11 @@ class CsvLogger:
             if header:
                 self._columns[path.stem] = header
 
+    def where(self) -> str:
+        """Where the data is, for the run's summary: one CSV per namespace (and metrics.jsonl)."""
+        extra = " and metrics.jsonl" if self.config.jsonl else ""
+        return f"{self.log_dir / '*.csv'}{extra}"
+
     def _file(self, namespace: str, keys: list[str]) -> tuple[IO[str], list[str]]:
         columns = self._columns.get(namespace)
         path = self.log_dir / f"{namespace}.csv"

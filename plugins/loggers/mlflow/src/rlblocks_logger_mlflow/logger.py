@@ -71,6 +71,7 @@ class MlflowLogger:
         self.client: Any = None
         self.run_id: str | None = None
         self._resume_id: str | None = None
+        self._where: str | None = None
 
     @property
     def tracking_uri(self) -> str:
@@ -95,6 +96,8 @@ class MlflowLogger:
             run = client.create_run(self._experiment_id(), run_name=name)
             self.run_id = run.info.run_id
             logged = {}
+        experiment = client.get_experiment(client.get_run(self.run_id).info.experiment_id)
+        self._where = self._describe(experiment.name)
         if config:
             # a resumed run keeps the params it has: MLflow refuses to change a logged param
             params = [
@@ -104,6 +107,18 @@ class MlflowLogger:
             ]
             for i in range(0, len(params), _PARAMS_PER_BATCH):
                 client.log_batch(self.run_id, params=params[i : i + _PARAMS_PER_BATCH])
+
+    def where(self) -> str | None:
+        """Where the data is, for the run's summary: the tracking store, the experiment and the
+        run id (and the command that shows a file store); None before the run started."""
+        return self._where
+
+    def _describe(self, experiment: str) -> str:
+        uri = self.tracking_uri
+        where = f"run {self.run_id} of experiment {experiment!r} at {uri}"
+        if uri.startswith("file:"):
+            where += f" (browse it: mlflow ui --backend-store-uri {uri})"
+        return where
 
     def _experiment_id(self) -> str:
         name = (

@@ -21,6 +21,11 @@ class TensorboardLogger:
         self.log_dir = Path(log_dir)
         self.writer = SummaryWriter(str(self.log_dir), flush_secs=int(self.config.flush_secs))
 
+    def where(self) -> str:
+        """Where the data is, for the run's summary: the event files' folder and the command
+        that shows them."""
+        return f"{self.log_dir} (watch it: tensorboard --logdir {self.log_dir})"
+
     @hookimpl
     def rlblocks_configure(self, config: dict, run_dir: Path | None) -> None:
         self.writer.add_text(

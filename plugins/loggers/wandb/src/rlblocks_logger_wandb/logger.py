@@ -58,6 +58,12 @@ class WandbLogger:
         self._wandb = _import_wandb()
         self.run: wandb.sdk.wandb_run.Run | None = None
         self._resume_id: str | None = None
+        self._where: str | None = None
+
+    def where(self) -> str | None:
+        """Where the data is, for the run's summary: the run's URL online; offline, its folder
+        and the command that uploads it. None before the W&B run started."""
+        return self._where
 
     def start(self, config: Mapping[str, Any] | None = None, run_dir: Path | None = None) -> None:
         """Start the W&B run (the run-start hook calls this; logging before it starts one)."""
@@ -77,6 +83,16 @@ class WandbLogger:
             id=self._resume_id,
             resume="allow" if self._resume_id is not None else None,
         )
+        try:
+            url = self.run.url  # None offline; some wandb versions raise there instead
+        except Exception:
+            url = None
+        project = getattr(self.run, "project", None) or c.project or DEFAULT_PROJECT
+        if url:
+            self._where = f"{url} (project {project!r})"
+        else:  # offline (or disabled): the run's files stay on this machine until synced
+            folder = Path(self.run.dir).parent if getattr(self.run, "dir", None) else directory
+            self._where = f"{folder}, project {project!r} (upload it: wandb sync {folder})"
 
     def finish(self, exit_code: int = 0) -> None:
         """Finish the W&B run (uploads what is pending when online); safe to call twice."""
