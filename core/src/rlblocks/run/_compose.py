@@ -199,7 +199,8 @@ ENV_NAMESPACES: dict[str, tuple[str, str]] = {
     "rlblocks": ("rlblocks.run._envs", "it ships with rlblocks itself; reinstall rlblocks"),
     "games": (
         "rlblocks_family_pettingzoo.games",
-        "pip install rlblocks-family-pettingzoo (two-player games from PettingZoo's classic set)",
+        "from the rlblocks repository: pip install ./plugins/families/pettingzoo "
+        "'pettingzoo[classic]' (two-player games from PettingZoo's classic set)",
     ),
 }
 
