@@ -781,13 +781,15 @@ def check_buffer_fits(c: cfg.ExperimentConfig, spec: AlgoSpec, buffer: Any) -> N
     sequences = BufferAbilities.of(buffer).sequences
     if spec.training != "off-policy":
         return
-    if spec.recurrent and not sequences:
+    # an algorithm recurrent by option (its config's ``recurrent``) counts as recurrent
+    recurrent = spec.recurrent or getattr(c.algo, "recurrent", False) is True
+    if recurrent and not sequences:
         raise ConfigError(
             f"$.buffer.sampler: algo {c.algo_name!r} is recurrent and learns from sequences, "
             "but the buffer samples single transitions; set buffer.sampler=sequence (and "
             "buffer.length, the window)"
         )
-    if sequences and not spec.recurrent:
+    if sequences and not recurrent:
         raise ConfigError(
             f"$.buffer.sampler: {c.buffer.sampler!r} samples windows of steps for recurrent "
             f"algorithms, and {c.algo_name!r} learns from single transitions; leave "
