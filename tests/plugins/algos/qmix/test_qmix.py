@@ -139,3 +139,20 @@ def test_the_conformance_probe_fails_a_masked_action() -> None:
     act[agent] = int(np.flatnonzero(mask[agent] == 0)[0])
     with pytest.raises(AssertionError, match="masked action"):
         env.step(act)
+
+
+def test_a_run_on_subprocesses_is_the_run_in_process(tmp_path) -> None:
+    def run(backend: str) -> tuple[int, float]:
+        result = rlblocks.train(
+            "vdn", seed=0, max_env_steps=200, run_dir=tmp_path / backend, loggers=[],
+            progress=False, quiet=True,
+            overrides=[
+                f"env.backend={backend}", "env.num_envs=2", "env.num_test_envs=2",
+                "trainer.test_interval=200", "trainer.test_episodes=2", "trainer.batch_size=16",
+            ],
+        )  # fmt: skip
+        return result.gradient_steps, result.best_test_return
+
+    in_process = run("dummy")
+    assert in_process[0] > 0
+    assert run("subproc") == in_process
