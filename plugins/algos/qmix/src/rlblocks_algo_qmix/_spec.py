@@ -2,7 +2,7 @@
 
 from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_qmix.config import QMIXConfig
-from rlblocks_algo_qmix.presets import DEFAULTS
+from rlblocks_algo_qmix.presets import DEFAULTS, ENV_DEFAULTS
 
 SPEC = AlgoSpec(
     name="qmix",
@@ -17,4 +17,5 @@ SPEC = AlgoSpec(
     training="off-policy",
     joint_agents=True,
     defaults=DEFAULTS,
+    env_defaults=ENV_DEFAULTS,
 )
