@@ -75,5 +75,5 @@ class QMIXConfig(VDNConfig):
     mixing_embed_dim: int = field(default=32, validator=validators.ge(1))
     """Width of the mixing network's hidden layer (the paper's 32)."""
     hypernet_hidden: int = field(default=64, validator=validators.ge(1))
-    """Hidden width of the hypernetworks that make the mixing weights from the state (the
-    paper's 64; 0 layers are not offered: one hidden layer, as the paper's SMAC runs)."""
+    """Hidden width of the hypernetworks that make the mixing weights from the state (one
+    hidden layer of 64 units, as in the paper's SMAC runs)."""
