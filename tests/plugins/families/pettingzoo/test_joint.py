@@ -221,3 +221,21 @@ def test_a_joint_agents_spec_gets_single_agent_parts() -> None:
                 ),
             )
         )
+
+
+def test_box_agents_act_in_one_box_of_every_agent() -> None:
+    env = JointEnvFactory(SPREAD, {"N": 2, "max_cycles": 3, "continuous_actions": True})()
+    agent_space = env.env.action_space("agent_0")
+    assert env.action_space.shape == (2, *agent_space.shape)
+    np.testing.assert_array_equal(env.action_space.low[1], agent_space.low)
+    env.reset(seed=0)
+    still = env.step(np.zeros((2, 5), np.float32))[0]["obs"]
+    env.reset(seed=0)
+    moved = env.step(np.tile(np.array([0, 1, 0, 0, 0], np.float32), (2, 1)))[0]["obs"]
+    # observations start with each agent's velocity: a push along x moves both agents along
+    # x, no push neither
+    np.testing.assert_array_equal(still[:, :2], 0)
+    assert (np.abs(moved[:, 0]) > 0).all()
+    np.testing.assert_array_equal(moved[:, 1], 0)
+    with pytest.raises(ValueError, match="one row per agent"):
+        env.step(np.zeros(5, np.float32))
