@@ -44,6 +44,56 @@ START_SPACES: dict[str, tuple[gym.Space, ...]] = {
 }
 
 
+class JointProbeEnv(gym.Env):
+    """The probe of algorithms that learn from joint transitions (``AlgoSpec.joint_agents``):
+    shaped as an env family's joint view of 3 agents (a Dict of ``obs`` ``[3, 4]``, ``state``
+    and ``action_mask`` ``[3, 4]``, a ``MultiDiscrete([4, 4, 4])`` action, the team's reward).
+    Each agent's legal actions change every step, and a masked action sent is an
+    AssertionError naming it; episodes last 8 steps."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - gymnasium's attribute
+    N, D, A, T = 3, 4, 4, 8
+
+    def __init__(self) -> None:
+        n, d, a = self.N, self.D, self.A
+        self.observation_space = gym.spaces.Dict({
+            "obs": gym.spaces.Box(-1.0, 1.0, (n, d), np.float32),
+            "state": gym.spaces.Box(-1.0, 1.0, (n * d,), np.float32),
+            "action_mask": gym.spaces.MultiBinary((n, a)),
+        })  # fmt: skip
+        self.action_space = gym.spaces.MultiDiscrete([a] * n)
+        self._t = 0
+        self._rng = np.random.default_rng(0)
+        self._mask = np.ones((n, a), dtype=np.int8)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        obs = self._rng.uniform(-1, 1, (self.N, self.D)).astype(np.float32)
+        mask = (self._rng.random((self.N, self.A)) < 0.5).astype(np.int8)
+        mask[np.arange(self.N), self._rng.integers(self.A, size=self.N)] = 1  # one legal at least
+        self._mask = mask
+        return {"obs": obs, "state": obs.reshape(-1).copy(), "action_mask": mask.copy()}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        act = np.asarray(action).reshape(self.N)
+        legal = self._mask[np.arange(self.N), act]
+        assert legal.all(), (
+            f"joint probe: agent(s) {np.flatnonzero(~legal.astype(bool)).tolist()} were sent "
+            f"masked action(s) {act.tolist()} (legal: {self._mask.tolist()})"
+        )
+        self._t += 1
+        rew = float((act == act[0]).sum())  # the team is paid for agreeing
+        return self._obs(), rew, False, self._t >= self.T, {}
+
+
 def check_algorithm(
     name: str, *, collect_steps: int = 256, batch_size: int = 32, device: str = "cpu"
 ) -> None:
@@ -58,6 +108,11 @@ def check_algorithm(
         assert attrs.has(spec.config), f"{name}: the config class must be an attrs class"
         spec.config()  # every field needs a default
     _check_config_resolves(name)
+    if getattr(spec, "joint_agents", False):
+        # joint transitions of cooperative agents: a small joint view with masks, which
+        # fails any step that sends a masked action
+        _check_on_env(name, spec, JointProbeEnv, collect_steps, batch_size, device)
+        return
     kinds = [k for k in PROBE_ENVS if k in spec.action_spaces]
     assert kinds, f"{name}: declares action spaces {spec.action_spaces}, none of {list(PROBE_ENVS)}"
     for kind in kinds:
@@ -77,7 +132,7 @@ def _check_config_resolves(name: str) -> None:
 
 
 def _check_on_env(
-    name: str, spec: Any, env_id: str, collect_steps: int, batch_size: int, device: str
+    name: str, spec: Any, env_id: Any, collect_steps: int, batch_size: int, device: str
 ) -> None:
     import rlblocks
     from rlblocks.contracts import Batch
@@ -97,7 +152,7 @@ def _check_on_env(
             )
 
         policy = make()
-        where = f"{name} on {env_id}"
+        where = f"{name} on {getattr(env_id, '__name__', env_id)}"
         _check_device(policy, device, where)
         obs, _ = envs.reset(seed=0)
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 _NAMES = {
     "BufferGroup": "multiagent",
+    "JointAgentEnv": "joint",
+    "JointEnvFactory": "joint",
     "MultiAgentCollector": "multiagent",
     "MultiAgentStep": "multiagent",
     "MultiAgentVectorEnv": "multiagent",
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
         make_opponent,
         play_games,
     )
+    from rlblocks_family_pettingzoo.joint import JointAgentEnv, JointEnvFactory
     from rlblocks_family_pettingzoo.multiagent import (
         BufferGroup,
         MultiAgentCollector,
