@@ -237,8 +237,10 @@ FIRST_PARTY_NEEDS: dict[str, tuple[str, ...]] = {
     "rlblocks-algo-mappo": (
         "rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo", "rlblocks-algo-ippo",
     ),
+    "rlblocks-algo-qmix": ("rlblocks-family-pettingzoo[mpe]",),
     "rlblocks-algo-rainbow": ("rlblocks-algo-c51", "rlblocks-buffer-prioritized"),
     "rlblocks-algo-trpo": ("rlblocks-algo-npg",),
+    "rlblocks-algo-vdn": ("rlblocks-algo-qmix",),
     "rlblocks-buffer-cached": ("rlblocks-buffer-vector",),
     "rlblocks-buffer-her": ("rlblocks-buffer-vector",),
     "rlblocks-buffer-prioritized": ("rlblocks-buffer-vector",),
