@@ -119,7 +119,8 @@ def test_a_killed_worker_is_reported_restarted_and_its_episode_cut_short() -> No
         assert "\n" not in message
         assert f"pid {victim}, envs [1])" in message and "SIGKILL" in message
         assert "restarting env worker 1" in message
-        assert stats.n_episode == 1 and stats.lengths.tolist() == [3]  # env 1, cut short at its 3rd step
+        # env 1 was cut short at its 3rd step
+        assert stats.n_episode == 1 and stats.lengths.tolist() == [3]
         assert envs.restarts == 1
         assert envs.venv.worker_pids[1] not in (None, victim)
         stats = collector.collect(n_step=40, random=True)  # both envs go on: 20 steps each
@@ -171,3 +172,33 @@ def test_shmem_is_refused_in_one_line_naming_subproc() -> None:
     make = multiagent_factory(SPREAD, SHORT)
     with pytest.raises(ConfigError, match=r"'shmem' cannot step multi-agent.*--backend subproc"):
         make_remote_multiagent_env("shmem", make, 1)
+
+
+def test_a_resumed_subproc_run_continues_its_episodes(tmp_path, capfd) -> None:
+    """Crash at a checkpoint mid-episode, resume: the run ends where an uninterrupted one
+    does (same weights), because the envs continued their episodes instead of restarting."""
+    from rlblocks.plugins import hookimpl
+
+    class Crash:
+        @hookimpl
+        def rlblocks_rollout_end(self, stats, env_step, trainer) -> None:
+            if env_step >= 140:
+                raise KeyboardInterrupt
+
+    overrides = [
+        "env.num_envs=2", "env.num_test_envs=1", "trainer.step_per_collect=70",
+        "trainer.test_interval=1000", "trainer.test_episodes=1", "trainer.checkpoint_interval=70",
+        'env.make_kwargs={"max_cycles": 25}', "buffer.size=1000",
+    ]  # fmt: skip
+    common = dict(seed=2, max_env_steps=280, backend="subproc", loggers=[], progress=False,
+                  quiet=True, overrides=overrides)  # fmt: skip
+    rlblocks.train("ippo", run_dir=tmp_path / "whole", **common)
+    with pytest.raises(KeyboardInterrupt):
+        rlblocks.train("ippo", run_dir=tmp_path / "cut", hooks=[Crash()], **common)
+    capfd.readouterr()
+    resumed = rlblocks.resume(tmp_path / "cut")
+    assert resumed.env_steps == 280
+    assert "restart on resume" not in capfd.readouterr().err
+    whole, cut = _weights(tmp_path / "whole"), _weights(tmp_path / "cut")
+    for k, v in whole.items():
+        assert torch.equal(v, cut[k]), k

@@ -20,7 +20,6 @@ from rlblocks.collect import Collector
 from rlblocks.contracts import ConfigError
 from rlblocks.run import FamilyBuild, FamilyParts, make_vector_env, stacked_space
 from rlblocks_family_pettingzoo.joint import JointEnvFactory
-from rlblocks_family_pettingzoo.remote import WORKER_BACKENDS, make_remote_multiagent_env
 from rlblocks_family_pettingzoo.multiagent import (
     BufferGroup,
     MultiAgentCollector,
@@ -31,6 +30,7 @@ from rlblocks_family_pettingzoo.multiagent import (
     multiagent_factory,
     multiagent_wrappers,
 )
+from rlblocks_family_pettingzoo.remote import WORKER_BACKENDS, make_remote_multiagent_env
 
 #: The backends that step a multi-agent run's envs in this process.
 IN_PROCESS = ("dummy", "auto")

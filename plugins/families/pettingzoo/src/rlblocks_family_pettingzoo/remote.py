@@ -202,8 +202,14 @@ class RemoteMultiAgentVectorEnv:
         lo = e * self.num_agents
         for k, s in enumerate(part.ids):
             g = lo + s
-            out.done(g, part.obs_next[k], part.rew[k], part.terminated[k], part.truncated[k],
-                     part.state_next[k])
+            out.done(
+                g,
+                part.obs_next[k],
+                part.rew[k],
+                part.terminated[k],
+                part.truncated[k],
+                part.state_next[k],
+            )
             self._open[g] = False
             self._last_obs[g] = part.obs_next[k]
         for k, s in enumerate(part.ready):
@@ -270,8 +276,11 @@ class RemoteMultiAgentVectorEnv:
         entries = self.venv.snapshot()
         missing = [x.get("why") or "no snapshot" for x in entries if x.get("env") is None]
         missing += [
-            layer["state"]["why"] for x in entries if x.get("env") is not None
-            for layer in x["env"]["layers"] if "why" in layer.get("state", {})
+            layer["state"]["why"]
+            for x in entries
+            if x.get("env") is not None
+            for layer in x["env"]["layers"]
+            if "why" in layer.get("state", {})
         ]
         if missing:
             return {"envs": None, "why": missing[0]}

@@ -109,8 +109,10 @@ def _restore(target: Any, state: Any, table: dict[int, Any], where: str) -> Any:
     if "arr" in state:
         arr = np.asarray(state["arr"])
         if (
-            isinstance(target, np.ndarray) and target.shape == arr.shape
-            and target.dtype == arr.dtype and target.flags.writeable
+            isinstance(target, np.ndarray)
+            and target.shape == arr.shape
+            and target.dtype == arr.dtype
+            and target.flags.writeable
         ):
             target[...] = arr
             out: Any = target
