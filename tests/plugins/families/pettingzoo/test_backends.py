@@ -97,6 +97,30 @@ def test_the_envs_step_in_worker_processes_like_in_process() -> None:
         assert ended == 4  # 25 steps of 10-step episodes in 2 envs
 
 
+TICTACTOE = "pettingzoo.classic.tictactoe_v3:env"  # AEC: one player acts at a time
+
+
+def test_aec_envs_in_workers_play_as_in_process_and_resume_exactly() -> None:
+    make = multiagent_factory(TICTACTOE)
+    with (
+        make_remote_multiagent_env("subproc", make, 2) as remote,
+        make_remote_multiagent_env("subproc", make, 2) as twin,
+        MultiAgentVectorEnv([make] * 2) as local,
+    ):
+        assert remote.aec and remote.agents == ["player_1", "player_2"]
+        a, b = _collector(remote, seed=4), _collector(local, seed=4)
+        sa, sb = a.collect(n_step=9, random=True), b.collect(n_step=9, random=True)
+        np.testing.assert_array_equal(sa.lengths, sb.lengths)
+        np.testing.assert_array_equal(sa.returns, sb.returns)
+        state = from_plain(to_plain(a.state_dict()))
+        resumed = _collector(twin, seed=99)
+        assert resumed.load_state_dict(state) == ""
+        sa, sc = a.collect(n_step=40, random=True), resumed.collect(n_step=40, random=True)
+        assert sa.n_episode >= 2
+        np.testing.assert_array_equal(sa.lengths, sc.lengths)
+        np.testing.assert_array_equal(sa.returns, sc.returns)
+
+
 def _collector(envs, seed: int = 0) -> MultiAgentCollector:
     class Uniform:  # stands in for a policy: the collector acts at random (random=True)
         training = False
