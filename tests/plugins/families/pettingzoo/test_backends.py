@@ -85,7 +85,9 @@ def test_the_envs_step_in_worker_processes_like_in_process() -> None:
     ):
         assert remote.agents == local.agents and remote.num_slots == local.num_slots == 6
         assert all(pid is not None and pid != os.getpid() for pid in remote.venv.worker_pids)
+        remote.track_state = local.track_state = True  # MAPPO's global state, set in workers
         a, b = remote.reset(seed=3), local.reset(seed=3)
+        np.testing.assert_array_equal(np.stack(a.ready_state), np.stack(b.ready_state))
         rng = np.random.default_rng(0)
         ended = 0
         for _ in range(25):
@@ -93,6 +95,7 @@ def test_the_envs_step_in_worker_processes_like_in_process() -> None:
             a, b = remote.step(a.ready, acts), local.step(b.ready, acts)
             assert (a.ids, a.ready, a.ended_envs, a.rew) == (b.ids, b.ready, b.ended_envs, b.rew)
             np.testing.assert_array_equal(np.stack(a.obs_next), np.stack(b.obs_next))
+            np.testing.assert_array_equal(np.stack(a.state_next), np.stack(b.state_next))
             ended += len(a.ended_envs)
         assert ended == 4  # 25 steps of 10-step episodes in 2 envs
 
@@ -226,3 +229,29 @@ def test_a_resumed_subproc_run_continues_its_episodes(tmp_path, capfd) -> None:
     whole, cut = _weights(tmp_path / "whole"), _weights(tmp_path / "cut")
     for k, v in whole.items():
         assert torch.equal(v, cut[k]), k
+
+
+def test_state_that_is_not_plain_values_is_named() -> None:
+    import threading
+
+    from rlblocks_family_pettingzoo.snapshot import (
+        NotSnapshottable,
+        restore_object,
+        snapshot_object,
+    )
+
+    class Env:
+        def __init__(self) -> None:
+            self.steps = 3
+            self.rng = np.random.default_rng(1)
+            self.inner = {"pos": np.zeros(2), "names": ["a", "b"]}
+
+    env, twin = Env(), Env()
+    env.steps, env.inner["pos"][:] = 7, 1.5
+    env.rng.random()
+    restore_object(twin, snapshot_object(env))
+    assert twin.steps == 7 and twin.inner["pos"].tolist() == [1.5, 1.5]
+    assert twin.rng.random() == env.rng.random()
+    env.inner["lock"] = threading.Lock()
+    with pytest.raises(NotSnapshottable, match=r"env\.inner\['lock'\] is a _thread\.lock"):
+        snapshot_object(env)
