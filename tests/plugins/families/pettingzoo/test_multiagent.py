@@ -381,15 +381,15 @@ def test_one_trainer_trains_a_policy_per_agent_group() -> None:
     group.load_state_dict(state)
 
 
-def test_a_backend_that_would_be_ignored_is_refused(tmp_path) -> None:
-    # multi-agent envs step in this process: --backend subproc would do nothing
+def test_a_backend_that_cannot_hold_agents_is_refused_naming_subproc(tmp_path) -> None:
+    # shared memory has a fixed layout; agents come and go: refused, naming what works
     import rlblocks
 
-    with pytest.raises(ConfigError, match=r"env.backend: 'subproc' cannot step multi-agent"):
+    with pytest.raises(ConfigError, match=r"env.backend: 'shmem' cannot step multi-agent.*subproc"):
         rlblocks.train(
             "ppo",
             env="pettingzoo.classic.rps_v2:parallel_env",
-            backend="subproc",
+            backend="shmem",
             run_dir=tmp_path / "run",
             progress=False,
             loggers=[],

@@ -1,5 +1,6 @@
 """PettingZoo's multi-agent envs for rlblocks: agent slots over PettingZoo envs, the multi-agent
-collector, and policy and buffer groups (one per agent group of ``env.policy_mapping``); and
+collector (envs in this process, or in subproc worker processes: :mod:`.remote`), and policy
+and buffer groups (one per agent group of ``env.policy_mapping``); and
 two-player games seen from one seat (``games/...`` ids, :mod:`.games`): opponents, self-play.
 
 Names are imported on first use: the entry-point spec imports this package, and listing
@@ -25,6 +26,11 @@ _NAMES = {
     "make_multiagent_env": "multiagent",
     "multiagent_factory": "multiagent",
     "multiagent_wrappers": "multiagent",
+    "AgentSlotsEnv": "remote",
+    "RemoteMultiAgentVectorEnv": "remote",
+    "make_remote_multiagent_env": "remote",
+    "restore_object": "snapshot",
+    "snapshot_object": "snapshot",
     "AgentIdObservation": "wrappers",
     "AgentIdObservationAEC": "wrappers",
     "PettingZooFamily": "family",
@@ -70,6 +76,12 @@ if TYPE_CHECKING:
         multiagent_factory,
         multiagent_wrappers,
     )
+    from rlblocks_family_pettingzoo.remote import (
+        AgentSlotsEnv,
+        RemoteMultiAgentVectorEnv,
+        make_remote_multiagent_env,
+    )
+    from rlblocks_family_pettingzoo.snapshot import restore_object, snapshot_object
     from rlblocks_family_pettingzoo.wrappers import AgentIdObservation, AgentIdObservationAEC
 
 

@@ -30,8 +30,9 @@ from rlblocks_family_pettingzoo.multiagent import (
     multiagent_factory,
     multiagent_wrappers,
 )
+from rlblocks_family_pettingzoo.remote import WORKER_BACKENDS, make_remote_multiagent_env
 
-#: The backends a multi-agent run takes: its envs step in this process whichever it names.
+#: The backends that step a multi-agent run's envs in this process.
 IN_PROCESS = ("dummy", "auto")
 
 
@@ -74,10 +75,11 @@ class PettingZooFamily:
                 "env.info_keys: storing step infos is not supported for multi-agent envs "
                 "yet; remove it (or put the values in the agents' observations)"
             )
-        if c.env.backend not in IN_PROCESS:
+        if c.env.backend not in IN_PROCESS + WORKER_BACKENDS:
             raise ConfigError(
                 f"$.env.backend: {c.env.backend!r} cannot step multi-agent (PettingZoo) envs "
-                "yet; they step in this process: leave out --backend (env.backend='dummy')"
+                "yet (their agents come and go, which its fixed layout cannot hold); use "
+                "--backend subproc for worker processes, or dummy to step them in this process"
             )
         train_envs, test_envs = self._envs(c)
         try:
@@ -196,14 +198,17 @@ class PettingZooFamily:
                 "stack them with a PettingZoo wrapper (env.wrappers) instead"
             )
         factory = multiagent_factory(c.env.id, c.env.make_kwargs)
+        backend = c.env.backend
 
-        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> MultiAgentVectorEnv:
+        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> Any:
             def make() -> Any:
                 env = factory()
                 for w in wrappers:
                     env = w(env)
                 return env
 
+            if backend in WORKER_BACKENDS:  # each env in a worker process of the backend
+                return make_remote_multiagent_env(backend, make, n, **_options(c.env.options))
             return MultiAgentVectorEnv([make] * n)
 
         train = envs(c.env.num_envs, multiagent_wrappers([*c.env.wrappers, *c.env.train_wrappers]))

@@ -409,6 +409,18 @@ def make_multiagent_env(
 
 
 # -- policies and buffers per agent ---------------------------------------------------------------
+def env_name(envs: Any) -> str:
+    """The class name of the PettingZoo envs of a multi-agent vector env (in process or not)."""
+    name = getattr(envs, "env_name", None)
+    return str(name) if name else type(envs.envs[0]).__name__
+
+
+def render_env(envs: Any, e: int) -> Any:
+    """Render env ``e`` of a multi-agent vector env, wherever it steps."""
+    remote = getattr(envs, "render_env", None)
+    return remote(e) if callable(remote) else envs.envs[e].render()
+
+
 def _stack(rows: list[Any]) -> Any:
     """Rows (arrays or dict trees of arrays) -> one batch tree."""
     first = rows[0]
@@ -518,7 +530,7 @@ class MultiAgentCollector:
             if envs.state_space is None:
                 raise ConfigError(
                     f"policies {sorted(self._wants_state)} learn from the env's global state, "
-                    f"and {type(envs.envs[0]).__name__} has no state(); use an env with a "
+                    f"and {env_name(envs)} has no state(); use an env with a "
                     "global state, or an algorithm without a centralised critic (ippo)"
                 )
             envs.track_state = True
@@ -546,7 +558,7 @@ class MultiAgentCollector:
         self.total_episodes = 0
         self.total_env_steps = 0
         self.total_agent_steps = 0
-        self.env_name = type(envs.envs[0]).__name__
+        self.env_name = env_name(envs)
 
     # -- resetting and resuming -----------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -568,24 +580,80 @@ class MultiAgentCollector:
         self._env_len[:] = 0
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters and the random stream; PettingZoo envs are not snapshotted, so a resumed
-        run restarts its episodes."""
-        return {
+        """Counters and the random stream, and where the envs can be snapshotted (envs in
+        worker processes, :mod:`rlblocks_family_pettingzoo.remote`) the envs' snapshots with
+        the episodes in progress, so a resumed run continues them; else ``envs`` is None and
+        ``why`` says why (a resumed run restarts its episodes)."""
+        out: dict[str, Any] = {
             "rng": self._rng.bit_generator.state,
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
             "total_env_steps": self.total_env_steps,
             "total_agent_steps": self.total_agent_steps,
             "envs": None,
-            "why": "PettingZoo envs cannot be snapshotted",
+            "why": self._why_no_snapshot(),
         }
+        if out["why"]:
+            return out
+        envs = self.envs.snapshot()
+        if envs.get("envs") is None:
+            out["why"] = str(envs.get("why") or "the envs cannot be snapshotted")
+            return out
+        out["envs"] = envs
+        out["episodes"] = {
+            "ready": self._ready,
+            "ready_obs": self._ready_obs,
+            "ready_state": self._ready_state,
+            "obs": self._obs,
+            "act": [None if a is None else np.asarray(a) for a in self._act],
+            "out": self._out,
+            "gstate": self._gstate,
+            "agent_return": self._agent_return,
+            "env_return": self._env_return,
+            "env_agents": self._env_agents,
+            "env_len": self._env_len,
+        }
+        return out
+
+    def _why_no_snapshot(self) -> str:
+        """Why the envs and episodes cannot be snapshotted now ("" when they can)."""
+        if not callable(getattr(self.envs, "snapshot", None)):
+            return (
+                "PettingZoo envs stepped in this process are not snapshotted (the subproc "
+                "backend snapshots them)"
+            )
+        if self._ready is None:
+            return "no episode in progress"
+        if self._state:
+            return "recurrent policy state is not snapshotted"
+        return ""
 
     def load_state_dict(self, state: Mapping[str, Any]) -> str:
         self._rng.bit_generator.state = dict(state["rng"])
         for key in ("total_steps", "total_episodes", "total_env_steps", "total_agent_steps"):
             setattr(self, key, int(state.get(key, 0)))
+        envs = state.get("envs")
+        if envs is not None and callable(getattr(self.envs, "restore", None)):
+            if self._ready is None:  # the workers' envs must exist and be reset before
+                self.envs.reset(seed=None)
+            self.envs.restore(envs)
+            ep = state["episodes"]
+            self._ready = np.asarray(ep["ready"], dtype=np.int64)
+            self._ready_obs = list(ep["ready_obs"])
+            self._ready_state = list(ep["ready_state"])
+            self._obs, self._act = list(ep["obs"]), list(ep["act"])
+            self._out, self._gstate = list(ep["out"]), list(ep["gstate"])
+            self._agent_return = np.asarray(ep["agent_return"], dtype=np.float64).copy()
+            self._env_return = np.asarray(ep["env_return"], dtype=np.float64).copy()
+            self._env_agents = np.asarray(ep["env_agents"], dtype=np.int64).copy()
+            self._env_len = np.asarray(ep["env_len"], dtype=np.int64).copy()
+            self._seed = None
+            return ""
         self.restart_episodes(int(self._rng.integers(2**31 - 1)))
-        return str(state.get("why", "")) or "PettingZoo envs cannot be snapshotted"
+        why = str(state.get("why", ""))
+        if envs is not None:
+            why = "these envs step in this process, where they are not snapshotted"
+        return why or "PettingZoo envs cannot be snapshotted"
 
     def restart_episodes(self, seed: int) -> None:
         self._seed = int(seed)
@@ -728,7 +796,7 @@ class MultiAgentCollector:
                 res = envs.step(ready, acts)
                 if render:
                     for e in sorted(set(envs.slot_env[ready].tolist())):
-                        envs.envs[e].render()
+                        render_env(envs, e)
                     time.sleep(render)
                 rew = np.asarray(res.rew, dtype=np.float64)
                 if not math.isfinite(float(rew.sum())):

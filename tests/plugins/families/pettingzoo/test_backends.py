@@ -1,0 +1,257 @@
+"""Multi-agent envs in worker processes (``--backend subproc``): the same run as in process, a
+killed worker reported and restarted, and snapshots that let a resumed run continue episodes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("mpe2")
+
+import rlblocks
+from rlblocks.contracts import ConfigError, EnvWorkerError
+from rlblocks.run import load_checkpoint
+from rlblocks.run._checkpoint import from_plain, to_plain
+from rlblocks_family_pettingzoo.multiagent import (
+    MultiAgentCollector,
+    MultiAgentVectorEnv,
+    multiagent_factory,
+)
+from rlblocks_family_pettingzoo.remote import make_remote_multiagent_env
+
+SPREAD = "mpe2.simple_spread_v3:parallel_env"
+SHORT = {"max_cycles": 10}  # 10-step episodes: several end within a few dozen steps
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(100):  # until the process is gone (its pipe then reads as closed)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+
+
+def _weights(run) -> dict[str, torch.Tensor]:
+    ckpt = sorted((run / "checkpoints").glob("gen-*"))[-1] / "latest.pt"
+    return load_checkpoint(ckpt)["policy"]
+
+
+def test_ippo_on_subproc_trains_exactly_as_in_process(tmp_path) -> None:
+    """Same seed, same run: the envs in workers step bit for bit as in this process, so the
+    learnt weights and the test return are equal."""
+    results, weights = {}, {}
+    for backend in ("dummy", "subproc"):
+        run = tmp_path / backend
+        results[backend] = rlblocks.train(
+            "ippo", seed=0, max_env_steps=200, backend=backend, loggers=[], progress=False,
+            quiet=True, run_dir=run,
+            overrides=["env.num_envs=2", "env.num_test_envs=2", "trainer.step_per_collect=100",
+                       "trainer.test_interval=200", "trainer.test_episodes=2",
+                       "trainer.checkpoint_interval=200", 'env.make_kwargs={"max_cycles": 10}',
+                       "buffer.size=1000"],
+        )  # fmt: skip
+        weights[backend] = _weights(run)
+    dummy, sub = results["dummy"], results["subproc"]
+    assert sub.env_steps == dummy.env_steps == 200
+    assert sub.train_episodes == dummy.train_episodes == 20
+    assert sub.best_test_return == dummy.best_test_return
+    assert weights["dummy"].keys() == weights["subproc"].keys()
+    for k, v in weights["dummy"].items():
+        assert torch.equal(v, weights["subproc"][k]), k
+    assert dummy.gradient_steps > 0  # it learnt something, the same in both
+
+
+def test_the_envs_step_in_worker_processes_like_in_process() -> None:
+    make = multiagent_factory(SPREAD, SHORT)
+    with (
+        make_remote_multiagent_env("subproc", make, 2) as remote,
+        MultiAgentVectorEnv([make] * 2) as local,
+    ):
+        assert remote.agents == local.agents and remote.num_slots == local.num_slots == 6
+        assert all(pid is not None and pid != os.getpid() for pid in remote.venv.worker_pids)
+        remote.track_state = local.track_state = True  # MAPPO's global state, set in workers
+        a, b = remote.reset(seed=3), local.reset(seed=3)
+        np.testing.assert_array_equal(np.stack(a.ready_state), np.stack(b.ready_state))
+        rng = np.random.default_rng(0)
+        ended = 0
+        for _ in range(25):
+            acts = rng.integers(5, size=len(a.ready)).tolist()
+            a, b = remote.step(a.ready, acts), local.step(b.ready, acts)
+            assert (a.ids, a.ready, a.ended_envs, a.rew) == (b.ids, b.ready, b.ended_envs, b.rew)
+            np.testing.assert_array_equal(np.stack(a.obs_next), np.stack(b.obs_next))
+            np.testing.assert_array_equal(np.stack(a.state_next), np.stack(b.state_next))
+            ended += len(a.ended_envs)
+        assert ended == 4  # 25 steps of 10-step episodes in 2 envs
+
+
+TICTACTOE = "pettingzoo.classic.tictactoe_v3:env"  # AEC: one player acts at a time
+
+
+def test_aec_envs_in_workers_play_as_in_process_and_resume_exactly() -> None:
+    make = multiagent_factory(TICTACTOE)
+    with (
+        make_remote_multiagent_env("subproc", make, 2) as remote,
+        make_remote_multiagent_env("subproc", make, 2) as twin,
+        MultiAgentVectorEnv([make] * 2) as local,
+    ):
+        assert remote.aec and remote.agents == ["player_1", "player_2"]
+        a, b = _collector(remote, seed=4), _collector(local, seed=4)
+        sa, sb = a.collect(n_step=9, random=True), b.collect(n_step=9, random=True)
+        np.testing.assert_array_equal(sa.lengths, sb.lengths)
+        np.testing.assert_array_equal(sa.returns, sb.returns)
+        state = from_plain(to_plain(a.state_dict()))
+        resumed = _collector(twin, seed=99)
+        assert resumed.load_state_dict(state) == ""
+        sa, sc = a.collect(n_step=40, random=True), resumed.collect(n_step=40, random=True)
+        assert sa.n_episode >= 2
+        np.testing.assert_array_equal(sa.lengths, sc.lengths)
+        np.testing.assert_array_equal(sa.returns, sc.returns)
+
+
+def _collector(envs, seed: int = 0) -> MultiAgentCollector:
+    class Uniform:  # stands in for a policy: the collector acts at random (random=True)
+        training = False
+
+    return MultiAgentCollector(Uniform(), envs, None, seed=seed)
+
+
+def test_a_killed_worker_is_reported_restarted_and_its_episode_cut_short() -> None:
+    make = multiagent_factory(SPREAD, SHORT)
+    with make_remote_multiagent_env("subproc", make, 2, restart_failed=True) as envs:
+        collector = _collector(envs)
+        collector.collect(n_step=3, random=True)  # 2 steps of each env (4 env steps)
+        victim = envs.venv.worker_pids[1]
+        _kill(victim)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stats = collector.collect(n_step=1, random=True)
+        (warning,) = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+        message = str(warning.message)
+        assert "\n" not in message
+        assert f"pid {victim}, envs [1])" in message and "SIGKILL" in message
+        assert "restarting env worker 1" in message
+        # env 1 was cut short at its 3rd step
+        assert stats.n_episode == 1 and stats.lengths.tolist() == [3]
+        assert envs.restarts == 1
+        assert envs.venv.worker_pids[1] not in (None, victim)
+        stats = collector.collect(n_step=40, random=True)  # both envs go on: 20 steps each
+        assert stats.n_episode >= 3 and set(stats.lengths.tolist()) == {10}
+
+
+def test_a_killed_worker_without_restarts_is_one_clear_error() -> None:
+    make = multiagent_factory(SPREAD, SHORT)
+    with make_remote_multiagent_env("subproc", make, 1) as envs:
+        collector = _collector(envs)
+        collector.collect(n_step=2, random=True)
+        _kill(envs.venv.worker_pids[0])
+        with pytest.raises(EnvWorkerError, match=r"env worker 0 .*SIGKILL.*restart_failed=True"):
+            collector.collect(n_step=1, random=True)
+
+
+def test_a_restored_collector_continues_its_episodes_exactly() -> None:
+    """Snapshot mid-episode (through a checkpoint's plain values), restore into new workers:
+    the next steps are those the original goes on to take."""
+    make = multiagent_factory(SPREAD, SHORT)
+    with (
+        make_remote_multiagent_env("subproc", make, 2) as first,
+        make_remote_multiagent_env("subproc", make, 2) as second,
+    ):
+        original = _collector(first, seed=5)
+        original.collect(n_step=7, random=True)  # 4 steps of each env (8 env steps)
+        state = from_plain(to_plain(original.state_dict()))
+        assert state["envs"] is not None, state["why"]
+        resumed = _collector(second, seed=123)
+        assert resumed.load_state_dict(state) == ""
+        a = original.collect(n_step=40, random=True)  # 20 steps of each env
+        b = resumed.collect(n_step=40, random=True)
+        # the episodes in progress end 6 steps on (a restart would end them 10 steps on)
+        assert a.n_episode == b.n_episode == 4
+        np.testing.assert_array_equal(a.returns, b.returns)
+        np.testing.assert_array_equal(a.lengths, b.lengths)
+
+
+def test_in_process_envs_say_why_they_are_not_snapshotted() -> None:
+    make = multiagent_factory(SPREAD, SHORT)
+    with MultiAgentVectorEnv([make]) as envs:
+        collector = _collector(envs)
+        collector.collect(n_step=2, random=True)
+        state = collector.state_dict()
+        assert state["envs"] is None and "subproc" in state["why"]
+
+
+def test_shmem_is_refused_in_one_line_naming_subproc() -> None:
+    make = multiagent_factory(SPREAD, SHORT)
+    with pytest.raises(ConfigError, match=r"'shmem' cannot step multi-agent.*--backend subproc"):
+        make_remote_multiagent_env("shmem", make, 1)
+
+
+def test_a_resumed_subproc_run_continues_its_episodes(tmp_path, capfd) -> None:
+    """Crash at a checkpoint mid-episode, resume: the run ends where an uninterrupted one
+    does (same weights), because the envs continued their episodes instead of restarting."""
+    from rlblocks.plugins import hookimpl
+
+    class Crash:
+        @hookimpl
+        def rlblocks_rollout_end(self, stats, env_step, trainer) -> None:
+            if env_step >= 140:
+                raise KeyboardInterrupt
+
+    overrides = [
+        "env.num_envs=2", "env.num_test_envs=1", "trainer.step_per_collect=70",
+        "trainer.test_interval=1000", "trainer.test_episodes=1", "trainer.checkpoint_interval=70",
+        'env.make_kwargs={"max_cycles": 25}', "buffer.size=1000",
+    ]  # fmt: skip
+    common = dict(seed=2, max_env_steps=280, backend="subproc", loggers=[], progress=False,
+                  quiet=True, overrides=overrides)  # fmt: skip
+    rlblocks.train("ippo", run_dir=tmp_path / "whole", **common)
+    with pytest.raises(KeyboardInterrupt):
+        rlblocks.train("ippo", run_dir=tmp_path / "cut", hooks=[Crash()], **common)
+    capfd.readouterr()
+    resumed = rlblocks.resume(tmp_path / "cut")
+    assert resumed.env_steps == 280
+    assert "restart on resume" not in capfd.readouterr().err
+    whole, cut = _weights(tmp_path / "whole"), _weights(tmp_path / "cut")
+    for k, v in whole.items():
+        assert torch.equal(v, cut[k]), k
+
+
+def test_state_that_is_not_plain_values_is_named() -> None:
+    import threading
+
+    from rlblocks_family_pettingzoo.snapshot import (
+        NotSnapshottable,
+        restore_object,
+        snapshot_object,
+    )
+
+    class Env:
+        def __init__(self) -> None:
+            self.steps = 3
+            self.rng = np.random.default_rng(1)
+            self.inner = {"pos": np.zeros(2), "names": ["a", "b"]}
+
+    env, twin = Env(), Env()
+    env.steps, env.inner["pos"][:] = 7, 1.5
+    env.rng.random()
+    restore_object(twin, snapshot_object(env))
+    assert twin.steps == 7 and twin.inner["pos"].tolist() == [1.5, 1.5]
+    assert twin.rng.random() == env.rng.random()
+    env.inner["lock"] = threading.Lock()
+    with pytest.raises(NotSnapshottable, match=r"env\.inner\['lock'\] is a _thread\.lock"):
+        snapshot_object(env)
