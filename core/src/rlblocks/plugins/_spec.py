@@ -140,6 +140,13 @@ class AlgoSpec(PluginSpec):
     """The algorithm is made for multi-agent envs (an env family's, e.g. PettingZoo's) and
     trains a single-agent env as a plain single-agent algorithm would (IPPO is PPO there): such
     a run is made, with a warning naming what to train instead."""
+    joint_agents: bool = False
+    """The algorithm learns from *joint* transitions of a multi-agent env (QMIX, VDN,
+    centralised critics over all agents' actions): an env family that has a joint view (the
+    PettingZoo family's ``JointAgentEnv``) gives it one single-agent env per multi-agent env,
+    whose observation holds every agent's (a Dict of ``obs``, ``state`` and, with masks,
+    ``action_mask``), whose action is every agent's and whose reward is the team's; the
+    standard collector, buffers and backends then run it. A single-agent env is refused."""
     defaults: dict[str, dict[str, Any]] = field(factory=dict)
     """Per-section defaults this algorithm brings (``{"trainer": {"batch_size": 64}}``); they sit
     between the sections' own defaults and the user's config file and flags."""

@@ -717,6 +717,14 @@ def check_run_fields(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             f"{c.env.id!r} is a single-agent env (one policy learns it); remove "
             "env.policy_mapping, or train on a multi-agent env (`rlblocks list family`)"
         )
+    if spec.joint_agents and single_agent and c.env.factory is None:
+        raise ConfigError(
+            f"algo {c.algo_name!r} learns from the joint view of a multi-agent env (every "
+            f"agent's observation and action in one step), and {c.env.id!r} has one agent; "
+            "train it on a PettingZoo parallel env (e.g. --env "
+            "mpe2.simple_spread_v3:parallel_env) or on an env factory returning a joint view, "
+            "or train a single-agent algorithm"
+        )
     if spec.multi_agent and single_agent and c.env.factory is None:
         twins = [
             name for name, other in get_registry("algo").loadable_specs().items()

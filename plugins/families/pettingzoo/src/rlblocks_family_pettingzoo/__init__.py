@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 _NAMES = {
     "BufferGroup": "multiagent",
+    "JointAgentEnv": "joint",
+    "JointEnvFactory": "joint",
     "MultiAgentCollector": "multiagent",
     "MultiAgentStep": "multiagent",
     "MultiAgentVectorEnv": "multiagent",
@@ -31,6 +33,7 @@ __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
     from rlblocks_family_pettingzoo.family import PettingZooFamily
+    from rlblocks_family_pettingzoo.joint import JointAgentEnv, JointEnvFactory
     from rlblocks_family_pettingzoo.multiagent import (
         BufferGroup,
         MultiAgentCollector,

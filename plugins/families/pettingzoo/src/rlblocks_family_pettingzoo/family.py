@@ -13,10 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import gymnasium as gym
 
+from rlblocks.collect import Collector
 from rlblocks.contracts import ConfigError
-from rlblocks.run import FamilyBuild, FamilyParts
+from rlblocks.run import FamilyBuild, FamilyParts, make_vector_env, stacked_space
+from rlblocks_family_pettingzoo.joint import JointEnvFactory
 from rlblocks_family_pettingzoo.multiagent import (
     BufferGroup,
     MultiAgentCollector,
@@ -30,6 +33,15 @@ from rlblocks_family_pettingzoo.multiagent import (
 
 #: The backends a multi-agent run takes: its envs step in this process whichever it names.
 IN_PROCESS = ("dummy", "auto")
+
+
+def _options(options: Any) -> dict[str, Any]:
+    """``env.options`` (a backend's attrs config, a mapping or None) as keyword options."""
+    if options is None:
+        return {}
+    if attrs.has(type(options)):
+        return attrs.asdict(options, recurse=False)
+    return dict(options)
 
 
 def agent_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
@@ -55,6 +67,8 @@ class PettingZooFamily:
 
     def build(self, run: FamilyBuild) -> FamilyParts:
         c = run.config
+        if getattr(run.algo_spec, "joint_agents", False):
+            return self._joint_parts(run)
         if c.env.info_keys:
             raise ConfigError(
                 "env.info_keys: storing step infos is not supported for multi-agent envs "
@@ -72,6 +86,63 @@ class PettingZooFamily:
             train_envs.close()
             test_envs.close()
             raise
+
+    def _joint_parts(self, run: FamilyBuild) -> FamilyParts:
+        """The run of an algorithm that learns from joint transitions: each PettingZoo env
+        becomes one single-agent gymnasium env (:class:`JointAgentEnv`), and core's vector-env
+        backends, buffer and collectors run it as any other."""
+        c, t = run.config, run.config.trainer
+        if c.env.policy_mapping and len(set(c.env.policy_mapping.values())) > 1:
+            raise ConfigError(
+                f"$.env.policy_mapping: {run.algo_spec.name!r} learns one joint policy over "
+                "all agents (the joint view); remove env.policy_mapping"
+            )
+        if t.count_steps_by != "env_steps":
+            raise ConfigError(
+                f"$.trainer.count_steps_by: {run.algo_spec.name!r} learns from the joint view, "
+                "one transition per env step for all agents; leave count_steps_by at env_steps"
+            )
+        multiagent_factory(c.env.id, c.env.make_kwargs)  # a bad id is named before envs start
+        options = _options(c.env.options)
+
+        def envs(n: int, wrappers: list[Any]) -> Any:
+            factory = JointEnvFactory(c.env.id, c.env.make_kwargs, wrappers)
+            return make_vector_env(c.env.backend, factory, n, **options)
+
+        train_envs = envs(c.env.num_envs, [*c.env.wrappers, *c.env.train_wrappers])
+        try:
+            test_envs = envs(c.env.num_test_envs, list(c.env.wrappers))
+        except BaseException:
+            train_envs.close()
+            raise
+        try:
+            frames = c.buffer.stack_num
+            policy = run.make_policy(
+                stacked_space(train_envs.observation_space, frames), train_envs.action_space
+            )
+            policy.seed(run.seed)
+            buffer = run.make_buffer(c.env.num_envs)
+            # train and test envs get disjoint seed ranges, as in single-agent runs
+            train_collector = Collector(
+                policy, train_envs, buffer, seed=run.seed, frame_stack=frames,
+                info_keys=c.env.info_keys,
+            )  # fmt: skip
+            test_collector = Collector(
+                policy, test_envs, None, exploration=False, seed=run.seed + 100_000,
+                frame_stack=frames,
+            )  # fmt: skip
+        except BaseException:  # the run never gets the envs: close them here
+            train_envs.close()
+            test_envs.close()
+            raise
+        return FamilyParts(
+            train_envs=train_envs,
+            test_envs=test_envs,
+            policy=policy,
+            buffer=buffer,
+            train_collector=train_collector,
+            test_collector=test_collector,
+        )
 
     def _parts(
         self, run: FamilyBuild, train_envs: MultiAgentVectorEnv, test_envs: MultiAgentVectorEnv
