@@ -262,10 +262,8 @@ class MultiAgentActorCritic(OffPolicyPolicy):
         ``[B, n, act_dim]`` (the same for every agent), or with ``[B, n, n, act_dim]``, the
         joint action agent ``i``'s critic is asked about in row ``i``."""
         b, n = x.shape[0], self.spaces.n_agents
-        if act.dim() == 3:
-            act = act.reshape(b, 1, -1).expand(b, n, -1)
-        else:
-            act = act.reshape(b, n, -1)
+        shared = act.dim() == 3
+        act = act.reshape(b, 1, -1).expand(b, n, -1) if shared else act.reshape(b, n, -1)
         return torch.cat([x.unsqueeze(1).expand(b, n, -1), act], dim=-1)
 
     def own_action(self, own: torch.Tensor, stored: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,8 @@ Agent ``i`` acts with its own deterministic actor on its own observation, ``a_i 
 (or all observations) and every agent's action, and is used only in training (centralised
 training). From a batch of joint transitions ``(x, o, a, r_i, x', o')``::
 
-    y_i  = sum_{k<m} gamma^k r_{i,t+k} + gamma^m (1 - terminated) Q'_i(x', mu'_1(o'_1), ..., mu'_n(o'_n))
+    y_i  = sum_{k<m} gamma^k r_{i,t+k} + gamma^m (1 - terminated) Q'_i(x', mu'(o'))
+           with mu'(o') = (mu'_1(o'_1), ..., mu'_n(o'_n)), the target actors' joint action
     L_Q  = sum_i mean((Q_i(x, a) - y_i)^2)
     L_mu = -sum_i mean(Q_i(x, a_1, ..., mu_i(o_i), ..., a_n))     (the others' stored actions)
     then every target network moves tau towards its network.
