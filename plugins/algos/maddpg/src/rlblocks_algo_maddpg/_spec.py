@@ -2,7 +2,7 @@
 
 from rlblocks.plugins import AlgoSpec
 from rlblocks_algo_maddpg.config import MADDPGConfig
-from rlblocks_algo_maddpg.presets import DEFAULTS, ENV_DEFAULTS
+from rlblocks_algo_maddpg.presets import ENV_DEFAULTS, MADDPG_DEFAULTS
 
 SPEC = AlgoSpec(
     name="maddpg",
@@ -16,6 +16,6 @@ SPEC = AlgoSpec(
     action_spaces=("Box",),
     training="off-policy",
     joint_agents=True,
-    defaults=DEFAULTS,
+    defaults=MADDPG_DEFAULTS,
     env_defaults=ENV_DEFAULTS,
 )

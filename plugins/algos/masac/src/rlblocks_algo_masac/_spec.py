@@ -1,7 +1,7 @@
 """Entry-point spec of MASAC: imports nothing heavier than attrs."""
 
 from rlblocks.plugins import AlgoSpec
-from rlblocks_algo_maddpg.presets import DEFAULTS, ENV_DEFAULTS
+from rlblocks_algo_maddpg.presets import ENV_DEFAULTS, MASAC_DEFAULTS
 from rlblocks_algo_masac.config import MASACConfig
 
 SPEC = AlgoSpec(
@@ -16,6 +16,6 @@ SPEC = AlgoSpec(
     action_spaces=("Box",),
     training="off-policy",
     joint_agents=True,
-    defaults=DEFAULTS,
+    defaults=MASAC_DEFAULTS,
     env_defaults=ENV_DEFAULTS,
 )
