@@ -32,14 +32,15 @@ def _one_thread():
 
 
 class ReturnLog:
-    """Records each test's mean return."""
+    """Records each test's mean return (a screened test's too: the trainer ends a test whose
+    first episodes fall clearly short of the stop reward, and logs those as test_screen)."""
 
     def __init__(self) -> None:
         self.returns: list[float] = []
 
     @hookimpl
     def rlblocks_log(self, namespace: str, scalars: dict[str, float], step: int) -> None:
-        if namespace == "test" and "return_mean" in scalars:
+        if namespace in ("test", "test_screen") and "return_mean" in scalars:
             self.returns.append(float(scalars["return_mean"]))
 
 

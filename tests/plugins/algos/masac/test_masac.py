@@ -31,14 +31,15 @@ def _one_thread():
 
 
 class ReturnLog:
-    """Records each test's mean return."""
+    """Records each test's mean return (a screened test's too: the trainer ends a test whose
+    first episodes fall clearly short of the stop reward, and logs those as test_screen)."""
 
     def __init__(self) -> None:
         self.returns: list[float] = []
 
     @hookimpl
     def rlblocks_log(self, namespace: str, scalars: dict[str, float], step: int) -> None:
-        if namespace == "test" and "return_mean" in scalars:
+        if namespace in ("test", "test_screen") and "return_mean" in scalars:
             self.returns.append(float(scalars["return_mean"]))
 
 
@@ -60,8 +61,14 @@ def test_actors_sample_every_agent_and_act_greedily_in_tests() -> None:
     g1, g2 = policy(Batch(obs=obs)).act, policy(Batch(obs=obs)).act
     np.testing.assert_array_equal(g1, g2)  # the mean action
     rows, _ = policy.split_obs(policy.obs_tensor(obs))
-    act, logp = policy.actor(rows)
+    act, logp = policy.actor(rows, deterministic=True)
     assert logp.shape == (2, 2) and torch.isfinite(logp).all()
+    # log pi of the mean action, from torch's Normal and the tanh's change of variables
+    mean, log_std = policy.actor.net(rows)[0].chunk(2, dim=-1)
+    normal = torch.distributions.Normal(mean, log_std.clamp(-20, 2).exp())
+    want = normal.log_prob(mean).sum(-1) - torch.log(1 - torch.tanh(mean).pow(2)).sum(-1)
+    torch.testing.assert_close(logp, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(act, torch.tanh(mean))
     envs.close()
 
 
