@@ -211,7 +211,6 @@ class MultiAgentActorCritic(OffPolicyPolicy):
         action_space: gym.Space,
         config: Any,
         device: str | torch.device = "cpu",
-        state_space: gym.Space | None = None,
     ) -> None:
         self.spaces = JointSpaces(observation_space, action_space, self.algo_name)
         super().__init__(observation_space, action_space, config, device)

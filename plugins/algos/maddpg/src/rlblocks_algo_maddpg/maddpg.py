@@ -45,10 +45,9 @@ class MADDPGPolicy(MultiAgentActorCritic):
         action_space: gym.Space,
         config: MADDPGConfig | None = None,
         device: str | torch.device = "cpu",
-        state_space: gym.Space | None = None,
     ) -> None:
         c = config or MADDPGConfig()
-        super().__init__(observation_space, action_space, c, device, state_space)
+        super().__init__(observation_space, action_space, c, device)
         self.config: MADDPGConfig = c
         sp = self.spaces
         self.actor = DeterministicAgentActor(

@@ -41,10 +41,9 @@ class MASACPolicy(MultiAgentActorCritic):
         action_space: gym.Space,
         config: MASACConfig | None = None,
         device: str | torch.device = "cpu",
-        state_space: gym.Space | None = None,
     ) -> None:
         c = config or MASACConfig()
-        super().__init__(observation_space, action_space, c, device, state_space)
+        super().__init__(observation_space, action_space, c, device)
         self.config: MASACConfig = c
         sp = self.spaces
         self.actor = GaussianAgentActor(
