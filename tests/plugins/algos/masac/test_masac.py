@@ -18,7 +18,9 @@ from rlblocks_family_pettingzoo import JointEnvFactory
 
 SPREAD = "mpe2.simple_spread_v3:parallel_env"
 SPREAD_KWARGS = {"N": 2, "max_cycles": 25, "continuous_actions": True}
-#: as MADDPG's test: the team return over 20 greedy episodes; random actions score about -39
+#: as MADDPG's test: the team return over 20 greedy episodes; random actions score about -39.
+#: With the defaults (n_step chosen on seed 0, which passed -22 by 12.5k env steps) runs passed
+#: it at 10.0k env steps on seed 2 and 9.2k on seed 3
 THRESHOLD = -22.0
 
 
