@@ -51,7 +51,7 @@ FIRST_PARTY: dict[str, frozenset[str]] = {
         {"dqn", "reinforce", "a2c", "ppo", "npg", "trpo", "ddpg", "td3", "sac", "redq",
          "discrete-sac", "c51", "rainbow", "qrdqn", "iqn", "fqf", "bdq", "r2d2", "rppo", "ippo",
          "mappo", "td3bc", "cql", "discrete-cql", "bc", "gail", "bcq", "discrete-bcq",
-         "iql", "crr", "awac", "qmix", "vdn"}
+         "iql", "crr", "awac", "qmix", "vdn", "maddpg", "masac"}
     ),
     "buffer": frozenset({"vector", "prioritized", "cached", "her", "prioritized-sequence"}),
     "env": frozenset({"dummy", "subproc", "shmem", "ray", "envpool"}),
@@ -234,6 +234,8 @@ FIRST_PARTY_NEEDS: dict[str, tuple[str, ...]] = {
     "rlblocks-algo-discrete-cql": ("rlblocks-algo-qrdqn",),
     "rlblocks-algo-gail": ("rlblocks-algo-ppo",),
     "rlblocks-algo-ippo": ("rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo"),
+    "rlblocks-algo-maddpg": ("rlblocks-family-pettingzoo[mpe]",),
+    "rlblocks-algo-masac": ("rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-maddpg"),
     "rlblocks-algo-mappo": (
         "rlblocks-family-pettingzoo[mpe]", "rlblocks-algo-ppo", "rlblocks-algo-ippo",
     ),

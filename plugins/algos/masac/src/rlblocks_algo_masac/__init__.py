@@ -1,0 +1,1 @@
+"""MASAC (multi-agent Soft Actor-Critic with centralised critics) for rlblocks."""
