@@ -411,7 +411,8 @@ def trial_rlblocks(
     class Curve:
         @hookimpl
         def rlblocks_test_end(self, stats: dict[str, Any], env_step: int) -> None:
-            curve.append((int(env_step), float(stats["return_mean"])))
+            if not stats.get("screened"):  # full tests only (a screen plays a few episodes)
+                curve.append((int(env_step), float(stats["return_mean"])))
 
     overrides = [
         f"trainer.max_env_steps={steps}",

@@ -15,6 +15,7 @@ EXPECTED_HOOKS = {
     "rlblocks_configure",
     "rlblocks_run_start",
     "rlblocks_rollout_end",
+    "rlblocks_env_step",
     "rlblocks_episodes_end",
     "rlblocks_update_end",
     "rlblocks_test_end",

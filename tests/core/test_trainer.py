@@ -32,7 +32,8 @@ class Recorder:
 
     @hookimpl
     def rlblocks_test_end(self, stats, env_step):
-        self.calls.append(("test_end", {"env_step": env_step, "mean": stats["return_mean"]}))
+        self.calls.append(("test_end", {"env_step": env_step, "mean": stats["return_mean"],
+                                        "stats": dict(stats)}))
 
     @hookimpl
     def rlblocks_log(self, namespace, scalars, step):
@@ -273,16 +274,29 @@ def test_screened_tests_stop_early_when_the_first_episodes_fall_short() -> None:
         def rlblocks_episodes_end(self, returns, lengths, env_step, namespace):
             self.calls.append(("episodes", {"namespace": namespace, "n": len(returns)}))
 
+    class Asked(Screens):
+        @hookimpl
+        def rlblocks_should_stop(self, state):
+            self.calls.append(("asked", dict(state)))
+
     # an unreachable stop reward: every scheduled test is a 2-episode screen, logged as
-    # test_screen; only the test that ends the run plays all 4 episodes and counts
-    rec = Screens()
+    # test_screen; only the test that ends the run plays all 4 episodes and sets the best
+    # return. Screens are tests for the hooks: test_end (marked screened) and should_stop
+    rec = Asked()
     trainer = build(rec, stop_reward=1e9, max_env_steps=600, test_screen_episodes=2,
                     test_in_training=False)
     result = trainer.run()
     screens = [c[1]["step"] for c in rec.calls if c == ("log", c[1])
                and c[1]["namespace"] == "test_screen"]
     assert screens == [200, 400]
-    assert [c[1]["env_step"] for c in rec.calls if c[0] == "test_end"] == [600]
+    ends = [c[1] for c in rec.calls if c[0] == "test_end"]
+    assert [e["env_step"] for e in ends] == [200, 400, 600]
+    assert [e["stats"]["screened"] for e in ends] == [True, True, False]
+    assert [e["stats"]["n_episode"] for e in ends] == [2, 2, 4]
+    asked = [(a["env_step"], a["screened"], a["screened_tests"]) for n, a in rec.calls
+             if n == "asked"]
+    assert asked[:2] == [(200, True, 1), (400, True, 2)]
+    assert result.screened_tests == 2
     assert [c[1]["n"] for c in rec.calls if c[0] == "episodes" and
             c[1]["namespace"] == "test"] == [4]
     assert trainer.state.tests == 1 and math.isfinite(result.best_test_return)

@@ -328,9 +328,16 @@ def test_describe_a_finished_run(solved_run, capsys) -> None:
     assert out.startswith(f"{run}: dqn on CartPole-v1, seed 0, device cpu")
     assert "ran with: rlblocks " in out and "rlblocks-algo-dqn " in out
     assert f"finished (solved): {result.stop_reason}; {result.env_steps} env steps" in out
-    tests = [t for t in read_tests(run) if not t["screen"]]
+    rows = read_tests(run)
+    tests = [t for t in rows if not t["screen"]]
     best = max(t["return_mean"] for t in tests)
-    assert f"tests: {len(tests)}; last at env step {tests[-1]['env_step']}" in out
+    # "tests: N" counts tests.csv's rows, screened tests included (issue 57)
+    screened = len(rows) - len(tests)
+    assert screened > 0  # DQN's defaults screen (test_screen_episodes), so this run has some
+    assert (
+        f"tests: {len(rows)} ({screened} screened: ended after their first episodes fell "
+        f"clearly short of stop_reward); last full test at env step {tests[-1]['env_step']}"
+    ) in out
     assert f"best {best:.4g} at env step" in out
     assert "best.pt (the weights of the best test" in out and "with the replay buffer" in out
     changed = out.split("settings that differ from dqn's defaults for CartPole-v1")[1]

@@ -200,7 +200,9 @@ def test_a_run_with_your_network_resumes_bit_identical_to_an_uninterrupted_one(
     from rlblocks.cli import main as cli
 
     assert cli(["describe", str(tmp_path / "cut")]) == 0
-    assert "networks={'model': ...}" in capsys.readouterr().out  # how to continue it
+    out = " ".join(capsys.readouterr().out.split())  # how to continue it: valid Python
+    assert "networks={'model': model_net})" in out
+    assert "model_net: the model network it trained with" in out
     with pytest.raises(ConfigError, match="your own model"):
         rlblocks.resume(tmp_path / "cut")
     resumed = rlblocks.resume(tmp_path / "cut", networks={"model": net})

@@ -8,6 +8,7 @@ the training machinery is imported inside the commands that need it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import math
@@ -15,7 +16,7 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -338,6 +339,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             "--trust-imports goes with --resume or --init-from (a run from elsewhere); a new "
             "run imports what you name yourself"
         )
+    if args.continue_solved and not args.resume:
+        raise RlblocksError("--continue-solved goes with --resume (a solved run to train on)")
     if args.seeds is not None:
         seeds = importlib.import_module("rlblocks.tools")
         if args.seed is not None:
@@ -377,7 +380,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         _check_resume_flags(args)
         overrides = _resume_overrides(args, common["overrides"])
         result = experiment.resume(
-            args.run_dir, overrides=overrides, trust_imports=args.trust_imports
+            args.run_dir,
+            overrides=overrides,
+            trust_imports=args.trust_imports,
+            continue_solved=args.continue_solved,
         )
         return _exit_code(result)
     result = experiment.train(
@@ -429,6 +435,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         args.run_dir,
         overrides=_resume_overrides(args, list(args.set or ())),
         trust_imports=args.trust_imports,
+        continue_solved=args.continue_solved,
     )
     return _exit_code(result)
 
@@ -672,10 +679,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the run writes its files")
     p.add_argument("--device", metavar="DEV", help="torch device, e.g. cpu or cuda:0")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--plain", action="store_true",
+                   help="progress as plain lines (one per test and one per log interval) "
+                   "instead of a bar, as when the output is not a terminal")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the run already in --run-dir (its checkpoints, logs, result)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --run-dir (as `rlblocks resume DIR`)")
+    p.add_argument("--continue-solved", action="store_true",
+                   help="with --resume: train a solved run on (refused otherwise)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the resolved config as JSON (what --config reads) and exit: "
                    "names, fields, the env and the algorithm's fit to it are checked, nothing "
@@ -711,6 +723,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue on this torch device, e.g. cpu for a run trained on a GPU "
                    "(sets run.device; default: the run's own)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--plain", action="store_true",
+                   help="progress as plain lines (one per test and one per log interval) "
+                   "instead of a bar, as when the output is not a terminal")
+    p.add_argument("--continue-solved", action="store_true",
+                   help="train a solved run on (to its budget, or until a later test meets the "
+                   "stop rule again); a solved run is refused without it")
     p.add_argument("--trust-imports", "--allow-import", action="store_true",
                    help="trust the run: import the code its config names (a module:EnvId env "
                    "id, env wrappers, an encoder; runs that code), write where it says outside "
@@ -869,12 +887,32 @@ def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__
     print(f"warning: {message}", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _plain(args: argparse.Namespace) -> Iterator[None]:
+    """``--plain``: progress as plain lines even on a terminal (``RLBLOCKS_PLAIN=1`` while the
+    command runs, which its seed workers inherit)."""
+    if not getattr(args, "plain", False):
+        yield
+        return
+    name = "RLBLOCKS_PLAIN"  # what the console reporter reads (trainers' PLAIN_VARIABLE)
+    old = os.environ.get(name)
+    os.environ[name] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``rlblocks`` command; rlblocks errors print as ``error: ...`` and return 2,
     warnings as ``warning: ...``."""
     args = build_parser().parse_args(argv)
     try:
-        with warnings.catch_warnings(), command_line(args.command):
+        argv = list(sys.argv[1:] if argv is None else argv)
+        with warnings.catch_warnings(), command_line(args.command, argv), _plain(args):
             if not args.debug:
                 warnings.showwarning = _show_warning
             return args.func(args)

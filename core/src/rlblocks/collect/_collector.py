@@ -207,6 +207,10 @@ class Collector:
         self._seed = seed
         self.total_steps = 0
         self.total_episodes = 0
+        #: ``on_step(step, env_id, obs, act, rew, terminated, truncated, obs_next, info)``,
+        #: called once per env step of every env (``step``: this collector's step count, this
+        #: step included); None (the default) costs nothing. See :meth:`_call_on_step`.
+        self.on_step: Callable[..., None] | None = None
         self._store_policy = True
         self._viewing = isinstance(policy, ViewingPolicy)
         requirements = dict(policy.view_requirements if self._viewing else {})
@@ -578,6 +582,35 @@ class Collector:
                 self._views.begin_episode(keep, reset_obs)
         return retired
 
+    def _call_on_step(
+        self,
+        ids: np.ndarray,
+        obs: Any,
+        env_act: Any,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: Any,
+        infos: Any,
+        made_up: np.ndarray,
+        steps_before: int,
+    ) -> None:
+        """Call :attr:`on_step` for each env of one vector step, in env id order, with that
+        env's row of every array (``obs_next`` is the step's own next observation, before an
+        ended episode's reset replaces it); a restarted worker's made-up steps are left out."""
+        on_step = self.on_step
+        skip = set(made_up.tolist()) if len(made_up) else ()
+        step = self.total_steps + steps_before
+        for row, env_id in enumerate(ids.tolist()):
+            if row in skip:
+                continue
+            step += 1
+            info = infos[row] if isinstance(infos, Sequence) and row < len(infos) else {}
+            on_step(  # type: ignore[misc]
+                step, env_id, take_rows(obs, row), take_rows(env_act, row), rew[row],
+                bool(terminated[row]), bool(truncated[row]), take_rows(obs_next, row), info,
+            )  # fmt: skip
+
     def _uncount(self, env_ids: np.ndarray, rew: np.ndarray, tally: EpisodeTally) -> None:
         """Take back the booking of made-up steps of envs ``env_ids`` (see :meth:`_end_step`)."""
         tally.steps -= len(env_ids)
@@ -776,6 +809,11 @@ class Collector:
                 if not self._first_step_checked:
                     self._check_first_step(active, obs_next)
                 made_up = restarted_rows(_info) if self._may_restart else NO_IDS
+                if self.on_step is not None:  # before _end_step writes reset obs into obs_next
+                    self._call_on_step(
+                        active, obs, env_act, rew, terminated, truncated, obs_next, _info,
+                        made_up, tally.steps,
+                    )  # fmt: skip
                 if buffer is not None:
                     data = {
                         "obs": obs,

@@ -6,10 +6,11 @@ object to a run, which registers it on the run's plugin manager
 (:func:`rlblocks.plugins.make_plugin_manager`).
 Arguments are always passed by keyword; an implementation may omit the ones it does not need.
 
-Hooks fire per rollout, update, test or run, never per env step, so an implementation may do real
-work (write a file, sync to a server). Unless a hook says otherwise, every implementation is called
-and return values are ignored. Implementations run last-registered first; order them with
-``@hookimpl(tryfirst=True)`` / ``@hookimpl(trylast=True)``.
+Hooks fire per rollout, update, test or run, so an implementation may do real work (write a file,
+sync to a server); the one exception is :func:`rlblocks_env_step`, which fires per env step and
+only for a run where something implements it. Unless a hook says otherwise, every
+implementation is called and return values are ignored. Implementations run last-registered
+first; order them with ``@hookimpl(tryfirst=True)`` / ``@hookimpl(trylast=True)``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,43 @@ def rlblocks_rollout_end(stats: Mapping[str, Any], env_step: int, trainer: Any) 
 
 
 @hookspec
+def rlblocks_env_step(
+    env_step: int,
+    env_id: int,
+    obs: Any,
+    act: Any,
+    rew: Any,
+    terminated: bool,
+    truncated: bool,
+    obs_next: Any,
+    info: Mapping[str, Any],
+    trainer: Any,
+) -> None:
+    """Called once per env step of every training env (SB3's ``_on_step``, per env), during the
+    collect, before the step reaches the replay buffer; test envs do not call it.
+
+    Only for the users who need it: a run where no plugin implements it never calls it (the
+    collector is handed no callback), while one implementation makes every env step pay for a
+    call (about 10 µs on a loaded 2-core machine, on top of the implementation's own work; the
+    docs' hooks page has the measurement). Per-collect work belongs in
+    :func:`rlblocks_rollout_end`. Not available with an asynchronous collector
+    (``trainer.async_collect``), which refuses it.
+
+    :param env_step: the run's env step count, this step included (1 for the first step).
+    :param env_id: the index of the env among the training envs.
+    :param obs: the observation the env was in (that env's row).
+    :param act: the action the env received (after ``map_action``: the env's own units).
+    :param rew: the reward of the step (a number; an array for per-agent rewards).
+    :param terminated: whether the episode ended in a terminal state.
+    :param truncated: whether it was cut off (time limit).
+    :param obs_next: the step's next observation (the final one when the episode ended, not the
+        reset observation that follows).
+    :param info: the env's info dict of the step (read-only).
+    :param trainer: the live trainer (optional to accept; see :func:`rlblocks_rollout_end`).
+    """
+
+
+@hookspec
 def rlblocks_episodes_end(
     returns: np.ndarray, lengths: np.ndarray, env_step: int, namespace: str
 ) -> None:
@@ -131,9 +169,16 @@ def rlblocks_update_end(
 
 @hookspec
 def rlblocks_test_end(stats: Mapping[str, Any], env_step: int, trainer: Any) -> None:
-    """Called after each test collect (the periodic evaluation with the policy in test mode).
+    """Called after each test collect (the periodic evaluation with the policy in test mode),
+    screened tests included.
 
-    :param stats: the test collect's statistics, including ``return_mean`` and ``return_std``.
+    A screened test (``trainer.test_screen_episodes``) is one that stopped after its first few
+    episodes because their mean return fell clearly short of ``stop_reward``; ``stats`` then
+    holds those episodes' statistics, ``stats["screened"]`` is True, and the best test return
+    (``stats["best_return"]``) is left as it was.
+
+    :param stats: the test collect's statistics, including ``return_mean``, ``return_std``,
+        ``n_episode``, ``best_return`` and ``screened`` (True for a screened test).
     :param env_step: total training env steps at the time of the test (0 offline; the test's
         gradient step is ``trainer.state.gradient_step``).
     :param trainer: the live trainer (optional to accept): ``trainer.policy`` (its networks and
@@ -160,14 +205,16 @@ def rlblocks_log(namespace: str, scalars: Mapping[str, float], step: int) -> Non
 
 @hookspec(firstresult=True)
 def rlblocks_should_stop(state: Mapping[str, Any]) -> bool | None:
-    """Asked after each test (or each epoch when the run has no tests) whether to stop early.
+    """Asked after each test, screened tests included (or each iteration when the run has no
+    tests), whether to stop early.
 
     First result: the first implementation that returns a value other than None decides, and the
     rest are not called. Return True to stop, False to keep going (overriding the built-in reward
     threshold rule, which runs last), None to have no opinion.
 
     :param state: the trainer's progress, read-only: counters (``env_step``,
-        ``gradient_step``), test returns and the ``stop_reward`` in effect.
+        ``gradient_step``, ``tests`` (full), ``screened_tests``), test returns, the
+        ``stop_reward`` in effect and ``screened`` (whether the latest test was screened).
     """
 
 

@@ -37,7 +37,7 @@ from rlblocks.contracts import (
 )
 from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry, install_hint
 from rlblocks.run import _config as cfg
-from rlblocks.run._advice import current_command, option
+from rlblocks.run._advice import current_command, option, trust_advice
 from rlblocks.run._family import env_family
 from rlblocks.run._networks import check_networks, network_factory, networks_taken
 
@@ -240,11 +240,34 @@ def import_env_namespace(env_id: str) -> None:
         raise ConfigError(f"env {env_id!r} needs the {module} package: {install}") from exc
 
 
+def import_env_module(module: str) -> None:
+    """Import the module of a ``module:EnvId`` env id. As with ``python -m``, a module in the
+    current directory is found too: when it is not importable otherwise and the directory
+    holds it (``mymod.py`` or a ``mymod/`` package), the directory joins the end of the import
+    path (last, so it hides nothing installed; env workers started later inherit it)."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        root = module.split(".")[0]
+        here = os.getcwd()
+        if exc.name != root or here in sys.path or "" in sys.path:
+            raise
+        if not (os.path.isfile(os.path.join(here, f"{root}.py"))
+                or os.path.isdir(os.path.join(here, root))):  # fmt: skip
+            raise
+        sys.path.append(here)
+        importlib.import_module(module)
+
+
 def make_gym_env(env_id: str, **kwargs: Any) -> gym.Env:
     """``gymnasium.make(env_id, **kwargs)`` after registering the id's namespace; keyword
     arguments the env does not take are named as a config problem (``env.make_kwargs``), and an
     env whose constructor raises is an EnvWorkerError naming it (the cause chained)."""
     import_env_namespace(env_id)
+    module, sep, _ = env_id.rpartition(":")
+    if sep and module not in sys.modules:  # a worker process: its own import, from here too
+        with contextlib.suppress(ImportError):  # gymnasium's own error says it below
+            import_env_module(module)
     try:
         return gym.make(env_id, **kwargs)
     except RlblocksError:
@@ -335,15 +358,14 @@ def env_spec(env_id: str, trusted: bool = True) -> gym.envs.registration.EnvSpec
         if module not in sys.modules and not trusted:
             raise ConfigError(
                 f"the env {env_id!r} comes from the module {module!r}, and importing it runs its "
-                f"code; import it yourself first, or pass "
-                f"{option('trust_imports=True', '--trust-imports')} if you trust this run"
+                f"code; {trust_advice(module)}"
             )
         try:
-            importlib.import_module(module)
+            import_env_module(module)
         except ImportError as exc:
             raise ConfigError(
-                f"env {env_id!r}: cannot import {module!r} ({exc}); is it installed or on "
-                "PYTHONPATH?"
+                f"env {env_id!r}: cannot import {module!r} ({exc}); is it installed, in the "
+                "current directory or on PYTHONPATH?"
             ) from exc
     import_env_namespace(env_id)
     try:

@@ -142,6 +142,12 @@ def load_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
+#: list fields whose overrides add up: ``--set 'env.wrappers=["a:A"]' --set
+#: 'env.wrappers=["b:B"]'`` wraps in A, then B (the first override still replaces the list a
+#: config file gives, as every override does)
+APPENDING_FIELDS = frozenset({("env", "wrappers"), ("env", "train_wrappers")})
+
+
 def parse_override(text: str) -> tuple[tuple[str, ...], Any]:
     """Split ``"algo.lr=3e-4"`` into ``(("algo", "lr"), 0.0003)``.
 
@@ -299,11 +305,16 @@ def build_config(
         if _depth_problem(layer):
             raise _too_deep(where)
         _merge_into(user, layer)
+    appended: dict[tuple[str, ...], list[Any]] = {}
     for override in overrides:
         path, value = parse_override(override) if isinstance(override, str) else override
         if len(tuple(path)) > MAX_DEPTH or _depth_problem(value):
             raise _too_deep(f"override {'.'.join(map(str, tuple(path)[:4]))}")
-        _set_path(user, tuple(path), value)
+        path = tuple(path)
+        if path in APPENDING_FIELDS and isinstance(value, list):
+            # a second --set of the wrappers adds to the first (a config file's are replaced)
+            value = appended[path] = [*appended.get(path, []), *value]
+        _set_path(user, path, value)
     merged: dict[str, Any] = {}
     _merge_into(merged, algo_spec.defaults)
     env_defaults = getattr(algo_spec, "env_defaults", None) or {}

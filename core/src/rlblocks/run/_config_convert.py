@@ -40,6 +40,14 @@ from rlblocks.run._config_sections import (
 class _WrongType(TypeError):
     def __init__(self, expected: str, value: Any) -> None:
         hint = " (put it in quotes)" if expected == "str" and isinstance(value, int | float) else ""
+        if expected == "an array" and isinstance(value, str) and value.strip()[:1] == "[":
+            # '[a:B]' whose item is unquoted (or whose quotes the shell removed)
+            items = [i.strip().strip("'\"") for i in value.strip().strip("[]").split(",")]
+            fixed = ", ".join(f'"{i}"' for i in items if i)
+            hint = (
+                " (the array's items are strings, so quote each, and quote the whole setting "
+                f"for the shell: --set 'FIELD=[{fixed}]')"
+            )
         super().__init__(f"expected {expected}, got {value!r}{hint}")
 
 
@@ -444,4 +452,7 @@ def _error_lines(exc: BaseException, path: str, labels: Mapping[str, str]) -> li
         for sub in without:
             lines += _error_lines(sub, path, labels)
         return lines
-    return [f"{path}: {_describe(exc)}"]
+    text = _describe(exc)
+    if "--set 'FIELD=" in text:  # name the field in the suggested setting
+        text = text.replace("--set 'FIELD=", f"--set '{path.removeprefix('$.')}=")
+    return [f"{path}: {text}"]

@@ -31,6 +31,7 @@ import math
 import os
 import platform
 import random
+import shlex
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -618,7 +619,7 @@ class Experiment:
             raise CheckpointError(
                 f"the dataset {path} this run trained on is gone (config.json names it in "
                 "buffer.dataset); put it back, or point the run at a copy of it with "
-                f"`rlblocks resume {self.run_dir} --set buffer.dataset=FILE`"
+                f"`rlblocks resume {shlex.quote(str(self.run_dir))} --set buffer.dataset=FILE`"
             )
         storage_path = None
         if c.buffer.storage == "memmap":
@@ -751,7 +752,7 @@ class Experiment:
                     f"{self.run_dir} has no checkpoint to continue from: the run stopped before "
                     "its first one (every trainer.checkpoint_interval env steps); start it "
                     f"again with `rlblocks train {self.config.algo_name} --run-dir "
-                    f"{self.run_dir} --overwrite`"
+                    f"{shlex.quote(str(self.run_dir))} --overwrite`"
                 )
         payload = load_checkpoint(ckpt_file)
         try:

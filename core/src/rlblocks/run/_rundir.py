@@ -18,6 +18,7 @@ import io
 import json
 import math
 import os
+import shlex
 import shutil
 import time
 import uuid
@@ -92,15 +93,9 @@ class TestRecorder:
 
     @hookimpl
     def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int) -> None:
-        self._append(stats, env_step, screen=False)
-
-    @hookimpl
-    def rlblocks_log(self, namespace: str, scalars: Mapping[str, float], step: int) -> None:
-        if namespace == "test_screen":  # a screen that ended its test early: a short test
-            # ``step`` is the trainer's progress (gradient steps offline): the row's env_step is
-            # the env step, as for every other test
-            env_step = getattr(self._state(), "env_step", None)
-            self._append(scalars, step if env_step is None else int(env_step), screen=True)
+        # a screened test (one that ended on its first episodes) is a row too, marked screen=1;
+        # ``env_step`` is the env step for every test (0 offline, where gradient_steps counts)
+        self._append(stats, env_step, screen=bool(stats.get("screened", False)))
 
     def _append(self, stats: Mapping[str, Any], env_step: int, screen: bool) -> None:
         st = self._state()
@@ -564,7 +559,9 @@ def refuse_existing_run(run_dir: str | os.PathLike[str], overwrite: bool = False
             f"{replace}, which puts the earlier run back and replaces it)"
         )
     if (Path(run_dir) / "config.json").is_file() and not overwrite:
-        cont = option(f"rlblocks.resume({str(run_dir)!r})", f"`rlblocks resume {run_dir}`")
+        cont = option(
+            f"rlblocks.resume({str(run_dir)!r})", f"`rlblocks resume {shlex.quote(str(run_dir))}`"
+        )
         replace = option("overwrite=True", "--overwrite")
         raise ConfigError(
             f"{run_dir} already holds a run; continue it with {cont}, or pass {replace} to "

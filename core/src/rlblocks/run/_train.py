@@ -5,6 +5,7 @@ latest checkpoint; ``resolve_train_config`` is the config either would run with.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from rlblocks.run._networks import (
 from rlblocks.run._rundir import (
     _finished,
     default_run_dir,
+    read_result,
     refuse_existing_run,
     replaced_run_note,
 )
@@ -338,7 +340,7 @@ def train(
         # the directory came from a config (a run's own config.json names its run): reusing
         # the settings is the likely wish, replacing that run almost never
         new = option("run_dir=NEW", "--run-dir NEW")
-        cont = option(f"rlblocks.resume({rd!r})", f"`rlblocks resume {rd}`")
+        cont = option(f"rlblocks.resume({rd!r})", f"`rlblocks resume {shlex.quote(str(rd))}`")
         raise ConfigError(
             f"the config sets run.run_dir={rd}, which already holds a run (a run's config.json "
             f"names its own directory); for a new run with these settings pass {new}, to "
@@ -448,6 +450,7 @@ def resume(
     test_fn: Callable[[int, int], None] | None = None,
     networks: Mapping[str, Any] | None = None,
     policy_class: type | None = None,
+    continue_solved: bool = False,
 ) -> TrainResult:
     """Continue the run in ``run_dir`` from its latest checkpoint, with its saved config.
     (Callables are not saved with a run: pass ``train_fn``/``test_fn`` again to keep them.)
@@ -463,7 +466,9 @@ def resume(
     refused unless ``overrides`` give it again. A run trained on an env factory needs it again
     as ``env``, one trained with networks from Python (``train(networks=...)``) needs them
     again as ``networks``, and one trained from a policy object of your own subclass
-    (``train(MyPolicy(...))``) needs the class again as ``policy_class``."""
+    (``train(MyPolicy(...))``) needs the class again as ``policy_class``. A solved run (its
+    test return reached ``stop_reward``) is refused unless ``continue_solved`` says to train it
+    on (to its budget, or until a later test meets the stop rule again)."""
     run_dir = Path(run_dir)
     config_file = run_dir / "config.json"
     replaced = replaced_run_note(run_dir)
@@ -507,6 +512,8 @@ def resume(
     # what the config names outside the run (files it would write, servers it would contact)
     # comes from the run's own word: refused unless given again above or trusted
     check_run_reach(resolved, run_dir, trusted=trust_imports, overrides=overrides)
+    if finished is not None and not continue_solved:
+        _refuse_solved(run_dir, overrides)
     if finished is not None:
         offline = spec_lookup("algo", resolved.algo_name).training == "offline"
         env_steps, gradient_steps, reason = finished
@@ -519,7 +526,7 @@ def resume(
             budget = max(2 * steps, steps + 1)
             how = option(
                 f"rlblocks.resume({str(run_dir)!r}, overrides=['trainer.{field}={budget}'])",
-                f"rlblocks resume {run_dir} {flag} {budget}",
+                f"rlblocks resume {shlex.quote(str(run_dir))} {flag} {budget}",
             )
             raise ConfigError(
                 f"{run_dir} finished ({reason}) at {steps} {unit}; to train it further give "
@@ -530,3 +537,25 @@ def resume(
         resolved, run_dir, hooks=hooks, env_factory=env, train_fn=train_fn, test_fn=test_fn,
         networks=networks, policy_class=policy_class,
     ).run(resumed=True)  # fmt: skip
+
+
+def _refuse_solved(run_dir: Path, overrides: Sequence[str]) -> None:
+    """Refuse to continue a run that ended solved (its ``result.json`` says so) unless asked
+    with ``continue_solved``: training on would silently undo "solved"."""
+    data = read_result(run_dir) or {}
+    if not data.get("solved"):
+        return
+    steps = (
+        f"{data.get('env_steps')} env steps"
+        if data.get("env_steps")
+        else f"{data.get('gradient_steps')} gradient steps"
+    )
+    given = "".join(f" --set {shlex.quote(str(o))}" for o in overrides)
+    how = option(
+        f"rlblocks.resume({str(run_dir)!r}, continue_solved=True)",
+        f"rlblocks resume {shlex.quote(str(run_dir))} --continue-solved{given}",
+    )
+    raise ConfigError(
+        f"{run_dir} is solved ({data.get('stop_reason') or 'solved'}) at {steps}; "
+        f"to train it further anyway: {how}"
+    )

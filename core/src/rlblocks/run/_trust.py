@@ -41,7 +41,7 @@ import attrs
 from rlblocks.contracts import ConfigError
 from rlblocks.plugins import untrusted_module
 from rlblocks.run import _config as cfg
-from rlblocks.run._advice import option
+from rlblocks.run._advice import option, trust_advice
 from rlblocks.run._compose import check_env_id, logger_configs, spec_lookup
 from rlblocks.run._networks import check_network_imports
 
@@ -51,8 +51,7 @@ __all__ = ["check_run_imports", "check_run_reach", "trust_problems"]
 def _refuse(field: str, path: Any, module: str) -> ConfigError:
     return ConfigError(
         f"{field}: {path!r} names code in the module {module!r}, and importing it runs that "
-        f"code; import it yourself first, or pass {option('trust_imports=True', '--trust-imports')}"
-        " if you trust this run"
+        f"code; {trust_advice(module)}"
     )
 
 

@@ -38,7 +38,7 @@ from rlblocks.run import (
     run_label,
 )
 from rlblocks.tools._stats import few_seeds_note, nan_iqm, stratified_bootstrap
-from rlblocks.trainers import time_split
+from rlblocks.trainers import continue_line, time_split
 
 
 def find_runs(
@@ -591,12 +591,7 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
         if split is not None:
             lines.append(split)
     elif f.holder is None and f.gens and not f.result_problem:
-        again = (["env=<the factory>"] if f.factory else []) + (
-            [f"networks={{{', '.join(repr(p) + ': ...' for p in f.networks)}}}"]
-            if f.networks else []
-        )  # fmt: skip
-        how = (f"rlblocks.resume({str(run)!r}, {', '.join(again)})" if again
-               else f"rlblocks resume {run}")  # fmt: skip
+        how = continue_line(run, env_factory=f.factory or None, networks=f.networks)
         lines.append(f"{f.status()}; continue it: {how}")
     else:
         lines.append(f.status())
@@ -605,11 +600,14 @@ def describe_run(run_dir: str | os.PathLike[str], width: int = 100) -> str:
     elif f.tests:
         best, last = f.best_test(), f.tests[-1]
         lines.append(
-            f"tests: {len(f.tests)}; last at {f.step_name} {last[f.step_column]}: "
+            f"tests: {len(f.tests) + f.screened}{f.screened_note()}; last "
+            f"{'full test ' if f.screened else ''}at {f.step_name} {last[f.step_column]}: "
             f"{_num(last['return_mean'])} +- {_num(last.get('return_std', math.nan))} over "
             f"{last.get('episodes', '?')} episodes; best {_num(best['return_mean'])} at "
             f"{f.step_name} {best[f.step_column]}"
         )
+    elif f.screened:
+        lines.append(f"tests: {f.screened}{f.screened_note()}; no full test yet")
     else:
         lines.append("tests: none finished yet")
     ckpts = []
@@ -712,6 +710,8 @@ class _RunFacts:
             self.tests_problem = str(exc)
             self.notes.append(str(exc))
         self.tests = [t for t in tests if not t.get("screen")]
+        #: screened tests (rows with screen=1): they ended after their first few episodes
+        self.screened = len(tests) - len(self.tests)
         replaced = replaced_run_note(run)
         if replaced:
             self.notes.append(replaced)
@@ -721,6 +721,15 @@ class _RunFacts:
 
     def at_step(self) -> str:
         return f" at {self.step_name} {self.gen_step}" if self.gen_step is not None else ""
+
+    def screened_note(self) -> str:
+        """What of the tests were screened (rows of tests.csv with screen=1), or ""."""
+        if not self.screened:
+            return ""
+        return (
+            f" ({self.screened} screened: ended after their first episodes fell clearly short "
+            "of stop_reward)"
+        )
 
     def best_test(self) -> dict[str, float] | None:
         return max(self.tests, key=lambda t: t["return_mean"]) if self.tests else None

@@ -14,6 +14,7 @@ import contextlib
 import math
 import multiprocessing
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -281,7 +282,8 @@ def train_seeds(
 
     def stopped(seed: int, how: str) -> None:
         interrupted.append(seed)
-        report(f"seed {seed}: {how}; continue it: rlblocks resume {base / f'seed-{seed}'}")
+        where = shlex.quote(str(base / f"seed-{seed}"))
+        report(f"seed {seed}: {how}; continue it: rlblocks resume {where}")
 
     if ray_address is not None:
         _run_on_ray(jobs, ray_address, done)

@@ -196,7 +196,8 @@ class _Reporter:
     @hookimpl
     def rlblocks_test_end(self, stats: Mapping[str, Any], env_step: int, trainer: Any) -> None:
         value = float(stats.get("return_mean", math.nan))
-        if not math.isfinite(value):
+        # the objective averages full tests, as it did before screened tests reached this hook
+        if not math.isfinite(value) or stats.get("screened"):
             return
         self.returns.append(value)
         # the trial's progress: env steps online, gradient steps offline (no env step is taken)

@@ -20,11 +20,20 @@ __all__ = [
     "StatsAccumulator",
     "TrainResult",
     "TrainerState",
+    "continue_line",
+    "main_loss",
+    "threshold_trend",
     "time_split",
 ]
 
 if TYPE_CHECKING:
-    from rlblocks.trainers._console import ConsoleReporter, time_split
+    from rlblocks.trainers._console import (
+        ConsoleReporter,
+        continue_line,
+        main_loss,
+        threshold_trend,
+        time_split,
+    )
     from rlblocks.trainers._stats import StatsAccumulator
     from rlblocks.trainers._trainer import (
         BATCH_MODES,

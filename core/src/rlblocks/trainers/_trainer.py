@@ -24,7 +24,9 @@ training collector and no env step; its schedules (``test_interval``, ``log_inte
 counters), so each loop only writes ``_iterate``; the counter the schedules follow is its
 ``progress_counter`` (env steps online, gradient steps offline).
 
-Hooks fire once per collect, update round, test and run — never per env step. The plain
+Hooks fire once per collect, update round, test and run; the one exception,
+``rlblocks_env_step``, fires once per env step of every training env, and only when a plugin
+implements it (a run without one pays nothing for it). The plain
 callables ``train_fn(epoch, env_step)`` and ``test_fn(epoch, env_step)`` (Tianshou's) run before
 each training collect and each test; ``epoch`` is the 1-based index of the ``test_interval``
 block of env steps (see :meth:`BaseTrainer.epoch_of`). The collect, update and test phases are
@@ -70,7 +72,12 @@ class TrainerState:
     env_step: int = 0
     gradient_step: int = 0
     train_episodes: int = 0
+    #: full tests (they set the last and best test returns)
     tests: int = 0
+    #: screened tests: tests that ended after ``test_screen_episodes`` episodes because those
+    #: fell clearly short of ``stop_reward`` (they count as tests for the hooks, not for the
+    #: best test return); ``tests + screened_tests`` is the number of rows of ``tests.csv``
+    screened_tests: int = 0
     last_test_step: int = -1
     best_test_return: float = -math.inf
     last_test_return: float = math.nan
@@ -115,6 +122,15 @@ class TrainResult:
     update_speed: float = 0.0
     test_speed: float = 0.0
     run_dir: str | None = None
+    #: tests that ended on their screen (see :attr:`TrainerState.screened_tests`)
+    screened_tests: int = 0
+    #: the undiscounted return, the length and the env step at the end of the collect in which
+    #: it ended, of every training episode that finished during this call (``train`` or
+    #: ``resume``: a resumed run's earlier episodes are in its loggers' files), in the order they
+    #: ended; not part of ``result.json``
+    train_episode_returns: list[float] = attrs.field(factory=list, eq=False, repr=False)
+    train_episode_lengths: list[int] = attrs.field(factory=list, eq=False, repr=False)
+    train_episode_env_steps: list[int] = attrs.field(factory=list, eq=False, repr=False)
     #: the trained agent (``rlblocks.train`` fills it in; not part of ``result.json``)
     agent: Any = attrs.field(default=None, eq=False, repr=False)
 
@@ -126,11 +142,17 @@ class TrainResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = attrs.asdict(self, filter=lambda a, _v: a.name != "agent")
+        out = attrs.asdict(self, filter=lambda a, _v: a.name not in _NOT_IN_RESULT_FILE)
         for key in ("best_test_return", "last_test_return"):
             if not math.isfinite(out[key]):
                 out[key] = None
         return out
+
+
+#: TrainResult fields kept out of ``result.json`` (live objects and per-episode lists)
+_NOT_IN_RESULT_FILE = frozenset(
+    {"agent", "train_episode_returns", "train_episode_lengths", "train_episode_env_steps"}
+)
 
 
 def _per_second(count: int, seconds: float) -> float:
@@ -221,6 +243,13 @@ class BaseTrainer:
         # returns of the latest training episodes, for test_in_training
         self._train_returns: deque[float] = deque(maxlen=TRAIN_RETURN_WINDOW)
         self._new_train_episodes = 0
+        # every training episode finished in this process: (returns, lengths, env steps)
+        self._episode_log: tuple[list[float], list[int], list[int]] = ([], [], [])
+        #: the latest test ended on its screen
+        self._last_screened = False
+        # env_step - train_collector.total_steps: turns the collector's step count into the
+        # run's (set before each training collect while a per-env-step hook is registered)
+        self._step_base = 0
         self.checkpoint_interval = checkpoint_interval
         self.log_interval = log_interval
         if plugin_manager is None:
@@ -328,8 +357,15 @@ class BaseTrainer:
                 if self._screened_out(first.returns):
                     self._last_attempt = self.progress
                     self._new_train_episodes = 0
+                    st.screened_tests += 1
+                    self._last_screened = True
                     self.hook.rlblocks_log(
                         namespace="test_screen", scalars=first.as_scalars(), step=self.progress
+                    )
+                    short = first.as_scalars()
+                    short["best_return"] = st.best_test_return
+                    self.hook.rlblocks_test_end(
+                        stats={**short, "screened": True}, env_step=st.env_step, trainer=self
                     )
                     return first
                 rest = self.test_collector.collect(n_episode=self.test_episodes - k)
@@ -352,6 +388,7 @@ class BaseTrainer:
             self.policy.train()
             st.test_seconds += time.perf_counter() - started
         st.tests += 1
+        self._last_screened = False
         st.last_test_step = self._last_attempt = self.progress
         self._new_train_episodes = 0
         st.last_test_return = stats.mean_return
@@ -366,7 +403,9 @@ class BaseTrainer:
         scalars = stats.as_scalars()
         scalars["best_return"] = st.best_test_return
         self.hook.rlblocks_log(namespace="test", scalars=scalars, step=self.progress)
-        self.hook.rlblocks_test_end(stats=scalars, env_step=st.env_step, trainer=self)
+        self.hook.rlblocks_test_end(
+            stats={**scalars, "screened": False}, env_step=st.env_step, trainer=self
+        )
         if self.stop_reward is not None and stats.mean_return >= self.stop_reward:
             st.solved = True
         return stats
@@ -407,9 +446,34 @@ class BaseTrainer:
             return self._collect(n_step=n_step, complete_episodes=True)
         return self._collect(n_step=n_step)
 
+    def _wire_env_step_hook(self) -> None:
+        """Hand the training collector a per-step callback when a plugin implements
+        ``rlblocks_env_step``, and none otherwise (so a run without one pays nothing)."""
+        collector = self.train_collector
+        if collector is None or not hasattr(collector, "on_step"):
+            return
+        wanted = bool(self.hook.rlblocks_env_step.get_hookimpls())
+        if wanted and self._drains:
+            raise ConfigError(
+                "rlblocks_env_step is called once per env step, and the asynchronous collector "
+                "(trainer.async_collect) steps envs in the background; turn it off, or "
+                "do the work per collect in rlblocks_rollout_end"
+            )
+        collector.on_step = self._on_env_step if wanted else None
+
+    def _on_env_step(self, step: int, env_id: int, obs: Any, act: Any, rew: Any,
+                     terminated: bool, truncated: bool, obs_next: Any, info: Any) -> None:
+        self.hook.rlblocks_env_step(
+            env_step=self._step_base + step, env_id=env_id, obs=obs, act=act, rew=rew,
+            terminated=terminated, truncated=truncated, obs_next=obs_next, info=info,
+            trainer=self,
+        )  # fmt: skip
+
     def _collect(self, **kwargs: Any) -> CollectStats:
         """One training collect (``train_collector.collect(**kwargs)``), its wall time added to
         ``state.collect_seconds``."""
+        if getattr(self.train_collector, "on_step", None) is not None:
+            self._step_base = self.state.env_step - self.train_collector.total_steps
         started = time.perf_counter()
         stats = self.train_collector.collect(**kwargs)
         self.state.collect_seconds += time.perf_counter() - started
@@ -421,7 +485,14 @@ class BaseTrainer:
         st.train_episodes += stats.n_episode
         if stats.n_episode:
             self._train_returns.extend(float(r) for r in np.ravel(stats.returns))
+            # one number per episode (per-agent returns summed)
+            per_episode = np.asarray(stats.returns).reshape(stats.n_episode, -1).sum(axis=1)
+            returns = [float(r) for r in per_episode]
             self._new_train_episodes += stats.n_episode
+            log_r, log_l, log_s = self._episode_log
+            log_r.extend(returns)
+            log_l.extend(int(n) for n in np.ravel(stats.lengths))
+            log_s.extend([int(st.env_step)] * stats.n_episode)
         self.hook.rlblocks_rollout_end(stats=stats.as_scalars(), env_step=st.env_step, trainer=self)
         if stats.n_episode:
             self.hook.rlblocks_episodes_end(
@@ -521,7 +592,11 @@ class BaseTrainer:
             return self._stop_requested
         if ask_plugins:
             verdict = self.hook.rlblocks_should_stop(
-                state={**attrs.asdict(self.state), "stop_reward": self.stop_reward}
+                state={
+                    **attrs.asdict(self.state),
+                    "stop_reward": self.stop_reward,
+                    "screened": self._last_screened,
+                }
             )
             self._plugins_keep_going = verdict is False
             if verdict:
@@ -585,6 +660,7 @@ class BaseTrainer:
         has_tests = self.test_collector is not None and self.test_episodes > 0
         if self._finite is not None:
             self._finite.attach()
+        self._wire_env_step_hook()
         try:
             tested_at_start = False
             if has_tests and self.test_at_start and self.progress == 0 and st.tests == 0:
@@ -626,12 +702,13 @@ class BaseTrainer:
                 now = time.perf_counter()
                 st.update_seconds += now - synced
                 st.wall_seconds = now - started
-                tests_before = st.tests
+                tests_before = st.tests + st.screened_tests
                 self._phase = "test"
                 if not self._scheduled_test() and self._training_looks_solved():
                     self.test()
                 self._flush_update_stats()
-                reason = self._should_stop(ask_plugins=st.tests > tests_before or not has_tests)
+                tested = st.tests + st.screened_tests > tests_before
+                reason = self._should_stop(ask_plugins=tested or not has_tests)
                 if reason.startswith("reached") and st.last_test_step != self.progress:
                     # end on a (full) test of the final policy unless one just ran here
                     self.test(screen=False)
@@ -683,6 +760,10 @@ class BaseTrainer:
             collect_speed=_per_second(st.env_step, st.collect_seconds),
             update_speed=_per_second(st.gradient_step, st.update_seconds),
             test_speed=_per_second(st.test_steps, st.test_seconds),
+            screened_tests=st.screened_tests,
+            train_episode_returns=list(self._episode_log[0]),
+            train_episode_lengths=list(self._episode_log[1]),
+            train_episode_env_steps=list(self._episode_log[2]),
         )
 
 

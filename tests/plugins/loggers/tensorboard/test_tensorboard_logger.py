@@ -28,3 +28,16 @@ def test_scalars_are_written_per_namespace(tmp_path: Path) -> None:
     acc.Reload()
     events = acc.Scalars("test/return_mean")
     assert [(e.step, e.value) for e in events] == [(10, 1.0), (20, 2.0), (30, 4.0)]
+
+
+def test_the_summary_line_quotes_its_folder_for_the_shell(tmp_path: Path) -> None:
+    import shlex
+
+    logs = tmp_path / "my runs" / "logs"
+    logger = get_registry("logger").load("tensorboard")(logs, None)
+    try:
+        where = logger.where()
+    finally:
+        logger.rlblocks_run_end(result={}, run_dir=None)
+    command = where.split("(watch it: ")[1].rstrip(")")
+    assert shlex.split(command) == ["tensorboard", "--logdir", str(logs)]

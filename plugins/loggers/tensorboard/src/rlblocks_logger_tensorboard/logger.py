@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ class TensorboardLogger:
     def where(self) -> str:
         """Where the data is, for the run's summary: the event files' folder and the command
         that shows them."""
-        return f"{self.log_dir} (watch it: tensorboard --logdir {self.log_dir})"
+        logs = shlex.quote(str(self.log_dir))  # a command to paste: quoted for the shell
+        return f"{self.log_dir} (watch it: tensorboard --logdir {logs})"
 
     @hookimpl
     def rlblocks_configure(self, config: dict, run_dir: Path | None) -> None:
