@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from tests_support_masked import ILLEGAL, MaskedChoiceEnv, info_masked_env, masked_env
 
 import rlblocks
 from rlblocks.algo import (
@@ -29,7 +30,6 @@ from rlblocks.contracts import (
     has_action_mask,
     random_legal_actions,
 )
-from tests_support_masked import ILLEGAL, MaskedChoiceEnv, info_masked_env, masked_env
 
 MASK = torch.tensor([[1, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0]], dtype=torch.int8)
 

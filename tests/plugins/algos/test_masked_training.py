@@ -11,9 +11,10 @@ the time, a masked action ends the episode at -5. The best legal action every st
 from __future__ import annotations
 
 import pytest
+from tests_support_masked import ILLEGAL, OPTIMAL_RETURN, masked_env, unmasked_env
 
 import rlblocks
-from tests_support_masked import ILLEGAL, OPTIMAL_RETURN, masked_env, unmasked_env
+from rlblocks.trainers import TrainResult
 
 #: a test return that needs the best legal action nearly always (random legal: about 2.8)
 THRESHOLD = 5.8
@@ -24,7 +25,7 @@ DQN = [*COMMON, "trainer.test_interval=1000", "trainer.warmup_steps=200",
 PPO = [*COMMON, "trainer.test_interval=2500"]
 
 
-def _train(algo: str, env, steps: int, overrides: list[str], tmp_path) -> rlblocks.TrainResult:
+def _train(algo: str, env, steps: int, overrides: list[str], tmp_path) -> TrainResult:
     ILLEGAL["count"] = 0
     return rlblocks.train(
         algo, env=env, seed=0, loggers=[], quiet=True, max_env_steps=steps,
