@@ -34,8 +34,9 @@ MASKED_LOGIT = -1e8
 
 
 def observation_mask(obs: Any) -> torch.Tensor | None:
-    """The action mask ``[B, A]`` of a batch of observation tensors (a Dict observation's
-    ``"action_mask"``), as bools; None when the observations carry none."""
+    """The action mask ``[B, A]`` (``[B, T, A]`` for windows of ``T`` steps) of a batch of
+    observation tensors (a Dict observation's ``"action_mask"``), as bools; None when the
+    observations carry none."""
     mask = action_mask_of(obs)
     if mask is None:
         return None
@@ -45,8 +46,8 @@ def observation_mask(obs: Any) -> torch.Tensor | None:
 
 
 def legal_actions(mask: torch.Tensor) -> torch.Tensor:
-    """``mask`` as bools ``[B, A]`` (nonzero = legal), rows that allow nothing allowing all."""
-    legal = mask.reshape(mask.shape[0], -1) != 0
+    """``mask`` as bools ``[..., A]`` (nonzero = legal), rows that allow nothing allowing all."""
+    legal = mask != 0
     return legal | ~legal.any(dim=-1, keepdim=True)
 
 
