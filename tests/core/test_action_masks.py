@@ -205,3 +205,35 @@ def test_an_algorithm_without_masks_is_refused_naming_those_with() -> None:
     msg = str(err.value)
     assert "does not honour masks" in msg and "dqn" in msg and "ppo" in msg
     assert "bc," not in msg and "\n" not in msg
+
+
+#: PettingZoo's tic-tac-toe observation space (classic envs' convention), as the two-player
+#: game env gives it to a single-agent algorithm
+TICTACTOE = gym.spaces.Dict(
+    {
+        "action_mask": gym.spaces.Box(0, 1, (9,), np.int8),
+        "observation": gym.spaces.Box(0, 1, (3, 3, 2), np.int8),
+    }
+)
+
+
+@pytest.mark.parametrize("name", ["dqn", "ppo"])
+def test_dqn_and_ppo_take_the_tictactoe_observation(name: str) -> None:
+    from rlblocks.contracts import Batch
+
+    policy = rlblocks.make_policy(name, TICTACTOE, gym.spaces.Discrete(9))
+    rng = np.random.default_rng(0)
+    board = rng.integers(0, 2, (64, 3, 3, 2)).astype(np.int8)
+    mask = np.zeros((64, 9), np.int8)
+    only = rng.integers(0, 9, 64)
+    mask[np.arange(64), only] = 1  # one legal square per board
+    obs = {"action_mask": mask, "observation": board}
+    for training in (False, True):
+        policy.train(training)
+        out = policy(Batch(obs=obs))
+        act = np.asarray(out.act)
+        if training:
+            act = policy.exploration_noise(act, out)
+        assert (act == only).all(), f"{name} (training={training}) took an illegal square"
+    if name == "dqn":
+        assert policy.model.body[0].in_features == 18  # the board alone: the mask is no feature
