@@ -198,13 +198,26 @@ def test_spec_declares_masks_and_list_details_shows_it() -> None:
     assert reg.spec("dqn").describe()["action_masks"] is True
 
 
-def test_an_algorithm_without_masks_is_refused_naming_those_with() -> None:
+def test_an_algorithm_without_masks_is_refused_naming_those_with(rlblocks_add_plugin) -> None:
+    from rlblocks.plugins import AlgoSpec
+    from rlblocks_algo_dqn.config import DQNConfig
+
+    rlblocks_add_plugin(
+        AlgoSpec(
+            name="nomask",
+            summary="DQN that does not say it honours masks",
+            impl="rlblocks_algo_dqn.dqn:DQNPolicy",
+            config=DQNConfig,
+            observation_spaces=("Box", "Dict"),
+            action_spaces=("Discrete",),
+        )
+    )
     space = MaskedChoiceEnv().observation_space
     with pytest.raises(ConfigError) as err:
-        rlblocks.make_policy("crr", space, gym.spaces.Discrete(5))
+        rlblocks.make_policy("nomask", space, gym.spaces.Discrete(5))
     msg = str(err.value)
-    assert "does not honour masks" in msg and "dqn" in msg and "ppo" in msg
-    assert "crr," not in msg and "bc" in msg and "\n" not in msg
+    assert "'nomask' does not honour masks" in msg and "dqn" in msg and "ppo" in msg
+    assert "nomask," not in msg and "\n" not in msg
 
 
 #: PettingZoo's tic-tac-toe observation space (classic envs' convention), as the two-player
