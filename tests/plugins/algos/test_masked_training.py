@@ -49,3 +49,16 @@ def test_the_control_without_masks_sends_masked_actions(tmp_path) -> None:
     result = _train("dqn", unmasked_env, 4000, DQN, tmp_path)
     assert ILLEGAL["count"] > 100
     assert result.best_test_return < THRESHOLD - 2.0, result
+
+
+def test_masks_in_info_train_through_the_wrapper(tmp_path) -> None:
+    # an env that reports its mask in info: env.wrappers moves it into the observation
+    from tests_support_masked import info_masked_env
+
+    overrides = [
+        "env.num_envs=2", "env.num_test_envs=2", "trainer.warmup_steps=200",
+        "trainer.test_interval=400", "trainer.test_episodes=4",
+        'env.wrappers=["rlblocks.contracts:ActionMaskFromInfo"]',
+    ]  # fmt: skip
+    result = _train("dqn", info_masked_env, 800, overrides, tmp_path)
+    assert ILLEGAL["count"] == 0 and result.env_steps >= 800
