@@ -157,7 +157,12 @@ class Collector:
     while the buffer stores single observations; a buffer with ``stack_num = k`` gives training
     the same stacks. ``info_keys``: keys of the envs' step infos stored with each step (as
     ``info.<key>``, the info that came with ``obs_next``), besides any a policy's view
-    requirements read (``ViewRequirement("info.cost")``); every step must report them."""
+    requirements read (``ViewRequirement("info.cost")``); every step must report them.
+
+    Action masks travel in the observation (a Dict's ``"action_mask"``, see
+    ``rlblocks.contracts.has_action_mask``): random warm-up actions are drawn among the legal
+    ones, and the buffer stores the mask with ``obs`` and ``obs_next`` for targets. Masks only
+    in the infos are refused at the first reset, naming the wrapper that moves them."""
 
     def __init__(
         self,
