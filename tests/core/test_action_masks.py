@@ -250,3 +250,15 @@ def test_dqn_and_ppo_take_the_tictactoe_observation(name: str) -> None:
         assert (act == only).all(), f"{name} (training={training}) took an illegal square"
     if name == "dqn":
         assert policy.model.body[0].in_features == 18  # the board alone: the mask is no feature
+
+
+def test_a_mask_with_one_row_per_sub_space_fits() -> None:
+    # a joint view of 3 agents with 4 actions each gives action_mask [3, 4]
+    obs = gym.spaces.Dict({"obs": gym.spaces.Box(0, 1, (3, 2)),
+                           "action_mask": gym.spaces.MultiBinary((3, 4))})  # fmt: skip
+    check_action_mask_space(obs, gym.spaces.MultiDiscrete([4, 4, 4]))
+    rng = np.random.default_rng(0)
+    mask = np.zeros((200, 3, 4), np.int8)
+    mask[:, 0, 1] = mask[:, 1, 3] = mask[:, 2, 0] = mask[:, 2, 2] = 1
+    drawn = random_legal_actions(mask, gym.spaces.MultiDiscrete([4, 4, 4]), rng)
+    assert set(drawn[:, 0]) == {1} and set(drawn[:, 1]) == {3} and set(drawn[:, 2]) == {0, 2}

@@ -3,8 +3,9 @@ random actions honour them.
 
 rlblocks reads one convention, PettingZoo's: the observation is a ``Dict`` with the key
 ``"action_mask"`` (int8 or bool, 1 = legal), next to the features (``"observation"``, or any
-other keys). For a ``MultiDiscrete`` action space the mask is the concatenation of one mask per
-sub-space (``sum(nvec)`` entries). An env that reports its mask in the step's
+other keys). For a ``MultiDiscrete`` action space the mask holds one mask per sub-space,
+concatenated (``sum(nvec)`` entries), or one row per sub-space (``[len(nvec), n]`` when each has
+``n`` actions, as a joint view of agents gives it). An env that reports its mask in the step's
 ``info["action_mask"]`` instead is wrapped once by :class:`ActionMaskFromInfo`, which moves the
 mask into such a Dict observation: from there on the mask travels with the observation, so the
 collector acts on it, the buffer stores it with ``obs`` and ``obs_next`` (n-step targets read
@@ -78,11 +79,11 @@ def check_action_mask_space(observation_space: gym.Space, action_space: gym.Spac
             "mask with a wrapper (env.wrappers)"
         )
     shape = getattr(mask_space, "shape", None)
-    if shape is None or int(np.prod(shape)) != size or len(shape) != 1:
+    if shape is None or int(np.prod(shape)) != size:
         raise ConfigError(
             f"the env's action_mask space {mask_space} should hold one entry per action "
-            f"({size} for {action_space}, one mask per sub-space concatenated for MultiDiscrete); "
-            "fix the env's observation space"
+            f"({size} for {action_space}: for MultiDiscrete one mask per sub-space, concatenated "
+            "or one row each); fix the env's observation space"
         )
 
 
