@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rlblocks._lazy import attach
 
 __all__ = [
+    "MASKED_LOGIT",
     "ActorCriticConfig",
     "BasePolicy",
     "Categorical",
@@ -49,10 +50,17 @@ __all__ = [
     "gae",
     "get_flat_params",
     "graph_refusal",
+    "legal_actions",
     "linear_decay",
     "make_noise",
     "make_optimizer",
+    "mask_distribution",
+    "mask_logits",
+    "masked_argmax",
+    "masked_epsilon_greedy",
+    "masked_max",
     "nstep_return",
+    "observation_mask",
     "optimizers_deferred",
     "quantile_huber_loss",
     "quantile_midpoints",
@@ -77,6 +85,16 @@ if TYPE_CHECKING:
         DiagGaussian,
         Distribution,
         MultiCategorical,
+    )
+    from rlblocks.algo._masks import (
+        MASKED_LOGIT,
+        legal_actions,
+        mask_distribution,
+        mask_logits,
+        masked_argmax,
+        masked_epsilon_greedy,
+        masked_max,
+        observation_mask,
     )
     from rlblocks.algo._natural_gradient import (
         conjugate_gradient,

@@ -11,9 +11,11 @@ on-policy minibatch loop. Shapes: a batch of ``B`` distributions; ``log_prob``, 
 from __future__ import annotations
 
 import math
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from rlblocks.algo._masks import mask_logits
 
 __all__ = ["Categorical", "DiagGaussian", "Distribution", "MultiCategorical"]
 
@@ -33,9 +35,13 @@ class Distribution(Protocol):
 
 
 class Categorical:
-    """A categorical over ``A`` actions from unnormalised ``logits [B, A]``."""
+    """A categorical over ``A`` actions from unnormalised ``logits [B, A]``; with an action
+    ``mask [B, A]`` (nonzero = legal) illegal actions get a large negative finite logit, so
+    they are never sampled and entropy and KL stay finite (see :func:`mask_logits`)."""
 
-    def __init__(self, logits: torch.Tensor) -> None:
+    def __init__(self, logits: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        if mask is not None:
+            logits = mask_logits(logits, mask)
         self.logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # log-probabilities
 
     @property
@@ -63,6 +69,10 @@ class Categorical:
 
     def detach(self) -> Categorical:
         return Categorical(self.logits.detach())
+
+    def masked(self, mask: torch.Tensor | None) -> Categorical:
+        """This distribution restricted to the legal actions of ``mask`` (itself without one)."""
+        return self if mask is None else Categorical(self.logits, mask)
 
 
 class DiagGaussian:
@@ -102,11 +112,24 @@ class DiagGaussian:
 
 class MultiCategorical:
     """Independent categoricals for a MultiDiscrete space: ``logits [B, sum(nvec)]`` split per
-    sub-action; actions are ``[B, len(nvec)]``."""
+    sub-action; actions are ``[B, len(nvec)]``. An action ``mask [B, sum(nvec)]`` is split the
+    same way (one mask per sub-space, concatenated)."""
 
-    def __init__(self, logits: torch.Tensor, nvec: list[int] | tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        logits: torch.Tensor,
+        nvec: list[int] | tuple[int, ...],
+        mask: torch.Tensor | None = None,
+    ) -> None:
         self.nvec = tuple(int(n) for n in nvec)
-        self.parts = [Categorical(lg) for lg in torch.split(logits, self.nvec, dim=-1)]
+        masks: Any = (
+            torch.split(mask.reshape(mask.shape[0], -1), self.nvec, dim=-1)
+            if mask is not None
+            else [None] * len(self.nvec)
+        )
+        self.parts = [
+            Categorical(lg, m) for lg, m in zip(torch.split(logits, self.nvec, dim=-1), masks)
+        ]
 
     def sample(self) -> torch.Tensor:
         return torch.stack([p.sample() for p in self.parts], dim=-1)
@@ -129,3 +152,11 @@ class MultiCategorical:
         out.nvec = self.nvec
         out.parts = [p.detach() for p in self.parts]
         return out
+
+    def masked(self, mask: torch.Tensor | None) -> MultiCategorical:
+        """This distribution restricted to the legal actions of ``mask`` (one mask per
+        sub-space, concatenated); itself without one."""
+        if mask is None:
+            return self
+        logits = torch.cat([p.logits for p in self.parts], dim=-1)
+        return MultiCategorical(logits, self.nvec, mask)

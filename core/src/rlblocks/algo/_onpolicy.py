@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from rlblocks.algo._distributions import Distribution
+from rlblocks.algo._masks import mask_distribution, observation_mask
 from rlblocks.algo._normalize import RunningMeanStd
 from rlblocks.algo._onpolicy_config import OnPolicyConfig
 from rlblocks.algo._optim import OptimizerStep
@@ -41,15 +42,16 @@ from rlblocks.algo.nets import (
     obs_to_tensor,
     part_device,
 )
-from rlblocks.contracts import Batch, Buffer, ConfigError
+from rlblocks.contracts import Batch, Buffer, ConfigError, has_action_mask
 
 __all__ = ["OnPolicyPolicy", "Rollout", "value_loss"]
 
 Rollout = dict[str, torch.Tensor]
 """A prepared update: ``obs`` (features ``[N, D]``), ``obs_next``, ``act``, ``logp_old``,
-``value_old``, ``adv``, ``returns``, and the policy's training views under their own names
+``value_old``, ``adv``, ``returns``, ``mask`` (the legal actions ``[N, A]``, when the
+observations carry an action mask), and the policy's training views under their own names
 (all length N)."""
-_ROLLOUT_FIELDS = ("obs", "obs_next", "act", "logp_old", "value_old", "adv", "returns")
+_ROLLOUT_FIELDS = ("obs", "obs_next", "act", "logp_old", "value_old", "adv", "returns", "mask")
 
 
 class OnPolicyPolicy(BasePolicy):
@@ -121,6 +123,9 @@ class OnPolicyPolicy(BasePolicy):
         self._act_dtype = torch.float32 if self._continuous else torch.long
         self._buffer: Buffer | None = None
         self._indices: np.ndarray | None = None
+        #: observations carry an action mask (obs["action_mask"]): acting samples legal
+        #: actions only and the losses use masked distributions (rollouts carry ``"mask"``)
+        self.masked = has_action_mask(observation_space)
 
     def actor_input_dim(self, feature_dim: int) -> int:
         """Width of what the actor reads: the encoder's features (a recurrent policy's memory
@@ -190,14 +195,17 @@ class OnPolicyPolicy(BasePolicy):
             feats = self.obs_rms.normalize(feats)
         return feats
 
-    def dist(self, features: torch.Tensor) -> Distribution:
-        """The action distribution at ``features``."""
-        return self.actor(features)
+    def dist(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> Distribution:
+        """The action distribution at ``features``, restricted to the legal actions of an
+        action ``mask [B, A]`` (a rollout's ``"mask"``) when there is one."""
+        return mask_distribution(self.actor(features), mask)
 
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Sample actions (``act [B]`` or ``[B, act_dim]``, network units); the mode when
-        testing with ``deterministic_eval``."""
-        dist = self.dist(self.encode(batch.obs))
+        testing with ``deterministic_eval``. Only legal actions under an action mask."""
+        obs = obs_to_tensor(batch.obs, self.device)
+        mask = observation_mask(obs) if self.masked else None
+        dist = self.dist(self.encode(obs), mask)
         greedy = not self.training and self.config.deterministic_eval
         act = dist.mode() if greedy else dist.sample()
         return Batch(act=act.detach().cpu().numpy(), state=state)
@@ -268,10 +276,13 @@ class OnPolicyPolicy(BasePolicy):
         }
         if self.critic is not None:
             data["obs_next"] = self.prepare_inputs(batch.obs_next)
+        if self.masked:
+            data["mask"] = observation_mask(obs_to_tensor(batch.obs, self.device))
         data.update(self._view_tensors(batch))
         data.update(self.rollout_extras(batch))
         with torch.no_grad():
-            data["logp_old"] = self.dist(self.features(obs)).log_prob(data["act"])
+            dist = self.dist(self.features(obs), data.get("mask"))
+            data["logp_old"] = dist.log_prob(data["act"])
         self.compute_advantages(data, update_stats=True)
         return Batch(data)
 

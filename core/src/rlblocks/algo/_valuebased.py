@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.algo._masks import masked_argmax, masked_epsilon_greedy, observation_mask
 from rlblocks.algo._offpolicy import OffPolicyPolicy
 from rlblocks.algo._optim import OptimizerStep
 from rlblocks.algo._returns import nstep_return
@@ -37,7 +38,7 @@ from rlblocks.algo.nets import (
     reset_noise,
     sample_observations,
 )
-from rlblocks.contracts import Batch, Buffer
+from rlblocks.contracts import Batch, Buffer, has_action_mask
 
 __all__ = ["QLearningPolicy", "ValueBasedPolicy", "epsilon_greedy", "value_network"]
 
@@ -194,6 +195,8 @@ class ValueBasedPolicy(QLearningPolicy):
             )
         super().__init__(observation_space, action_space, config, device, model)
         self.num_actions = int(action_space.n)
+        #: observations carry an action mask: acting, exploration and targets honour it
+        self.masked = has_action_mask(observation_space)
 
     # -- acting -------------------------------------------------------------------------------
     def q_values(self, obs: Any, net: nn.Module) -> torch.Tensor:
@@ -208,13 +211,22 @@ class ValueBasedPolicy(QLearningPolicy):
         logits=expected q [B, A])``, as indices from 0 (``map_action`` adds the space's
         ``start``)."""
         net = self.target_model if model != "model" else self.model
-        q = self.q_values(self.obs_tensor(batch.obs), net)
-        act = q.detach().argmax(dim=1).cpu().numpy()
+        obs = self.obs_tensor(batch.obs)
+        q = self.q_values(obs, net)
+        mask = observation_mask(obs) if self.masked else None
+        act = masked_argmax(q.detach(), mask).cpu().numpy()
         out = Batch(act=act, logits=q, state=state)
+        if mask is not None:  # for exploration among the legal actions
+            out.mask = mask
         out.act = self.test_exploration(act, out)  # unchanged in training mode
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
+        """Epsilon-greedy; among the legal actions of ``batch.mask`` when the observations
+        carry an action mask."""
+        mask = batch.get("mask", None) if self.masked else None
+        if mask is not None:
+            return masked_epsilon_greedy(act, self.epsilon, mask, self._rng)
         return epsilon_greedy(act, self.epsilon, self.num_actions, 0, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
@@ -242,10 +254,11 @@ class ValueBasedPolicy(QLearningPolicy):
 
     def bootstrap_actions(self, obs_boot: torch.Tensor) -> torch.Tensor:
         """``a*`` ``[B]``: the online network's greedy action with ``double`` (and a target
-        network), else the target network's."""
+        network), else the target network's; the best legal one under an action mask."""
         net = self.model if self.config.double and self.use_target else self.target_model
+        mask = observation_mask(obs_boot) if self.masked else None
         with torch.no_grad():
-            return self.q_values(obs_boot, net).argmax(dim=1)
+            return masked_argmax(self.q_values(obs_boot, net), mask)
 
     def actions_tensor(self, batch: Batch) -> torch.Tensor:
         """The stored actions as indices ``[B]`` from 0 (what the buffer holds: network

@@ -168,7 +168,7 @@ class AsyncCollector(Collector):
                 put_rows(self._state, ready, new_state)
             policy_out = result.get("policy", None)
         else:
-            env_act = self._random_actions(len(ready))
+            env_act = self._random_actions(len(ready), obs)
             act = policy.map_action_inverse(env_act) if policy is not None else env_act
             if policy is not None and self._policy_abilities.quantized_actions:
                 env_act = policy.map_action(act)  # the grid action the buffer stores

@@ -37,6 +37,7 @@ from rlblocks.collect._rows import (
 )
 from rlblocks.collect._stats import CollectStats, EpisodeTally, count_outcome
 from rlblocks.contracts import (
+    ACTION_MASK_KEY,
     ActingViews,
     Batch,
     Buffer,
@@ -48,10 +49,14 @@ from rlblocks.contracts import (
     VectorEnvAbilities,
     ViewingPolicy,
     acting_requirements,
+    action_mask_of,
+    check_action_mask_space,
     copy_history,
     describe_change,
     frame_stack_views,
+    has_action_mask,
     put_rows,
+    random_legal_actions,
     space_has_tuple,
     take_rows,
     tuples_as_dicts,
@@ -152,7 +157,12 @@ class Collector:
     while the buffer stores single observations; a buffer with ``stack_num = k`` gives training
     the same stacks. ``info_keys``: keys of the envs' step infos stored with each step (as
     ``info.<key>``, the info that came with ``obs_next``), besides any a policy's view
-    requirements read (``ViewRequirement("info.cost")``); every step must report them."""
+    requirements read (``ViewRequirement("info.cost")``); every step must report them.
+
+    Action masks travel in the observation (a Dict's ``"action_mask"``, see
+    ``rlblocks.contracts.has_action_mask``): random warm-up actions are drawn among the legal
+    ones, and the buffer stores the mask with ``obs`` and ``obs_next`` for targets. Masks only
+    in the infos are refused at the first reset, naming the wrapper that moves them."""
 
     def __init__(
         self,
@@ -235,6 +245,10 @@ class Collector:
         #: encoders index with them), checked at resets and on the first collect's first step
         self._obs_inside = _discrete_bounds(envs.observation_space)
         self._first_step_checked = self._obs_inside is None
+        #: the observations carry an action mask (obs["action_mask"]): random warm-up actions
+        #: are drawn among the legal ones, and the policy reads the mask from the observation
+        self._masked = has_action_mask(envs.observation_space)
+        check_action_mask_space(envs.observation_space, envs.action_space)
 
     @staticmethod
     def _check_fit(policy: Any, envs: Any, buffer: Any, frame_stack: int) -> None:
@@ -365,7 +379,14 @@ class Collector:
         # truncated, which is also what they are (their obs_next is still a valid bootstrap)
         if self._obs is not None and self._buffer_abilities.episode_cut:
             self.buffer.truncate_unfinished()
-        self._obs, _ = self.envs.reset(seed=seed)
+        self._obs, infos = self.envs.reset(seed=seed)
+        if not self._masked and _info_has_mask(infos):
+            raise ConfigError(
+                f"env {self.env_name!r} reports action masks in its info['action_mask'], which "
+                "the policy would not see; add the wrapper "
+                "'rlblocks.contracts:ActionMaskFromInfo' to env.wrappers, which moves the mask "
+                "into the observation where every masking algorithm reads it"
+            )
         if not math.isfinite(self._obs_total(self._obs)):
             self._nonfinite(np.arange(self.num_envs), self._obs, None, "reset")
         if self._obs_inside is not None and not self._obs_inside(self._obs):
@@ -477,10 +498,13 @@ class Collector:
         self._obs = None
         self._state = None
 
-    def _random_actions(self, n: int) -> np.ndarray:
-        """``n`` uniformly random actions. A step of every env takes the next row of a block
-        drawn for up to ``_RANDOM_BLOCK`` steps at once: one generator call per block instead of
-        one per step (a call costs nearly a tenth of a CartPole step of 8 envs)."""
+    def _random_actions(self, n: int, obs: Any = None) -> np.ndarray:
+        """``n`` uniformly random actions for the observations ``obs``: among the legal ones
+        when they carry an action mask. Otherwise a step of every env takes the next row of a
+        block drawn for up to ``_RANDOM_BLOCK`` steps at once: one generator call per block
+        instead of one per step (a call costs nearly a tenth of a CartPole step of 8 envs)."""
+        if self._masked:
+            return random_legal_actions(action_mask_of(obs), self.action_space, self._rng)
         if n != self.num_envs or not self._uniform_actions:
             return self._draw_actions((n,))
         i, block = self._random_next, self._random_block
@@ -793,7 +817,7 @@ class Collector:
                             put_rows(self._state, active, new_state)
                     policy_out = result.get("policy", None)
                 else:
-                    env_act = self._random_actions(len(active))
+                    env_act = self._random_actions(len(active), obs)
                     if policy is not None and self._keeps_state is not False:
                         policy_out = self._state_of_random_step(obs, views, active, all_active)
                     act = policy.map_action_inverse(env_act) if policy is not None else env_act
@@ -890,6 +914,16 @@ class TupleObsAsDict:
     def step_wait(self, *args: Any, **kwargs: Any) -> Any:
         ids, obs, *rest = self.wrapped.step_wait(*args, **kwargs)
         return (ids, tuples_as_dicts(obs), *rest)
+
+
+def _info_has_mask(infos: Any) -> bool:
+    """Whether reset infos (one dict per env, or a dict of per-env columns) carry an
+    ``action_mask``."""
+    if isinstance(infos, Mapping):
+        return ACTION_MASK_KEY in infos
+    if isinstance(infos, Sequence) and infos and isinstance(infos[0], Mapping):
+        return ACTION_MASK_KEY in infos[0]
+    return False
 
 
 def _float_total_of(space: gym.Space) -> Callable[[Any], float]:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 from rlblocks._lazy import attach
 
 __all__ = [
+    "ACTION_MASK_KEY",
     "STORED_PREFIX",
     "ActingViews",
+    "ActionMaskFromInfo",
     "AnnealedBuffer",
     "AsyncVectorEnv",
     "AutoChosenVectorEnv",
@@ -57,11 +59,16 @@ __all__ = [
     "ViewRequirement",
     "ViewingPolicy",
     "acting_requirements",
+    "action_mask_of",
+    "check_action_mask_space",
     "copy_history",
     "describe_change",
     "frame_stack_views",
+    "has_action_mask",
+    "mask_size",
     "parse_shift",
     "put_rows",
+    "random_legal_actions",
     "shifted_index",
     "space_has_tuple",
     "stored_key",
@@ -87,6 +94,15 @@ if TYPE_CHECKING:
         PluginLoadError,
         RlblocksError,
         UnknownComponentError,
+    )
+    from rlblocks.contracts._masks import (
+        ACTION_MASK_KEY,
+        ActionMaskFromInfo,
+        action_mask_of,
+        check_action_mask_space,
+        has_action_mask,
+        mask_size,
+        random_legal_actions,
     )
     from rlblocks.contracts._protocols import (
         AnnealedBuffer,

@@ -136,6 +136,11 @@ class AlgoSpec(PluginSpec):
     a run refuses to start without ``buffer.dataset`` (``--dataset``), loads it and hands it to
     the policy's ``set_dataset`` before training (GAIL's expert demonstrations). Offline
     algorithms learn from a dataset by definition and leave it False."""
+    action_masks: bool = False
+    """The algorithm honours action masks (a Dict observation's ``"action_mask"``, PettingZoo's
+    convention): it never acts illegally (greedy, sampled, epsilon-random and warm-up actions),
+    its targets take maxima and expectations over legal next actions and its losses use masked
+    distributions. An env with masks and an algorithm without is refused before anything runs."""
     multi_agent: bool = False
     """The algorithm is made for multi-agent envs (an env family's, e.g. PettingZoo's) and
     trains a single-agent env as a plain single-agent algorithm would (IPPO is PPO there): such

@@ -33,6 +33,8 @@ from rlblocks.contracts import (
     EnvWorkerError,
     PluginLoadError,
     RlblocksError,
+    check_action_mask_space,
+    has_action_mask,
     writable_dir_problem,
 )
 from rlblocks.plugins import AlgoSpec, PluginSpec, get_registry, import_entry, install_hint
@@ -624,6 +626,7 @@ def _handles(
     obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
     return (
         (global_state or not spec.needs_global_state)
+        and (spec.action_masks or not has_action_mask(observation_space))
         and (not act_ok or type(action_space).__name__ in act_ok)
         and (not obs_ok or type(observation_space).__name__ in obs_ok)
     )
@@ -702,10 +705,17 @@ def _check_spaces(
                 f"the env's {which} space {space} {problem}; fix the env or drop the entry with "
                 "a wrapper (env.wrappers)"
             )
+    check_action_mask_space(observation_space, action_space)
     if _handles(spec, observation_space, action_space, global_state):
         return
     obs_ok, act_ok = spec.observation_spaces, spec.action_spaces
     obs, act = type(observation_space).__name__, type(action_space).__name__
+    if has_action_mask(observation_space) and not spec.action_masks:
+        raise ConfigError(
+            f"the env masks actions (its observations carry an action_mask) and algo "
+            f"{spec.name!r} does not honour masks, so it would take illegal actions; "
+            f"{_algos_for(observation_space, action_space, global_state)} (honouring masks)"
+        )
     if spec.needs_global_state and not global_state:
         raise ConfigError(
             f"algo {spec.name!r} learns from a multi-agent env's global state, and this env has "

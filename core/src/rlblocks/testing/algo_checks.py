@@ -17,7 +17,12 @@ actions also acts on spaces whose values start below and above 0 (:data:`START_S
 greedy in test mode, sampled and explored in training mode and at random (warm-up), every
 action the env gets must be inside its space and be what the stored action maps to, and an
 update from those steps must run. ``device="cuda"`` runs the same checks with the policy on a
-GPU (and checks that its parameters are there). Each failed rule is a plain assert naming it.
+GPU (and checks that its parameters are there). An algorithm whose spec says ``action_masks``
+acts on a toy env whose observations carry a fresh random action mask every step
+(:class:`_MaskedEchoEnv`): in test mode, at random (warm-up) and collecting for training (with
+its exploration), the env never gets a masked action, and an update (masked targets and losses)
+runs; one without ``action_masks`` must be refused on that env with a ConfigError. Each failed
+rule is a plain assert naming it.
 """
 
 from __future__ import annotations
@@ -121,6 +126,13 @@ def check_algorithm(
         if kind in spec.action_spaces:
             for space in spaces:
                 _check_action_start(name, spec, space, batch_size, device)
+    for kind, spaces in START_SPACES.items():
+        if kind not in spec.action_spaces:
+            continue
+        if not spec.action_masks:
+            _check_masks_refused(name, spaces[0])
+        elif not spec.needs_global_state:  # a centralised critic's masks: its family's kit
+            _check_masks(name, spec, spaces[0], batch_size, device)
 
 
 def _check_config_resolves(name: str) -> None:
@@ -407,3 +419,117 @@ def _global_state_family(name: str) -> Any:
         "(rlblocks-family-pettingzoo) to check it"
     )
     return registry.load(names[0])()
+
+
+class _MaskedEchoEnv(_EchoEnv):
+    """:class:`_EchoEnv` with PettingZoo's Dict observation ``{"observation": Box,
+    "action_mask": MultiBinary}``: every step draws a fresh mask (each action legal with
+    probability one half, at least one per sub-space), so what the env got (echoed in the
+    next ``"observation"``) can be checked against the mask the policy acted on."""
+
+    def __init__(self, action_space: gym.Space) -> None:
+        super().__init__(action_space)
+        self.nvec = (
+            [int(action_space.n)]  # type: ignore[attr-defined]
+            if isinstance(action_space, gym.spaces.Discrete)
+            else [int(n) for n in np.asarray(action_space.nvec).reshape(-1)]  # type: ignore[attr-defined]
+        )
+        self.observation_space = gym.spaces.Dict(
+            {"observation": self.observation_space,
+             "action_mask": gym.spaces.MultiBinary(sum(self.nvec))}
+        )  # fmt: skip
+
+    def _masked(self, box: np.ndarray) -> dict[str, np.ndarray]:
+        parts = []
+        for n in self.nvec:
+            part = (self.np_random.random(n) < 0.5).astype(np.int8)
+            if not part.any():
+                part[self.np_random.integers(n)] = 1
+            parts.append(part)
+        return {"observation": box, "action_mask": np.concatenate(parts)}
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, dict]:
+        box, info = super().reset(seed=seed, options=options)
+        return self._masked(box), info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        box, *rest = super().step(action)
+        return (self._masked(box), *rest)  # type: ignore[return-value]
+
+
+def _check_masks_refused(name: str, space: gym.Space) -> None:
+    """An algorithm without ``action_masks`` is refused, with a ConfigError, on an env whose
+    observations carry a mask (it would send masked actions)."""
+    import rlblocks
+    from rlblocks.contracts import ConfigError
+
+    env = _MaskedEchoEnv(space)
+    try:
+        rlblocks.make_policy(name, env.observation_space, space)
+    except ConfigError:
+        return
+    raise AssertionError(
+        f"{name}: its spec does not say action_masks, yet make_policy accepted an env with "
+        "action masks (it must be refused with a ConfigError before it sends masked actions)"
+    )
+
+
+def _check_masks(name: str, spec: Any, space: Any, batch_size: int, device: str) -> None:
+    """On :class:`_MaskedEchoEnv`, no masked action is ever sent: greedy in test mode, at
+    random (warm-up) and while collecting for training; then an update from those steps."""
+    import rlblocks
+    from rlblocks.contracts import Batch
+
+    torch.manual_seed(0)
+    envs = rlblocks.make_vector_env("dummy", [lambda: _MaskedEchoEnv(space)] * 4)
+    where = f"{name} on {space} with action masks"
+    try:
+        policy = rlblocks.make_policy(name, envs.observation_space, space, device=device)
+        if spec.uses_dataset:
+            policy.set_dataset(_probe_dataset(policy, envs, 48))
+        obs, _ = envs.reset(seed=0)
+        policy.eval()
+        _check_acting(policy, policy(Batch(obs=obs)).act, space, f"{where}, greedy")
+        phases = (("acting in test mode", False, False, False),
+                  ("random warm-up", True, True, _default_warmup(name) > 0),
+                  ("collecting for training", True, False, True))  # fmt: skip
+        for phase, training, random, learn in phases:
+            policy.train(training)
+            buffer = rlblocks.make_buffer("replay", size=256, num_envs=4)
+            stats = rlblocks.Collector(policy, envs, buffer, seed=0).collect(
+                n_step=96, random=random
+            )
+            _check_legal(buffer, space, f"{where}, {phase}")
+            policy.train()
+            if learn:
+                _check_update(policy, spec, buffer, stats.n_step, batch_size, f"{where}, {phase}")
+    finally:
+        envs.close()
+
+
+def _check_legal(buffer: Any, space: Any, where: str) -> None:
+    """Every action the env got (echoed in ``obs_next``) is legal under the mask of the
+    observation it was chosen for."""
+    batch, _ = buffer.sample(0)
+    width = int(np.prod(space.shape)) if space.shape else 1
+    got = np.asarray(batch.obs_next["observation"], dtype=np.float64)[:, -width:]
+    mask = np.asarray(batch.obs["action_mask"])
+    if isinstance(space, gym.spaces.Discrete):
+        nvec, start = np.array([int(space.n)]), np.array([int(space.start)])
+    else:
+        nvec = np.asarray(space.nvec).reshape(-1)
+        start = np.asarray(space.start).reshape(-1)
+    offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+    index = got.astype(np.int64) - start + offsets  # each sub-action's entry in the mask
+    assert ((index >= offsets) & (index < offsets + nvec)).all(), (
+        f"{where}: the env got an action outside {space}"
+    )
+    legal = np.take_along_axis(mask, index, axis=1).astype(bool).all(axis=1)
+    if not legal.all():
+        row = int(np.flatnonzero(~legal)[0])
+        raise AssertionError(
+            f"{where}: the env got the masked action {got[row].astype(np.int64).tolist()} "
+            f"(mask {mask[row].tolist()}); greedy, sampled, exploring and random actions must "
+            "all be legal ones (see rlblocks.algo.masked_argmax, mask_distribution, "
+            "masked_epsilon_greedy)"
+        )

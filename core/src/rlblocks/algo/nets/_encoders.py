@@ -12,7 +12,9 @@ leaf:
 * ``MultiBinary`` — as floats.
 * ``Dict`` (keys in the space's order) and ``Tuple`` — their parts concatenated, to any depth.
   Tuple entries are read as the keys ``"0"``, ``"1"``, ... (how the collector and the buffers
-  carry them; :func:`obs_to_tensor` turns a tuple into such a dict).
+  carry them; :func:`obs_to_tensor` turns a tuple into such a dict). A Dict's top-level
+  ``"action_mask"`` (PettingZoo's legal actions) is left out: it is no feature, policies mask
+  their actions with it.
 
 ``images="flatten"`` treats images as plain Boxes; :class:`FlattenEncoder` is that encoder (no
 parameters, so its features can be computed once per update). A user module replaces the
@@ -31,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.contracts import ConfigError
+from rlblocks.contracts import ACTION_MASK_KEY, ConfigError, has_action_mask
 
 __all__ = [
     "FlattenEncoder",
@@ -219,6 +221,8 @@ class ObsEncoder(nn.Module):
         self.paths: list[tuple[Any, ...]] = []
         leaves: list[_Leaf] = []
         for path, leaf in _leaves(space):
+            if path[:1] == (ACTION_MASK_KEY,) and has_action_mask(space):
+                continue  # which actions are legal is no feature: policies mask with it
             self.paths.append(path)
             try:
                 leaves.append(_Leaf(leaf, images, image_features))

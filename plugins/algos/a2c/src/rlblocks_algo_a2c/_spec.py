@@ -39,6 +39,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "Dict", "MultiDiscrete"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     defaults={
         "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 25},

@@ -36,9 +36,9 @@ class A2CPolicy(OnPolicyPolicy):
             "policy", self.make_optimizer_step(self, self.config.optimizer, **rmsprop)
         )
 
-    def dist(self, features: torch.Tensor) -> Distribution:
+    def dist(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> Distribution:
         """The action distribution; a Gaussian's mean squashed into [-1, 1] with ``tanh_mean``."""
-        dist = super().dist(features)
+        dist = super().dist(features, mask)
         if self.config.tanh_mean and isinstance(dist, DiagGaussian):
             return DiagGaussian(torch.tanh(dist.mean), dist.log_std)
         return dist
@@ -55,7 +55,7 @@ class A2CPolicy(OnPolicyPolicy):
                 self.compute_advantages(data)
             for mb in self.minibatches(data, batch_size):
                 feats = self.features(mb["obs"])
-                dist = self.dist(feats)
+                dist = self.dist(feats, mb.get("mask"))
                 adv = self.normalized(mb["adv"]) if c.norm_adv else mb["adv"]
                 pg_loss = -(dist.log_prob(mb["act"]) * adv).mean()
                 vf_loss = (self.critic(feats) - mb["returns"]).pow(2).mean()  # type: ignore[misc]

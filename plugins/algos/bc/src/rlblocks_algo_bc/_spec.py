@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict"),
     action_spaces=("Box", "Discrete", "MultiDiscrete"),
     training="offline",
+    action_masks=True,
     networks=("encoder", "actor"),
     # d3rlpy's BC schedule (batch 100, Adam at 1e-3: BCConfig's defaults), tested every 1,000
     # gradient steps on 10 episodes, with a budget of 100,000 gradient steps: cloning converges

@@ -40,9 +40,10 @@ from rlblocks.algo import (
     OffPolicyPolicy,
     OptimizerStep,
     RunningMeanStd,
+    observation_mask,
 )
 from rlblocks.algo.nets import MLP, is_image_space
-from rlblocks.contracts import Batch, Buffer, ConfigError
+from rlblocks.contracts import Batch, Buffer, ConfigError, has_action_mask
 from rlblocks_algo_bc.config import BCConfig
 
 #: observations read per chunk while computing the dataset's statistics
@@ -85,6 +86,8 @@ class BCPolicy(OffPolicyPolicy):
         config = config or BCConfig()
         super().__init__(observation_space, action_space, config, device, **nets)
         c = self.config = config
+        #: observations carry an action mask: sampled, greedy and cloned actions are legal ones
+        self.masked = has_action_mask(observation_space)
         if isinstance(action_space, gym.spaces.Box):
             self.kind = "deterministic" if c.loss == "mse" else "gaussian"
         elif isinstance(action_space, gym.spaces.Discrete):
@@ -204,15 +207,19 @@ class BCPolicy(OffPolicyPolicy):
             elif self.kind == "gaussian":
                 act, _ = self.actor(obs, deterministic=greedy, with_log_prob=False)
             else:
-                dist = self.distribution(self.actor(obs))
+                legal = observation_mask(obs) if self.masked else None
+                dist = self.distribution(self.actor(obs), legal)
                 act = dist.mode() if greedy else dist.sample()
         return Batch(act=act.cpu().numpy(), state=state)
 
-    def distribution(self, logits: torch.Tensor) -> Categorical | MultiCategorical:
-        """The discrete policy's distribution over actions for ``logits``."""
+    def distribution(
+        self, logits: torch.Tensor, legal: torch.Tensor | None = None
+    ) -> Categorical | MultiCategorical:
+        """The discrete policy's distribution over actions for ``logits``, over the legal
+        actions of an action mask ``legal`` when there is one."""
         if self.kind == "multi":
-            return MultiCategorical(logits, self.nvec)
-        return Categorical(logits)
+            return MultiCategorical(logits, self.nvec, legal)
+        return Categorical(logits, legal)
 
     # -- 2. the loss --------------------------------------------------------------------------
     def process_fn(self, batch: Batch, buffer: Buffer, indices: np.ndarray) -> Batch:
@@ -235,6 +242,9 @@ class BCPolicy(OffPolicyPolicy):
             return -self.actor.log_prob(obs, self.as_tensor(act)).mean()
         logits = self.actor(obs)
         target = self.as_tensor(act, dtype=torch.long)
+        if self.masked:  # the cross-entropy of the masked distribution
+            dist = self.distribution(logits, observation_mask(obs))
+            return -dist.log_prob(target.reshape(len(target), -1).squeeze(-1)).mean()
         if self.kind == "categorical":
             return F.cross_entropy(logits, target.reshape(-1))
         parts = torch.split(logits, self.nvec, dim=-1)

@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Box", "Discrete"),
     training="offline",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     # the offline schedule td3bc, cql and iql have too: batch 256, 10 test episodes every 5,000
     # gradient steps (the offline trainer counts its test_interval in gradient steps) and a

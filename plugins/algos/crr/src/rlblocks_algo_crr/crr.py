@@ -55,9 +55,11 @@ from rlblocks.algo import (
     OffPolicyPolicy,
     OptimizerStep,
     TargetNetwork,
+    mask_distribution,
+    observation_mask,
 )
 from rlblocks.algo.nets import MLP
-from rlblocks.contracts import Batch, Buffer
+from rlblocks.contracts import Batch, Buffer, has_action_mask
 from rlblocks_algo_crr.config import CRRConfig
 
 
@@ -142,6 +144,7 @@ class CRRPolicy(OffPolicyPolicy):
             action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.masked = self.discrete and has_action_mask(observation_space)
         if not self.discrete and not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"CRR needs a Box or Discrete action space, got {action_space}")
         c = self.config = config
@@ -194,18 +197,24 @@ class CRRPolicy(OffPolicyPolicy):
         ``start``)."""
         greedy = not self.training and self.config.deterministic_eval
         with torch.no_grad():
-            dist = self.actor(self.obs_tensor(batch.obs))
+            dist = self.policy_dist(self.actor, self.obs_tensor(batch.obs))
             if self.discrete:
                 act = dist.mode() if greedy else dist.sample()
             else:
                 act = dist.mean if greedy else dist.sample().clamp(-1.0, 1.0)
         return Batch(act=act.cpu().numpy(), state=state)
 
+    def policy_dist(self, actor: Any, obs: Any) -> Any:
+        """``actor``'s distribution at observation tensors ``obs``; over the legal actions
+        only when they carry an action mask (Discrete actions)."""
+        dist = actor(obs)
+        return mask_distribution(dist, observation_mask(obs)) if self.masked else dist
+
     # -- 1. the critic's target -------------------------------------------------------------------
     def target_value(self, obs_next: Any) -> torch.Tensor:
         """``Q'(s', a')`` with ``a' ~ pi'(.|s')`` (one sample, clipped to [-1, 1]); for Discrete
         actions the exact ``sum_a' pi'(a'|s') Q'(s', a')``."""
-        dist = self.actor_target(obs_next)
+        dist = self.policy_dist(self.actor_target, obs_next)
         if self.discrete:
             return (dist.probs * self.critic_target(obs_next)[0]).sum(dim=-1)
         return self.critic_target(obs_next, dist.sample().clamp(-1.0, 1.0))[0]
@@ -260,7 +269,7 @@ class CRRPolicy(OffPolicyPolicy):
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
         obs = self.obs_tensor(batch.obs)
         weight = self.weights(batch)
-        dist = self.actor(obs)
+        dist = self.policy_dist(self.actor, obs)
 
         # 1. the critic's TD error (process_fn's batch.returns is y) and 2. the advantage, both
         # from the critic as it is now

@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="offline",
+    action_masks=True,
     # encoder: the observation encoder both heads share; critic: the Q head; actor: the
     # behaviour-cloning head (each over the encoder's features)
     networks=("encoder", "actor", "critic"),

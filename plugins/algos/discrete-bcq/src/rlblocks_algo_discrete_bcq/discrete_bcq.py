@@ -48,9 +48,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork, epsilon_greedy
+from rlblocks.algo import (
+    OffPolicyPolicy,
+    OptimizerStep,
+    TargetNetwork,
+    epsilon_greedy,
+    mask_logits,
+    masked_epsilon_greedy,
+    observation_mask,
+)
 from rlblocks.algo.nets import MLP
-from rlblocks.contracts import Batch
+from rlblocks.contracts import Batch, has_action_mask
 from rlblocks_algo_discrete_bcq.config import DiscreteBCQConfig
 
 
@@ -122,6 +130,7 @@ class DiscreteBCQPolicy(OffPolicyPolicy):
             )
         c = self.config = config
         self.num_actions = int(action_space.n)
+        self.masked = has_action_mask(observation_space)
         # 1. the network: encoder, Q head, behaviour-cloning head
         encoder = self.make_encoder()
         features, a = int(encoder.out_dim), self.num_actions
@@ -147,17 +156,30 @@ class DiscreteBCQPolicy(OffPolicyPolicy):
         mode; :meth:`map_action` adds the space's ``start`` for the env):
         ``Batch(act [B], logits=Q [B, A])``."""
         with torch.no_grad():
-            q, logits = self.model(self.obs_tensor(batch.obs))
-            act = best_allowed(q, allowed_actions(logits, self.config.threshold)).cpu().numpy()
+            obs = self.obs_tensor(batch.obs)
+            q, logits = self.model(obs)
+            legal = observation_mask(obs) if self.masked else None
+            act = best_allowed(q, self.allowed(logits, legal)).cpu().numpy()
         if not self.training and self.config.eps_test:
-            act = epsilon_greedy(act, self.config.eps_test, self.num_actions, 0, self._rng)
+            if legal is not None:
+                act = masked_epsilon_greedy(act, self.config.eps_test, legal, self._rng)
+            else:
+                act = epsilon_greedy(act, self.config.eps_test, self.num_actions, 0, self._rng)
         return Batch(act=act, logits=q, state=state)
+
+    def allowed(self, logits: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
+        """The actions BCQ may pick ``[B, A]``: likely enough under the behaviour model and,
+        under an action mask, legal (the behaviour model's ratio taken over legal actions)."""
+        if legal is None:
+            return allowed_actions(logits, self.config.threshold)
+        return allowed_actions(mask_logits(logits, legal), self.config.threshold) & legal
 
     # -- 3. the target --------------------------------------------------------------------------
     def target_value(self, obs_next: Any) -> torch.Tensor:
         """``Q_target(s', a')`` with ``a'`` the online network's best allowed action at ``s'``."""
         q, logits = self.model(obs_next)
-        best = best_allowed(q, allowed_actions(logits, self.config.threshold))
+        legal = observation_mask(obs_next) if self.masked else None
+        best = best_allowed(q, self.allowed(logits, legal))
         return self.target.net.q_values(obs_next).gather(1, best.unsqueeze(1)).squeeze(1)
 
     # -- 4. the loss ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="offline",
+    action_masks=True,
     networks=("encoder", "model"),
     # CartPole settings of Tianshou's discrete CQL test (test/offline/test_discrete_cql.py:
     # Adam at 3e-3, 3-step targets, 200 quantiles, one hidden layer of 64, batch 32, target

@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.algo import quantile_huber_loss
+from rlblocks.algo import mask_logits, observation_mask, quantile_huber_loss
 from rlblocks.contracts import Batch
 from rlblocks_algo_discrete_cql.config import DiscreteCQLConfig
 from rlblocks_algo_qrdqn.qrdqn import QRDQNPolicy
@@ -46,18 +46,24 @@ class DiscreteCQLPolicy(QRDQNPolicy):
             observation_space, action_space, config or DiscreteCQLConfig(), device, **nets
         )
 
-    def conservative_penalty(self, q: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+    def conservative_penalty(
+        self, q: torch.Tensor, act: torch.Tensor, legal: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Per sample ``log sum_a exp Q(s, a) - Q(s, a_data)`` (``[B]``, never negative) for
-        Q-values ``q`` ``[B, A]`` and the dataset's actions ``act`` ``[B]``."""
-        return torch.logsumexp(q, dim=1) - q.gather(1, act.unsqueeze(1)).squeeze(1)
+        Q-values ``q`` ``[B, A]`` and the dataset's actions ``act`` ``[B]``; the sum over the
+        legal actions of an action mask ``legal`` when there is one."""
+        lse = torch.logsumexp(mask_logits(q, legal), dim=1)
+        return lse - q.gather(1, act.unsqueeze(1)).squeeze(1)
 
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:
         target = self.target_quantiles(batch)
         act = self.actions_tensor(batch)
-        z = self.quantiles(self.obs_tensor(batch.obs), self.model)  # [B, A, N]
+        obs = self.obs_tensor(batch.obs)
+        z = self.quantiles(obs, self.model)  # [B, A, N]
         pred = z[torch.arange(len(act), device=self.device), act]  # [B, N]
         td = quantile_huber_loss(pred, target, self.taus, self.config.kappa)
-        gap = self.conservative_penalty(z.mean(dim=2), act)
+        legal = observation_mask(obs) if self.masked else None
+        gap = self.conservative_penalty(z.mean(dim=2), act, legal)
         per_sample = td + self.config.alpha_cql * gap
         weight = self.weights(batch)
         loss = (per_sample * weight).mean() if weight is not None else per_sample.mean()

@@ -11,6 +11,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     defaults={
         "env": {"id": "CartPole-v1", "num_envs": 8, "num_test_envs": 100},

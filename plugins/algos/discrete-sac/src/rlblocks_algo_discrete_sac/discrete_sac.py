@@ -27,9 +27,11 @@ from rlblocks.algo import (
     OffPolicyPolicy,
     OptimizerStep,
     TargetNetwork,
+    mask_distribution,
+    observation_mask,
 )
 from rlblocks.algo.nets import MLP
-from rlblocks.contracts import Batch
+from rlblocks.contracts import Batch, has_action_mask
 from rlblocks_algo_discrete_sac.config import DiscreteSACConfig
 
 
@@ -75,6 +77,7 @@ class DiscreteSACPolicy(OffPolicyPolicy):
             )
         c = self.config = config
         self.num_actions = int(action_space.n)
+        self.masked = has_action_mask(observation_space)
         encoder = self.make_encoder()
         head = self.actor_head(
             int(encoder.out_dim), self.num_actions, f"logits of the {self.num_actions} actions"
@@ -107,13 +110,19 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         """Sampled actions ``[B]`` (indices from 0; ``map_action`` adds the space's
         ``start``); the most likely action when testing with ``deterministic_eval``."""
         with torch.no_grad():
-            dist = self.actor(self.obs_tensor(batch.obs))
+            dist = self.policy_dist(self.obs_tensor(batch.obs))
             greedy = not self.training and self.config.deterministic_eval
             act = dist.mode() if greedy else dist.sample()
         return Batch(act=act.cpu().numpy(), state=state)
 
+    def policy_dist(self, obs: Any) -> Categorical:
+        """The actor's distribution at observation tensors ``obs``, over the legal actions
+        only when they carry an action mask (so the soft value is an expectation over them)."""
+        dist = self.actor(obs)
+        return mask_distribution(dist, observation_mask(obs)) if self.masked else dist
+
     def target_value(self, obs_next: Any) -> torch.Tensor:
-        dist = self.actor(obs_next)
+        dist = self.policy_dist(obs_next)
         q_next = self.critic_target(obs_next).min(dim=0).values  # [B, A]
         return (dist.probs * (q_next - self.alpha * dist.logits)).sum(dim=-1)
 
@@ -129,7 +138,7 @@ class DiscreteSACPolicy(OffPolicyPolicy):
         critic_loss = sq.mean(dim=1).sum()
         self.critic_step.step(critic_loss)
 
-        dist = self.actor(obs)
+        dist = self.policy_dist(obs)
         q_min = q_all.detach().min(dim=0).values
         actor_loss = (dist.probs * (self.alpha * dist.logits - q_min)).sum(dim=-1).mean()
         self.actor_step.step(actor_loss)

@@ -13,6 +13,7 @@ SPEC = AlgoSpec(
     action_spaces=("Discrete",),
     training="off-policy",
     networks=("encoder", "model"),
+    action_masks=True,
     # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.run)
     env_defaults=atari_presets("dqn"),
     defaults={

@@ -34,10 +34,13 @@ from rlblocks.algo import (
     OptimizerStep,
     TargetNetwork,
     epsilon_greedy,
+    masked_argmax,
+    masked_epsilon_greedy,
+    observation_mask,
     value_network,
 )
 from rlblocks.algo.nets import NetworkPart, ObsEncoder, QNetwork
-from rlblocks.contracts import Batch
+from rlblocks.contracts import Batch, has_action_mask
 from rlblocks_algo_dqn.config import DQNConfig
 
 
@@ -67,6 +70,8 @@ class DQNPolicy(OffPolicyPolicy):
             )
         self.config = c = config
         self.num_actions = int(action_space.n)
+        #: observations carry an action mask: acting, exploration and targets honour it
+        self._masked = has_action_mask(observation_space)
         default_model = model is None and encoder is None
         self.note_networks(encoder=encoder, model=model)
 
@@ -121,15 +126,21 @@ class DQNPolicy(OffPolicyPolicy):
             net = self._modules["model"]  # self.model, without nn.Module.__getattr__
             acting = self._acting
             q = acting(x) if acting is not None and acting.usable(net) else net(x)
-        if q.is_cpu:  # numpy's argmax of a few rows costs a third of torch's
+        mask = observation_mask(x) if self._masked else None
+        if mask is not None:  # the best legal action; the mask rides along for exploration
+            act = masked_argmax(q.detach(), mask).cpu().numpy()
+        elif q.is_cpu:  # numpy's argmax of a few rows costs a third of torch's
             act = (q.detach() if q.requires_grad else q).numpy().argmax(axis=1)
         else:
             act = q.argmax(dim=1).cpu().numpy()
+        out = Batch(act=act, logits=q, state=state)
+        if mask is not None:
+            out.mask = mask
         if not self.training and self.config.eps_test:
             # a test plays eps_test of its actions at random (the trainer's tests, agent.act
             # and agent.evaluate alike); the collector explores only in training mode
-            act = self.exploration_noise(act, batch)
-        return Batch(act=act, logits=q, state=state)
+            out.act = self.exploration_noise(act, out)
+        return out
 
     @property
     def epsilon(self) -> float:
@@ -148,16 +159,21 @@ class DQNPolicy(OffPolicyPolicy):
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
         """Replace each action by a uniformly random one with probability epsilon (one
-        generator call per env step: :func:`rlblocks.algo.epsilon_greedy`)."""
+        generator call per env step: :func:`rlblocks.algo.epsilon_greedy`); a random legal one
+        when the observations carry an action mask (``batch.mask``, set by :meth:`forward`)."""
+        mask = batch.get("mask", None) if self._masked else None
+        if mask is not None:
+            return masked_epsilon_greedy(act, self.epsilon, mask, self._rng)
         return epsilon_greedy(act, self.epsilon, self.num_actions, 0, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
     def target_value(self, obs_next: Any) -> torch.Tensor:
         q_target = self.target_model(obs_next)
+        mask = observation_mask(obs_next) if self._masked else None  # legal next actions
         if self.config.double and self.use_target:
-            best = self.model(obs_next).argmax(dim=1, keepdim=True)
+            best = masked_argmax(self.model(obs_next), mask).unsqueeze(1)
         else:
-            best = q_target.argmax(dim=1, keepdim=True)
+            best = masked_argmax(q_target, mask).unsqueeze(1)
         return q_target.gather(1, best).squeeze(1)
 
     def learn(self, batch: Batch, **kwargs: Any) -> dict[str, Any]:

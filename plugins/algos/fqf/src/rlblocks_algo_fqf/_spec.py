@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    action_masks=True,
     networks=("encoder",),
     # ALE/* ids: the Atari pipeline and the paper's settings (rlblocks.run)
     env_defaults=atari_presets("fqf"),

@@ -28,7 +28,14 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlblocks.algo import OptimizerStep, ValueBasedPolicy, fraction_loss, quantile_huber_loss
+from rlblocks.algo import (
+    OptimizerStep,
+    ValueBasedPolicy,
+    fraction_loss,
+    masked_argmax,
+    observation_mask,
+    quantile_huber_loss,
+)
 from rlblocks.algo.nets import (
     FractionProposal,
     ImplicitQuantileNetwork,
@@ -123,7 +130,7 @@ class FQFPolicy(ValueBasedPolicy):
             if self.config.double and self.use_target:
                 best = self.bootstrap_actions(obs_boot)
             else:
-                best = q_next.argmax(dim=1)
+                best = masked_argmax(q_next, observation_mask(obs_boot) if self.masked else None)
             z_best = at_actions(z_next, best)
             values = batch.partial.unsqueeze(1) + batch.discount.unsqueeze(1) * z_best
             return values, taus[:, 1:] - taus[:, :-1]

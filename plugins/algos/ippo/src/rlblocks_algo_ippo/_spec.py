@@ -15,6 +15,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    action_masks=True,
     multi_agent=True,
     networks=("encoder", "actor", "critic"),
     defaults=DEFAULTS,

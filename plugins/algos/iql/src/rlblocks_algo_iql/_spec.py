@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Box", "Discrete"),
     training="offline",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     # the authors' schedule (the algorithm's own settings are IQLConfig's defaults): batch 256,
     # an evaluation of 10 episodes every 5,000 gradient steps (the offline trainer counts its

@@ -57,9 +57,11 @@ from rlblocks.algo import (
     OffPolicyPolicy,
     OptimizerStep,
     TargetNetwork,
+    mask_distribution,
+    observation_mask,
 )
 from rlblocks.algo.nets import MLP
-from rlblocks.contracts import Batch, Buffer, ConfigError
+from rlblocks.contracts import Batch, Buffer, ConfigError, has_action_mask
 from rlblocks_algo_iql.config import IQLConfig
 
 
@@ -161,6 +163,7 @@ class IQLPolicy(OffPolicyPolicy):
             action_bound_method=config.action_bound_method, **nets,
         )  # fmt: skip
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
+        self.masked = self.discrete and has_action_mask(observation_space)
         if not self.discrete and not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"IQL needs a Box or Discrete action space, got {action_space}")
         c = self.config = config
@@ -213,7 +216,10 @@ class IQLPolicy(OffPolicyPolicy):
         ``start``)."""
         greedy = not self.training and self.config.deterministic_eval
         with torch.no_grad():
-            out = self.actor(self.obs_tensor(batch.obs))
+            obs = self.obs_tensor(batch.obs)
+            out = self.actor(obs)
+            if self.masked:  # legal actions only
+                out = mask_distribution(out, observation_mask(obs))
             if self.discrete:
                 act = out.mode() if greedy else out.sample()
             elif isinstance(out, torch.Tensor):  # the deterministic policy
@@ -243,6 +249,8 @@ class IQLPolicy(OffPolicyPolicy):
         out = self.actor(obs)
         if isinstance(out, torch.Tensor):
             return -(out - act).pow(2).sum(dim=-1)
+        if self.masked:  # the masked distribution's likelihood
+            out = mask_distribution(out, observation_mask(obs))
         return out.log_prob(act)
 
     def target_value(self, obs_next: Any) -> torch.Tensor:

@@ -15,6 +15,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     needs_global_state=True,
     # IPPO's simple_spread settings (one collect of 1,200 agent transitions, two minibatches,

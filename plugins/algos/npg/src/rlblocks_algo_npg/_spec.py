@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "Dict", "MultiDiscrete"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     defaults=DEFAULTS,
     env_defaults={

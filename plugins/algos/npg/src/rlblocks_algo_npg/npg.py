@@ -58,7 +58,7 @@ class NPGPolicy(OnPolicyPolicy):
 
     def surrogate(self, mb: Rollout, adv: torch.Tensor) -> tuple[torch.Tensor, Distribution]:
         """``(-L(theta), distribution)`` on a minibatch (a loss: lower is better)."""
-        dist = self.dist(mb["obs"])
+        dist = self.dist(mb["obs"], mb.get("mask"))
         ratio = (dist.log_prob(mb["act"]) - mb["logp_old"]).exp()
         return -(ratio * adv).mean(), dist
 
@@ -91,7 +91,7 @@ class NPGPolicy(OnPolicyPolicy):
                 loss, dist = self.surrogate(mb, adv)
                 g = flat_grad(loss, self._actor_params, retain_graph=True)
                 old_dist = dist.detach()  # type: ignore[attr-defined]
-                kl = old_dist.kl(self.dist(mb["obs"])).mean()
+                kl = old_dist.kl(self.dist(mb["obs"], mb.get("mask"))).mean()
                 fvp = fisher_vector_product(kl, self._actor_params, c.damping)
                 direction = conjugate_gradient(fvp, g, c.cg_iters)
                 extra = self.actor_step(direction, fvp, mb, adv, old_dist, loss.detach())
@@ -101,7 +101,7 @@ class NPGPolicy(OnPolicyPolicy):
                     self.gradient_steps += 1
                     n_steps += 1
                 with torch.no_grad():
-                    new_kl = float(old_dist.kl(self.dist(mb["obs"])).mean())
+                    new_kl = float(old_dist.kl(self.dist(mb["obs"], mb.get("mask"))).mean())
                 for key, value in {
                     "loss/actor": float(loss.detach()),
                     "loss/vf": float(vf_loss.detach()),

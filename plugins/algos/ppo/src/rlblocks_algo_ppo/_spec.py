@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     # CartPole (and any env without env_defaults): rollouts of 32 steps per env over 8 envs,
     # each learned as one 256-row minibatch for 10 epochs, as RL Zoo's ppo.yml has for

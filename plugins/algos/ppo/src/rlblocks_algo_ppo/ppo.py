@@ -52,7 +52,7 @@ class PPOPolicy(OnPolicyPolicy):
                 self.compute_advantages(data)
             for mb in self.minibatches(data, batch_size):
                 feats = self.features(mb["obs"])
-                dist = self.dist(feats)
+                dist = self.dist(feats, mb.get("mask"))
                 logp = dist.log_prob(mb["act"])
                 log_ratio = logp - mb["logp_old"]
                 ratio = log_ratio.exp()

@@ -43,6 +43,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete",),
     training="off-policy",
+    action_masks=True,
     recurrent=True,
     networks=("encoder",),
     # Tuned on rlblocks/MaskedCartPole-v1 (seeds 0-2 solve within 20k-48k env steps). The

@@ -58,9 +58,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.algo import QLearningPolicy, epsilon_greedy, linear_decay
+from rlblocks.algo import (
+    QLearningPolicy,
+    epsilon_greedy,
+    linear_decay,
+    masked_argmax,
+    masked_epsilon_greedy,
+    observation_mask,
+)
 from rlblocks.algo.nets import NetworkPart, build_part, encoder_part, make_encoder
-from rlblocks.contracts import Batch, Buffer
+from rlblocks.contracts import Batch, Buffer, has_action_mask
 from rlblocks_algo_r2d2.config import R2D2Config
 from rlblocks_algo_r2d2.network import RecurrentQNetwork
 from rlblocks_algo_r2d2.sampler import window_priority
@@ -156,6 +163,7 @@ class R2D2Policy(QLearningPolicy):
             lr, steps = c.lr, c.lr_decay_steps
             self.optim_step.lr_schedule = lambda env_step: linear_decay(lr, env_step, steps)
         self.num_actions = int(action_space.n)
+        self.masked = has_action_mask(observation_space)
 
     # -- acting -------------------------------------------------------------------------------
     def _state_in(self, state: Any, batch_size: int) -> dict[str, torch.Tensor]:
@@ -176,14 +184,20 @@ class R2D2Policy(QLearningPolicy):
         obs = self.obs_tensor(batch.obs)
         entering = self._state_in(state, _rows(obs))
         q, new_state = net.step(obs, entering)
-        act = q.detach().argmax(dim=1).cpu().numpy()  # indices: map_action adds the start
+        legal = observation_mask(obs) if self.masked else None
+        act = masked_argmax(q.detach(), legal).cpu().numpy()  # indices: map_action adds start
         # acting never backpropagates through time: the carried state holds no graph
         new_state = {k: v.detach() for k, v in new_state.items()}
         out = Batch(act=act, logits=q, state=new_state, policy=Batch(state=entering))
+        if legal is not None:  # for exploration among the legal actions
+            out.mask = legal
         out.act = self.test_exploration(act, out)  # unchanged in training mode
         return out
 
     def exploration_noise(self, act: np.ndarray, batch: Batch) -> np.ndarray:
+        legal = batch.get("mask", None) if self.masked else None
+        if legal is not None:
+            return masked_epsilon_greedy(act, self.epsilon, legal, self._rng)
         return epsilon_greedy(act, self.epsilon, self.num_actions, 0, self._rng)
 
     # -- learning -----------------------------------------------------------------------------
@@ -290,7 +304,8 @@ class R2D2Policy(QLearningPolicy):
         with torch.no_grad():
             q_target = self.unroll(self.target_model, obs, state0)
             greedy_net = q_all if c.double and self.use_target else q_target
-            best = greedy_net.detach().argmax(dim=2, keepdim=True)
+            legal = observation_mask(obs) if self.masked else None  # [B, W + 1, A]
+            best = masked_argmax(greedy_net.detach(), legal).unsqueeze(2)
             boot = q_target.gather(2, best).squeeze(2)  # [B, W + 1]
             if c.value_rescaling:
                 boot = unrescale(boot, c.rescale_eps)

@@ -48,7 +48,7 @@ class ReinforcePolicy(OnPolicyPolicy):
         n_mb = 0
         for _ in range(repeat):
             for mb in self.minibatches(data, batch_size):
-                dist = self.dist(self.features(mb["obs"]))
+                dist = self.dist(self.features(mb["obs"]), mb.get("mask"))
                 ret = self.normalized(mb["adv"]) if c.norm_adv else mb["adv"]
                 pg_loss = -(dist.log_prob(mb["act"]) * ret).mean()
                 entropy = dist.entropy().mean()

@@ -12,6 +12,7 @@ SPEC = AlgoSpec(
     observation_spaces=("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"),
     action_spaces=("Discrete", "Box", "MultiDiscrete"),
     training="on-policy",
+    action_masks=True,
     networks=("encoder", "actor", "critic"),
     # learns from sequences, but cuts its own windows from the rollout the on-policy trainer
     # hands over, so it needs no sequence sampler

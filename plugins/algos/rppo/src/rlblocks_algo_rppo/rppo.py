@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlblocks.algo import OnPolicyPolicy, gae, value_loss
+from rlblocks.algo import OnPolicyPolicy, gae, mask_distribution, observation_mask, value_loss
 from rlblocks.algo.nets import RecurrentBody, obs_to_tensor
 from rlblocks.contracts import Batch, Buffer, ViewRequirement, take_rows
 from rlblocks_algo_rppo.config import RPPOConfig
@@ -136,7 +136,9 @@ class RPPOPolicy(OnPolicyPolicy):
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
         """Act on ``batch.obs [B, ...]`` from ``state`` (None: fresh episodes). Returns
         ``act``, the new ``state`` and ``policy``: the state entering this step and ``logp``."""
-        feats = self.encode(batch.obs)
+        obs = obs_to_tensor(batch.obs, self.device)
+        mask = observation_mask(obs) if self.masked else None
+        feats = self.encode(obs)
         if self.prev_dim:
             feats = torch.cat([feats, self._prev(batch.prev_act, batch.prev_rew)], dim=-1)
         if state is None:
@@ -144,7 +146,7 @@ class RPPOPolicy(OnPolicyPolicy):
         actor_in = self._part(state, "actor")
         critic_in = self._part(state, "critic")
         y, actor_out = self.actor_rnn.step(feats, actor_in)
-        dist = self.actor(y)
+        dist = mask_distribution(self.actor(y), mask)  # legal actions only under a mask
         greedy = not self.training and self.config.deterministic_eval
         act = dist.mode() if greedy else dist.sample()
         if self.training:
@@ -242,6 +244,7 @@ class RPPOPolicy(OnPolicyPolicy):
         data: dict[str, Any] = {
             "obs": inputs,
             "act": act,
+
             "aug_inputs": self.prepare_inputs(obs_next),
             "aug_traj": torch.as_tensor(aug_traj, device=dev),
             "aug_pos": torch.as_tensor(aug_pos, device=dev),
@@ -252,6 +255,8 @@ class RPPOPolicy(OnPolicyPolicy):
             "terminated": term,
             "piece_end": piece_end,
         }
+        if self.masked:  # the legal actions of every step (trajectory order)
+            data["mask"] = observation_mask(obs_to_tensor(take_rows(batch.obs, order), dev))
         if self.prev_dim:
             # a step's inputs: the action and reward before it (stored views, as acting saw
             # them); an inserted bootstrap observation follows its step's own action and reward
@@ -340,7 +345,10 @@ class RPPOPolicy(OnPolicyPolicy):
         starts = data["win_starts"][wids]
         state0 = data["win_state0"]
         y, _ = self.actor_rnn.sequence(x, self._state_of(state0, "actor", wids), starts)
-        dist = self.actor(y.reshape(w * t_len, -1))
+        mask = data.get("mask")
+        dist = mask_distribution(
+            self.actor(y.reshape(w * t_len, -1)), None if mask is None else mask[flat]
+        )
         value = None
         if critic:
             y, _ = self.critic_rnn.sequence(x, self._state_of(state0, "critic", wids), starts)

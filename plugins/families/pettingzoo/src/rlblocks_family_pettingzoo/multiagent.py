@@ -41,7 +41,14 @@ from rlblocks.collect import (
     to_numpy,
     to_numpy_tree,
 )
-from rlblocks.contracts import Batch, ConfigError, put_rows, take_rows
+from rlblocks.contracts import (
+    Batch,
+    ConfigError,
+    action_mask_of,
+    put_rows,
+    random_legal_actions,
+    take_rows,
+)
 from rlblocks.plugins import import_entry
 from rlblocks.run import option
 from rlblocks_family_pettingzoo.constructors import CONSTRUCTORS
@@ -660,8 +667,13 @@ class MultiAgentCollector:
         self._ready = None
 
     # -- acting -------------------------------------------------------------------------------
-    def _random_action(self, slot: int) -> Any:
+    def _random_action(self, slot: int, obs: Any = None) -> Any:
+        """A uniformly random action of ``slot``'s agent: a legal one when its observation
+        ``obs`` carries an action mask (PettingZoo's ``"action_mask"``)."""
         space = self.envs.action_space(self.envs.agents[self.envs.slot_agent[slot]])
+        mask = action_mask_of(obs)
+        if mask is not None:
+            return random_legal_actions(np.asarray(mask)[None], space, self._rng)[0]
         if isinstance(space, gym.spaces.Discrete):
             return int(space.start + self._rng.integers(space.n))
         if isinstance(space, gym.spaces.Box) and np.all(np.isfinite(space.low)):
@@ -685,7 +697,7 @@ class MultiAgentCollector:
             agent = self.envs.slot_agent[slots]
             out_rows: Any = None
             if random:
-                env_act = [self._random_action(int(s)) for s in slots]
+                env_act = [self._random_action(int(s), obs[r]) for r, s in zip(rows, slots)]
                 inv = getattr(policy, "map_action_inverse", None)
                 act = inv(np.asarray(env_act)) if callable(inv) else np.asarray(env_act)
             else:
