@@ -95,8 +95,52 @@ class JointProbeEnv(gym.Env):
             f"masked action(s) {act.tolist()} (legal: {self._mask.tolist()})"
         )
         self._t += 1
-        rew = float((act == act[0]).sum())  # the team is paid for agreeing
-        return self._obs(), rew, False, self._t >= self.T, {}
+        agreed = (act == act[0]).astype(np.float32)  # the team is paid for agreeing
+        info = {"agent_rewards": agreed}  # as the joint view reports them
+        return self._obs(), float(agreed.sum()), False, self._t >= self.T, info
+
+
+class JointBoxProbeEnv(gym.Env):
+    """:class:`JointProbeEnv` for agents with Box actions (``Box(-1, 1, [3, 2])``, no masks):
+    the team is paid for each agent's action near its own observation's first two values (each
+    agent's share in ``info["agent_rewards"]``); an action outside the box is an AssertionError
+    naming the agent."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - gymnasium's attribute
+    N, D, T = 3, 4, 8
+
+    def __init__(self) -> None:
+        n, d = self.N, self.D
+        self.observation_space = gym.spaces.Dict({
+            "obs": gym.spaces.Box(-1.0, 1.0, (n, d), np.float32),
+            "state": gym.spaces.Box(-1.0, 1.0, (n * d,), np.float32),
+        })  # fmt: skip
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (n, 2), np.float32)
+        self._t = 0
+        self._rng = np.random.default_rng(0)
+        self._obs_now = np.zeros((n, d), np.float32)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        self._obs_now = self._rng.uniform(-1, 1, (self.N, self.D)).astype(np.float32)
+        return {"obs": self._obs_now.copy(), "state": self._obs_now.reshape(-1).copy()}
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        act = np.asarray(action, dtype=np.float32).reshape(self.N, 2)
+        outside = np.flatnonzero(~np.all(np.abs(act) <= 1.0 + 1e-6, axis=1))
+        assert not len(outside), f"joint probe: agent(s) {outside.tolist()} acted outside the box"
+        self._t += 1
+        agent_rewards = -np.square(act - self._obs_now[:, :2]).sum(axis=1).astype(np.float32)
+        info = {"agent_rewards": agent_rewards}  # as the joint view reports them
+        return self._obs(), float(agent_rewards.sum()), False, self._t >= self.T, info
 
 
 def check_algorithm(
@@ -114,9 +158,14 @@ def check_algorithm(
         spec.config()  # every field needs a default
     _check_config_resolves(name)
     if getattr(spec, "joint_agents", False):
-        # joint transitions of cooperative agents: a small joint view with masks, which
-        # fails any step that sends a masked action
-        _check_on_env(name, spec, JointProbeEnv, collect_steps, batch_size, device)
+        # joint transitions of cooperative agents: a small joint view (with masks for discrete
+        # agents, failing any step that sends a masked action)
+        probes = [JointProbeEnv] if "MultiDiscrete" in spec.action_spaces else []
+        if "Box" in spec.action_spaces:
+            probes.append(JointBoxProbeEnv)
+        assert probes, f"{name}: a joint_agents algorithm declares {spec.action_spaces}"
+        for probe in probes:
+            _check_on_env(name, spec, probe, collect_steps, batch_size, device)
         return
     kinds = [k for k in PROBE_ENVS if k in spec.action_spaces]
     assert kinds, f"{name}: declares action spaces {spec.action_spaces}, none of {list(PROBE_ENVS)}"

@@ -16,6 +16,7 @@ SPEC = AlgoSpec(
     action_spaces=("MultiDiscrete",),
     training="off-policy",
     joint_agents=True,
+    action_masks=True,
     defaults=DEFAULTS,
     env_defaults=ENV_DEFAULTS,
 )
