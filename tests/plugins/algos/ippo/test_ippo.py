@@ -12,6 +12,7 @@ import torch
 pytest.importorskip("mpe2")
 
 import rlblocks
+from rlblocks.run import read_tests
 from rlblocks.contracts import ConfigError
 from rlblocks.plugins import hookimpl
 from rlblocks_algo_ippo.presets import SIMPLE_SPREAD
@@ -48,6 +49,9 @@ def test_a_run_by_name_stores_agent_transitions_and_counts_env_steps(tmp_path) -
         run_dir=run, overrides=["trainer.test_interval=400", "trainer.test_episodes=4"],
     )  # fmt: skip
     assert result.env_steps == 800
+    assert result.agent_steps == 3 * 800  # simple_spread's 3 agents act every env step
+    saved = json.loads((run / "result.json").read_text())
+    assert (saved["env_steps"], saved["agent_steps"]) == (800, 2_400)
     config = json.loads((run / "config.json").read_text())
     assert config["env"]["id"] == SIMPLE_SPREAD
     assert config["trainer"]["count_steps_by"] == "env_steps"
@@ -55,15 +59,23 @@ def test_a_run_by_name_stores_agent_transitions_and_counts_env_steps(tmp_path) -
     assert result.train_episodes == 32
 
 
-def test_agent_steps_count_every_agent(tmp_path) -> None:
+def test_agent_steps_count_every_agent_and_env_steps_stay_env_steps(tmp_path, capfd) -> None:
+    run = tmp_path / "run"
     result = rlblocks.train(
-        "ippo", seed=0, max_env_steps=1_200, loggers=[], progress=False, quiet=True,
-        run_dir=tmp_path / "run",
+        "ippo", seed=0, max_env_steps=1_200, loggers=[], progress=True, run_dir=run,
         overrides=["trainer.count_steps_by=agent_steps", "trainer.step_per_collect=1200",
                    "trainer.test_interval=1200", "trainer.test_episodes=2"],
     )  # fmt: skip
-    assert result.env_steps == 1_200  # agent transitions: 400 env steps of 3 agents
+    # the budget counts agent transitions: 400 env steps of 3 agents
+    assert (result.env_steps, result.agent_steps) == (400, 1_200)
     assert result.train_episodes == 400 // 25
+    saved = json.loads((run / "result.json").read_text())
+    assert (saved["env_steps"], saved["agent_steps"]) == (400, 1_200)
+    rows = read_tests(run)
+    assert [(r["env_step"], r["agent_steps"]) for r in rows] == [(400, 1_200)]
+    err = capfd.readouterr().err
+    assert "agent step 1,200/1,200 (400 env steps): test return" in err
+    assert "400 env steps, 1200 agent steps," in err
 
 
 def test_a_buffer_too_small_for_the_agents_is_named(tmp_path) -> None:

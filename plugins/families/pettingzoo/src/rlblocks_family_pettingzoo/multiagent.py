@@ -773,7 +773,7 @@ class MultiAgentCollector:
             self.reset()
         envs = self.envs
         by_agent = self.count_steps_by == "agent_steps"
-        steps = episodes = 0
+        steps = episodes = env_steps = agent_steps = 0
         returns: list[float] = []
         lengths: list[int] = []
         # n_episode: at most n_episode episodes start (the first one per env), then envs retire
@@ -810,6 +810,8 @@ class MultiAgentCollector:
                 n_trans = len(ids)
                 self.total_agent_steps += n_trans
                 self.total_env_steps += res.env_steps
+                agent_steps += n_trans
+                env_steps += res.env_steps
                 steps += n_trans if by_agent else res.env_steps
                 if n_trans:
                     np.add.at(self._agent_return, ids, rew)
@@ -861,6 +863,8 @@ class MultiAgentCollector:
             returns=np.asarray(returns, dtype=np.float64),
             lengths=np.asarray(lengths, dtype=np.int64),
             seconds=time.perf_counter() - start,
+            env_steps=env_steps,
+            agent_steps=agent_steps,
         )
 
 
