@@ -12,9 +12,9 @@ import torch
 pytest.importorskip("mpe2")
 
 import rlblocks
-from rlblocks.run import read_tests
 from rlblocks.contracts import ConfigError
 from rlblocks.plugins import hookimpl
+from rlblocks.run import read_tests
 from rlblocks_algo_ippo.presets import SIMPLE_SPREAD
 
 #: mean per-agent return over 50 greedy test episodes of simple_spread (N=3, 25 steps); a
