@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("mpe2")
 
 import rlblocks
-from rlblocks.contracts import ConfigError
+from rlblocks.contracts import Batch, ConfigError
 from rlblocks.plugins import hookimpl
 from rlblocks.run import read_tests
 from rlblocks_algo_ippo.presets import SIMPLE_SPREAD
@@ -86,7 +86,7 @@ def test_a_buffer_too_small_for_the_agents_is_named(tmp_path) -> None:
         )  # fmt: skip
 
 
-def test_crash_then_resume_continues_and_load_says_what_it_cannot_do(tmp_path, capfd) -> None:
+def test_crash_then_resume_continues_and_loads(tmp_path, capfd) -> None:
     run = tmp_path / "run"
 
     class Crash:
@@ -105,8 +105,8 @@ def test_crash_then_resume_continues_and_load_says_what_it_cannot_do(tmp_path, c
     result = rlblocks.resume(run)
     assert result.env_steps == 2_000
     assert "restart on resume" in capfd.readouterr().err
-    with pytest.raises(ConfigError, match="multi-agent env"):
-        rlblocks.load(run)
+    agent = rlblocks.load(run, which="latest")
+    assert agent.agents == ["agent_0", "agent_1", "agent_2"]
 
 
 @pytest.mark.slow
@@ -168,3 +168,22 @@ def test_a_policy_per_agent_by_name_trains_checkpoints_and_resumes(tmp_path) -> 
     }
     resumed = rlblocks.resume(run, overrides=["trainer.max_env_steps=1200"])
     assert resumed.env_steps == 1200
+    # loaded, each agent acts through its group's policy, on its own spaces
+    agent = rlblocks.load(run, which="latest")
+    from mpe2 import simple_speaker_listener_v4
+
+    env = simple_speaker_listener_v4.parallel_env(continuous_actions=False)
+    obs, _ = env.reset(seed=3)
+    actions = agent.act(obs)
+    assert set(actions) == {"speaker_0", "listener_0"}
+    for name, act in actions.items():
+        assert env.action_space(name).contains(np.int64(act))
+    speaker = agent.policy["speaker"]
+    with torch.inference_mode():
+        index = np.array([agent.agents.index("speaker_0")])
+        direct = speaker(Batch(obs=obs["speaker_0"][None], agent=index), None).act
+    assert int(actions["speaker_0"]) == int(speaker.map_action(np.asarray(direct))[0])
+    assert agent.act({"listener_0": obs["listener_0"]}).keys() == {"listener_0"}
+    result = agent.evaluate(episodes=2, seed=0)
+    assert set(result.agent_returns) == {"speaker_0", "listener_0"}
+    assert np.allclose(result.total_returns, sum(result.agent_returns.values()))
