@@ -809,6 +809,13 @@ class Experiment:
             restart = self._restore_collector(self.train_collector, collectors["train"])
             if self._restore_collector(self.test_collector, collectors["test"]) and not restart:
                 _warn_stderr("the test envs start new episodes from a fresh seed")
+            st = trainer.state
+            taken = getattr(self.train_collector, "total_env_steps", None)
+            agents = getattr(self.train_collector, "total_agent_steps", None)
+            if st.agent_steps is None and isinstance(taken, int) and isinstance(agents, int):
+                # a multi-agent checkpoint from before the trainer counted both kinds of
+                # step: its collector's totals (its own counters, checkpointed) have them
+                st.env_steps_taken, st.agent_steps = taken, agents
         else:  # a checkpoint of rlblocks 0.1: the collectors start new episodes
             self.train_collector.restart_episodes(self.config.run.seed + 7919)
             restart = "the checkpoint predates env snapshots"

@@ -187,3 +187,26 @@ def test_a_policy_per_agent_by_name_trains_checkpoints_and_resumes(tmp_path) -> 
     result = agent.evaluate(episodes=2, seed=0)
     assert set(result.agent_returns) == {"speaker_0", "listener_0"}
     assert np.allclose(result.total_returns, sum(result.agent_returns.values()))
+
+
+def test_a_checkpoint_without_the_step_counts_resumes_with_both(tmp_path) -> None:
+    """A multi-agent checkpoint written before the trainer counted env and agent steps apart
+    takes them from its collector's totals: the resumed run still reports both in full."""
+    from rlblocks.run._checkpoint import MANIFEST, MANIFEST_DIGEST, _manifest_digest, file_digest
+
+    run = tmp_path / "run"
+    rlblocks.train(
+        "ippo", seed=0, max_env_steps=800, loggers=[], progress=False, quiet=True, run_dir=run,
+        overrides=["trainer.test_interval=800", "trainer.test_episodes=2"],
+    )  # fmt: skip
+    gen = sorted((run / "checkpoints").glob("gen-*"))[-1]
+    payload = torch.load(gen / "latest.pt", weights_only=False)
+    assert payload["trainer"].pop("env_steps_taken") == 800
+    assert payload["trainer"].pop("agent_steps") == 2_400
+    torch.save(payload, gen / "latest.pt")
+    manifest = json.loads((gen / MANIFEST).read_text())
+    manifest["files"]["latest.pt"] = file_digest(gen / "latest.pt")
+    manifest[MANIFEST_DIGEST] = _manifest_digest(manifest)
+    (gen / MANIFEST).write_text(json.dumps(manifest))
+    resumed = rlblocks.resume(run, overrides=["trainer.max_env_steps=1200"])
+    assert (resumed.env_steps, resumed.agent_steps) == (1_200, 3_600)
