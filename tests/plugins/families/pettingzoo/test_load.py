@@ -107,3 +107,16 @@ def test_bad_input_is_named_in_one_line(run) -> None:
         agent.evaluate(episodes=1, env=SIMPLE_SPREAD, make_kwargs={"N": 2})
     with pytest.raises(ConfigError, match="recording a video of a multi-agent run"):
         agent.record("x.gif")
+
+
+def test_a_joint_view_run_is_refused_in_one_line(tmp_path) -> None:
+    pytest.importorskip("rlblocks_algo_vdn")
+    run_dir = tmp_path / "run"
+    rlblocks.train(
+        "vdn", seed=0, max_env_steps=100, loggers=[], progress=False, quiet=True,
+        run_dir=run_dir,
+        overrides=["trainer.test_interval=100", "trainer.test_episodes=1", "env.num_envs=2",
+                   "env.num_test_envs=1"],
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="does not load joint-view runs yet"):
+        rlblocks.load(run_dir)
