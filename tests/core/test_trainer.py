@@ -456,6 +456,9 @@ def test_result_splits_wall_time_into_collect_update_and_test_phases() -> None:
     for key in ("collect_seconds", "update_seconds", "test_seconds", "collect_speed",
                 "update_speed", "test_speed"):  # fmt: skip
         assert saved[key] == getattr(result, key) > 0
+    # a single-agent run counts one kind of step: no agent_steps beside its env steps
+    assert result.agent_steps is None and "agent_steps" not in saved
+    assert saved["env_steps"] == trainer.state.env_step == 400
     other = build(Recorder())
     other.load_state_dict(trainer.state_dict())
     assert other.result().update_seconds == result.update_seconds

@@ -513,6 +513,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 "std": result.std,
                 **({"outcomes": result.outcomes, **result.outcome_rates}
                    if result.outcomes else {}),
+                # a multi-agent run: each agent's return per episode, and their sum
+                **({"agent_returns": {k: v.tolist() for k, v in result.agent_returns.items()},
+                    "total_returns": result.total_returns.tolist()}
+                   if result.agent_returns else {}),
             },
         )
     return 0

@@ -20,7 +20,8 @@ class CollectStats:
     """
 
     n_step: int = 0
-    """Env steps taken (summed over envs)."""
+    """Steps taken (summed over envs): env steps, or what a multi-agent collector counts
+    (its ``count_steps_by``: env steps or agent steps)."""
     n_episode: int = 0
     """Episodes finished."""
     returns: np.ndarray = field(factory=lambda: np.zeros(0))
@@ -32,6 +33,12 @@ class CollectStats:
     outcomes: dict[str, int] = field(factory=dict)
     """Finished episodes per ``info["outcome"]`` of their last step (``"win"``, ``"draw"``,
     ``"loss"``: games, see :data:`OUTCOME_RATES`); empty for envs that report none."""
+    env_steps: int | None = None
+    """Env steps (``step`` calls of the envs) of a multi-agent collect, counted apart from
+    ``n_step`` whatever it counts; None for single-agent collectors, whose ``n_step`` is it."""
+    agent_steps: int | None = None
+    """Agent transitions of a multi-agent collect (one per agent that acted); None for
+    single-agent collectors."""
 
     @property
     def steps_per_s(self) -> float:

@@ -55,6 +55,18 @@ class EvalResult:
     lengths: np.ndarray
     outcomes: dict[str, int] = attrs.field(factory=dict)
     """Episodes per ``info["outcome"]`` (game envs: ``"win"``, ``"draw"``, ``"loss"``)."""
+    agent_returns: dict[str, np.ndarray] = attrs.field(factory=dict)
+    """Multi-agent envs: each agent's return in each episode (nan where it took no part), by
+    agent id; ``returns`` are then the run's own test returns (its ``episode_return``: the
+    mean over the agents by default). Empty for single-agent envs."""
+
+    @property
+    def total_returns(self) -> np.ndarray:
+        """Each episode's return summed over its agents (the team's); ``returns`` for
+        single-agent envs."""
+        if not self.agent_returns:
+            return self.returns
+        return np.nansum(np.stack(list(self.agent_returns.values())), axis=0)
 
     @property
     def outcome_rates(self) -> dict[str, float]:
@@ -80,10 +92,20 @@ class EvalResult:
             if rates
             else ""
         )
+        agents = ""
+        if self.agent_returns and len(self.returns):
+            total = self.total_returns
+            per_agent = ", ".join(
+                f"{agent} {float(np.nanmean(r)):.2f}" for agent, r in self.agent_returns.items()
+            )
+            agents = (
+                f"; total return {float(np.mean(total)):.2f} +- {float(np.std(total)):.2f}, "
+                f"per agent: {per_agent}"
+            )
         return (
             f"{len(self.returns)} episodes: return {self.mean:.2f} +- {self.std:.2f}, "
             f"length {float(np.mean(self.lengths)) if len(self.lengths) else math.nan:.1f}"
-            f"{games}"
+            f"{games}{agents}"
         )
 
 
@@ -639,7 +661,7 @@ def load(
         spec_lookup,
         stacked_space,
     )
-    from rlblocks.run._family import env_family
+    from rlblocks.run._family import FamilyBuild, env_family
     from rlblocks.run._networks import check_networks_again, check_policy_class_again
     from rlblocks.run._trust import check_run_imports
 
@@ -664,25 +686,50 @@ def load(
         config, policy_class, "loading it",
         f"rlblocks.load({str(config_file.parent)!r}, policy_class=...) from Python",
     )  # fmt: skip
-    try:
-        probe = make_env_fns(
-            env_id, 1, dict(config.env.make_kwargs or {}), list(config.env.wrappers)
-        )[0]()
-    except gym.error.Error as exc:
-        raise ConfigError(
-            f"the run's env {env_id!r} cannot be made here ({exc}); install what provides it"
-        ) from exc
-    try:
-        obs_space = stacked_space(probe.observation_space, config.buffer.stack_num)
-        act_space = probe.action_space
-    finally:
-        probe.close()
-    # an agent acts; its optimizers are built only if something trains it further
-    with optimizers_deferred():
-        policy = make_policy(
-            config.algo_name, obs_space, act_space, device=dev, config=config.algo,
-            trust_imports=trust_imports, policy_class=policy_class, **networks,
-        )  # fmt: skip
+    if family is not None:
+        # the family makes the env and the policy or policies (one per agent group)
+        def family_policy(
+            observation_space: gym.Space, action_space: gym.Space, state_space: Any = None
+        ) -> Any:
+            return make_policy(
+                config.algo_name, observation_space, action_space, device=dev,
+                config=config.algo, state_space=state_space, trust_imports=trust_imports,
+                policy_class=policy_class, **networks,
+            )  # fmt: skip
+
+        def no_buffer(*_args: Any, **_kwargs: Any) -> Any:
+            raise ConfigError("a loaded agent acts and has no replay buffer")
+
+        with optimizers_deferred():
+            agent = family[1].agent(
+                FamilyBuild(
+                    config=config, algo_spec=spec_lookup("algo", config.algo_name),
+                    seed=int(config.run.seed), device=dev, make_policy=family_policy,
+                    make_buffer=no_buffer,
+                )
+            )  # fmt: skip
+        policy = agent.policy
+    else:
+        try:
+            probe = make_env_fns(
+                env_id, 1, dict(config.env.make_kwargs or {}), list(config.env.wrappers)
+            )[0]()
+        except gym.error.Error as exc:
+            raise ConfigError(
+                f"the run's env {env_id!r} cannot be made here ({exc}); install what provides it"
+            ) from exc
+        try:
+            obs_space = stacked_space(probe.observation_space, config.buffer.stack_num)
+            act_space = probe.action_space
+        finally:
+            probe.close()
+        # an agent acts; its optimizers are built only if something trains it further
+        with optimizers_deferred():
+            policy = make_policy(
+                config.algo_name, obs_space, act_space, device=dev, config=config.algo,
+                trust_imports=trust_imports, policy_class=policy_class, **networks,
+            )  # fmt: skip
+        agent = Agent(policy, config)
     payload = load_checkpoint(ckpt, map_location=dev)
     state = payload.get("policy")
     if not isinstance(state, dict):
@@ -700,7 +747,9 @@ def load(
         ) from exc
     if "policy_extra" in payload:
         policy.load_extra_state(payload["policy_extra"])
-    return Agent(policy, config, checkpoint=ckpt)
+    policy.eval()
+    agent.checkpoint = ckpt
+    return agent
 
 
 def factory_env_message(config: Any, what: str, how: str) -> str:

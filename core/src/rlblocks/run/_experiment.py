@@ -12,6 +12,7 @@ trainer and leaves a run directory that can be inspected and resumed::
                              runs, MANIFEST.json with checksums), CURRENT (the committed one),
                              best.pt (best test return) and best.pt.sha256
     RUN_DIR/result.json      best_test_return, solved, env_steps, gradient_steps, wall_seconds
+                             (and agent_steps for multi-agent runs)
     RUN_DIR/tests.csv        one row per test: env step, wall seconds, test return statistics
 
 An offline algorithm (spec ``training="offline"``) learns from the dataset ``buffer.dataset``
@@ -640,6 +641,14 @@ class Experiment:
             )
         return loaded.buffer
 
+    def _step_unit(self) -> str:
+        """What an online run's progress and budget count: ``"agent step"`` for a multi-agent
+        run with ``trainer.count_steps_by=agent_steps``, else ``"env step"``."""
+        c = self.config
+        if c.trainer.count_steps_by == "agent_steps" and env_family(c.env.id) is not None:
+            return "agent step"
+        return "env step"
+
     def _hook_objects(self) -> list[object]:
         c = self.config
         objs: list[object] = []
@@ -647,7 +656,7 @@ class Experiment:
         if not self.quiet:
             offline = self.algo_spec.training == "offline"
             total = c.trainer.max_gradient_steps if offline else c.trainer.max_env_steps
-            unit = "gradient step" if offline else "env step"
+            unit = "gradient step" if offline else self._step_unit()
             reporter = ConsoleReporter(int(total or 0), progress=c.run.progress,
                                        env_factory=c.env.factory, unit=unit,
                                        networks=c.run.networks)  # fmt: skip
@@ -772,7 +781,13 @@ class Experiment:
         if self.dataset is not None:
             self._check_dataset_unchanged(payload, ckpt_file)
         if self.test_recorder is not None:
-            column = "gradient_steps" if self.algo_spec.training == "offline" else "env_step"
+            column = (
+                "gradient_steps"
+                if self.algo_spec.training == "offline"
+                else "agent_steps"
+                if self._step_unit() == "agent step"
+                else "env_step"
+            )
             self.test_recorder.truncate_after(trainer.progress, column=column)
         if "torch_rng" in payload:
             torch.set_rng_state(payload["torch_rng"])
@@ -794,6 +809,13 @@ class Experiment:
             restart = self._restore_collector(self.train_collector, collectors["train"])
             if self._restore_collector(self.test_collector, collectors["test"]) and not restart:
                 _warn_stderr("the test envs start new episodes from a fresh seed")
+            st = trainer.state
+            taken = getattr(self.train_collector, "total_env_steps", None)
+            agents = getattr(self.train_collector, "total_agent_steps", None)
+            if st.agent_steps is None and isinstance(taken, int) and isinstance(agents, int):
+                # a multi-agent checkpoint from before the trainer counted both kinds of
+                # step: its collector's totals (its own counters, checkpointed) have them
+                st.env_steps_taken, st.agent_steps = taken, agents
         else:  # a checkpoint of rlblocks 0.1: the collectors start new episodes
             self.train_collector.restart_episodes(self.config.run.seed + 7919)
             restart = "the checkpoint predates env snapshots"

@@ -75,6 +75,10 @@ class EnvFamily(Protocol):
         """A training collector of this family over ``envs`` (for the conformance kit)."""
         ...
 
+    # A family whose spec is ``loadable`` also has ``agent(run: FamilyBuild) -> Agent``: a
+    # run's agent built from its config (``run.make_policy`` builds each policy; there is no
+    # buffer), without weights: ``rlblocks.load`` loads the checkpoint into ``agent.policy``.
+
 
 _INSTANCES: dict[str, EnvFamily] = {}
 

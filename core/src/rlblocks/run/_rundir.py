@@ -60,6 +60,9 @@ TEST_COLUMNS = (
 #: columns a run on a game env adds (``info["outcome"]`` of its test episodes): the learner's
 #: win, draw and loss rates; other runs' files have none of them
 OUTCOME_COLUMNS = OUTCOME_RATES
+#: the column a multi-agent run adds: agent transitions so far (its ``env_step`` column counts
+#: env steps, whatever ``trainer.count_steps_by`` counts); single-agent runs' files have none
+AGENT_STEPS_COLUMN = "agent_steps"
 
 
 class TestRecorder:
@@ -76,7 +79,8 @@ class TestRecorder:
         checkpoint); offline runs count ``gradient_steps``, as they take no env step."""
         if not self.path.is_file():
             return
-        rows = [r for r in read_tests(self.path.parent) if r[column] <= step]
+        # (files written before the agent_steps column held agent steps in env_step)
+        rows = [r for r in read_tests(self.path.parent) if r.get(column, r["env_step"]) <= step]
         self._write(rows)
 
     def _write(self, rows: Sequence[Mapping[str, float]]) -> None:
@@ -85,6 +89,8 @@ class TestRecorder:
         w = csv.writer(buf)
         games = any(c in r for r in rows for c in OUTCOME_COLUMNS)
         columns = (*TEST_COLUMNS, *OUTCOME_COLUMNS) if games else TEST_COLUMNS
+        if any(AGENT_STEPS_COLUMN in r for r in rows):  # a multi-agent run's agent steps
+            columns = (*columns, AGENT_STEPS_COLUMN)
         w.writerow(columns)
         for r in rows:
             w.writerow([_fmt(r.get(c, math.nan)) for c in columns])
@@ -99,8 +105,11 @@ class TestRecorder:
 
     def _append(self, stats: Mapping[str, Any], env_step: int, screen: bool) -> None:
         st = self._state()
+        # a multi-agent run counts env steps apart from its progress (which may count agent
+        # steps): ``env_step`` holds env steps, ``agent_steps`` the agent transitions
+        taken = getattr(st, "env_steps_taken", None)
         row = {
-            "env_step": int(env_step),
+            "env_step": int(env_step if taken is None else taken),
             "wall_seconds": float(getattr(st, "wall_seconds", math.nan)),
             "gradient_steps": int(getattr(st, "gradient_step", 0)),
             "return_mean": stats.get("return_mean", math.nan),
@@ -112,6 +121,9 @@ class TestRecorder:
             "screen": int(screen),
         }
         row.update({c: stats[c] for c in OUTCOME_COLUMNS if c in stats})
+        agent_steps = getattr(st, "agent_steps", None)
+        if agent_steps is not None:
+            row[AGENT_STEPS_COLUMN] = int(agent_steps)
         # the whole (small) file is rewritten, so it and its checksum always agree
         rows = read_tests(self.path.parent) if self.path.is_file() else []
         self._write([*rows, row])
@@ -139,10 +151,10 @@ def read_tests(run_dir: str | os.PathLike[str]) -> list[dict[str, float]]:
             try:
                 rec = {
                     c: float(row[c])
-                    for c in (*TEST_COLUMNS, *OUTCOME_COLUMNS)
+                    for c in (*TEST_COLUMNS, *OUTCOME_COLUMNS, AGENT_STEPS_COLUMN)
                     if row.get(c) not in (None, "")
                 }
-                for c in ("env_step", "episodes", "screen", "gradient_steps"):
+                for c in ("env_step", "episodes", "screen", "gradient_steps", AGENT_STEPS_COLUMN):
                     if c in rec:
                         rec[c] = int(rec[c])
             except (KeyError, ValueError) as exc:

@@ -165,8 +165,9 @@ class ConsoleReporter:
         plain: bool | None = None,
     ) -> None:
         self.total = total_env_steps
-        #: what the budget counts: "env step", or "gradient step" for offline runs (the bar then
-        #: moves with the updates, as no env step is taken)
+        #: what the budget counts: "env step", "agent step" (a multi-agent run with
+        #: ``trainer.count_steps_by=agent_steps``), or "gradient step" for offline runs (the bar
+        #: then moves with the updates, as no env step is taken)
         self.unit = unit
         self.progress = progress
         #: ``module:qualname`` of the env factory the run trains with (train(env=callable))
@@ -221,7 +222,7 @@ class ConsoleReporter:
         rate = self._rate(progress)
         if rate <= 0:
             return []
-        unit = "env steps/s" if self.unit == "env step" else "gradient steps/s"
+        unit = f"{self.unit}s/s"  # env, agent (a multi-agent run's budget) or gradient steps
         parts = [f"{rate:,.0f} {unit}", f"budget ETA {fmt_seconds((self.total - progress) / rate)}"]
         cross = threshold_trend(self._tests, self._stop_reward, self.total)
         if cross is not None:
@@ -303,7 +304,7 @@ class ConsoleReporter:
 
     @hookimpl
     def rlblocks_rollout_end(self, stats: Mapping[str, Any], env_step: int, trainer: Any) -> None:
-        if self.unit != "env step":
+        if self.unit == "gradient step":
             return
         self._seen(env_step)
         if self._bar is not None:
@@ -353,7 +354,8 @@ class ConsoleReporter:
                     f"loss {stats.get('loss_rate', 0):.0%}"
                 )
             self._print(
-                f"{self.unit} {step:,}/{self.total:,}: {what} return {mean:.1f} +- {std:.1f} "
+                f"{self.unit} {step:,}/{self.total:,}{_other_count(trainer, self.unit)}: "
+                f"{what} return {mean:.1f} +- {std:.1f} "
                 f"over {episodes} episodes ({best_text}){games}{note}"
                 + (f"; {', '.join(parts)}" if parts else "")
             )
@@ -376,7 +378,10 @@ class ConsoleReporter:
         lines = [
             f"{'solved' if solved else 'stopped'}: {result.get('stop_reason', '')}",
             f"  {'no full test yet' if best is None else f'best test return {round(best, 2)}'}, "
-            f"{result.get('env_steps')} env steps, {result.get('gradient_steps')} gradient steps, "
+            f"{result.get('env_steps')} env steps, "
+            + (f"{result['agent_steps']} agent steps, " if result.get("agent_steps") is not None
+               else "")
+            + f"{result.get('gradient_steps')} gradient steps, "
             f"{result.get('wall_seconds', 0.0):.1f} s",
         ]
         split = time_split(result)
@@ -395,7 +400,8 @@ class ConsoleReporter:
     def _budget_flag(self, result: Mapping[str, Any]) -> str:
         """A larger budget for a run that spent its own (resume refuses it without one)."""
         offline = self.unit == "gradient step"
-        done = int(result.get("gradient_steps" if offline else "env_steps") or 0)
+        counter = "gradient_steps" if offline else f"{self.unit.replace(' ', '_')}s"
+        done = int(result.get(counter) or 0)
         if self.total <= 0 or done < self.total:
             return ""
         flag = "--max-gradient-steps" if offline else "--max-env-steps"
@@ -415,3 +421,16 @@ class ConsoleReporter:
             fallback = f"its files, if any, are in {run_dir / 'logs'}"
             lines.append(f"  logger {name}: {where or fallback}")
         return lines
+
+
+def _other_count(trainer: Any, unit: str) -> str:
+    """A multi-agent run's other step count beside its progress: `` (N env steps)`` when the
+    progress counts agent steps, `` (N agent steps)`` when it counts env steps; empty for
+    single-agent and offline runs, which count one kind of step."""
+    st = getattr(trainer, "state", None)
+    agent_steps = getattr(st, "agent_steps", None)
+    if agent_steps is None or unit == "gradient step":
+        return ""
+    if unit == "agent step":
+        return f" ({int(getattr(trainer, 'env_steps', 0)):,} env steps)"
+    return f" ({int(agent_steps):,} agent steps)"

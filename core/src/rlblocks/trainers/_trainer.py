@@ -95,6 +95,12 @@ class TrainerState:
     solved: bool = False
     warmed_up: bool = False
     stop_reason: str = ""
+    #: env steps and agent transitions of the training collects, counted apart from
+    #: ``env_step`` (the progress, in what the collector counts) by collectors that report
+    #: both (multi-agent ones, :attr:`CollectStats.env_steps`); None for single-agent runs,
+    #: whose env steps are ``env_step``
+    env_steps_taken: int | None = None
+    agent_steps: int | None = None
 
 
 @define
@@ -110,6 +116,10 @@ class TrainResult:
     train_episodes: int
     stop_reward: float | None
     stop_reason: str
+    #: agent transitions (one per agent that acted) of a multi-agent run; None for
+    #: single-agent runs (left out of ``result.json``), where one env step is one agent step.
+    #: ``env_steps`` always counts env steps, whatever ``trainer.count_steps_by`` counts.
+    agent_steps: int | None = None
     #: seconds spent collecting for training (warm-up included), updating and testing
     #: (``test_fn`` included); the rest of ``wall_seconds`` (logging, checkpoints, hooks,
     #: ``train_fn``) is :attr:`other_seconds`
@@ -143,6 +153,8 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         out = attrs.asdict(self, filter=lambda a, _v: a.name not in _NOT_IN_RESULT_FILE)
+        if out["agent_steps"] is None:  # a single-agent run: its env steps are its agent steps
+            del out["agent_steps"]
         for key in ("best_test_return", "last_test_return"):
             if not math.isfinite(out[key]):
                 out[key] = None
@@ -157,6 +169,11 @@ _NOT_IN_RESULT_FILE = frozenset(
 
 def _per_second(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else 0.0
+
+
+def _env_steps_of(stats: CollectStats) -> int:
+    """The env steps of a collect (a multi-agent collector's ``n_step`` may count agents)."""
+    return int(stats.n_step if stats.env_steps is None else stats.env_steps)
 
 
 #: The batch modes of training collects (RLlib's names; see BaseTrainer._collect_training_steps).
@@ -353,7 +370,7 @@ class BaseTrainer:
                 self.test_fn(epoch, self.progress)
             if screening:
                 first = self.test_collector.collect(n_episode=k)
-                st.test_steps += first.n_step
+                st.test_steps += _env_steps_of(first)
                 if self._screened_out(first.returns):
                     self._last_attempt = self.progress
                     self._new_train_episodes = 0
@@ -369,7 +386,7 @@ class BaseTrainer:
                     )
                     return first
                 rest = self.test_collector.collect(n_episode=self.test_episodes - k)
-                st.test_steps += rest.n_step
+                st.test_steps += _env_steps_of(rest)
                 stats = CollectStats(
                     n_step=first.n_step + rest.n_step,
                     n_episode=first.n_episode + rest.n_episode,
@@ -383,7 +400,7 @@ class BaseTrainer:
                 )
             else:
                 stats = self.test_collector.collect(n_episode=self.test_episodes)
-                st.test_steps += stats.n_step
+                st.test_steps += _env_steps_of(stats)
         finally:
             self.policy.train()
             st.test_seconds += time.perf_counter() - started
@@ -482,6 +499,10 @@ class BaseTrainer:
     def _record_collect(self, stats: CollectStats) -> None:
         st = self.state
         st.env_step += stats.n_step
+        if stats.env_steps is not None:
+            st.env_steps_taken = (st.env_steps_taken or 0) + stats.env_steps
+        if stats.agent_steps is not None:
+            st.agent_steps = (st.agent_steps or 0) + stats.agent_steps
         st.train_episodes += stats.n_episode
         if stats.n_episode:
             self._train_returns.extend(float(r) for r in np.ravel(stats.returns))
@@ -742,22 +763,30 @@ class BaseTrainer:
         self._flush_update_stats(force=True)
         return self.result()
 
+    @property
+    def env_steps(self) -> int:
+        """Env steps of the training collects (:attr:`TrainerState.env_step` but for
+        multi-agent collectors counting agent steps)."""
+        st = self.state
+        return st.env_step if st.env_steps_taken is None else int(st.env_steps_taken)
+
     def result(self) -> TrainResult:
         st = self.state
         return TrainResult(
             best_test_return=st.best_test_return,
             last_test_return=st.last_test_return,
             solved=st.solved,
-            env_steps=st.env_step,
+            env_steps=self.env_steps,
             gradient_steps=st.gradient_step,
             wall_seconds=st.wall_seconds,
             train_episodes=st.train_episodes,
             stop_reward=self.stop_reward,
             stop_reason=st.stop_reason,
+            agent_steps=st.agent_steps,
             collect_seconds=st.collect_seconds,
             update_seconds=st.update_seconds,
             test_seconds=st.test_seconds,
-            collect_speed=_per_second(st.env_step, st.collect_seconds),
+            collect_speed=_per_second(self.env_steps, st.collect_seconds),
             update_speed=_per_second(st.gradient_step, st.update_seconds),
             test_speed=_per_second(st.test_steps, st.test_seconds),
             screened_tests=st.screened_tests,

@@ -12,8 +12,9 @@ import torch
 pytest.importorskip("mpe2")
 
 import rlblocks
-from rlblocks.contracts import ConfigError
+from rlblocks.contracts import Batch, ConfigError
 from rlblocks.plugins import hookimpl
+from rlblocks.run import read_tests
 from rlblocks_algo_ippo.presets import SIMPLE_SPREAD
 
 #: mean per-agent return over 50 greedy test episodes of simple_spread (N=3, 25 steps); a
@@ -48,6 +49,9 @@ def test_a_run_by_name_stores_agent_transitions_and_counts_env_steps(tmp_path) -
         run_dir=run, overrides=["trainer.test_interval=400", "trainer.test_episodes=4"],
     )  # fmt: skip
     assert result.env_steps == 800
+    assert result.agent_steps == 3 * 800  # simple_spread's 3 agents act every env step
+    saved = json.loads((run / "result.json").read_text())
+    assert (saved["env_steps"], saved["agent_steps"]) == (800, 2_400)
     config = json.loads((run / "config.json").read_text())
     assert config["env"]["id"] == SIMPLE_SPREAD
     assert config["trainer"]["count_steps_by"] == "env_steps"
@@ -55,15 +59,23 @@ def test_a_run_by_name_stores_agent_transitions_and_counts_env_steps(tmp_path) -
     assert result.train_episodes == 32
 
 
-def test_agent_steps_count_every_agent(tmp_path) -> None:
+def test_agent_steps_count_every_agent_and_env_steps_stay_env_steps(tmp_path, capfd) -> None:
+    run = tmp_path / "run"
     result = rlblocks.train(
-        "ippo", seed=0, max_env_steps=1_200, loggers=[], progress=False, quiet=True,
-        run_dir=tmp_path / "run",
+        "ippo", seed=0, max_env_steps=1_200, loggers=[], progress=True, run_dir=run,
         overrides=["trainer.count_steps_by=agent_steps", "trainer.step_per_collect=1200",
                    "trainer.test_interval=1200", "trainer.test_episodes=2"],
     )  # fmt: skip
-    assert result.env_steps == 1_200  # agent transitions: 400 env steps of 3 agents
+    # the budget counts agent transitions: 400 env steps of 3 agents
+    assert (result.env_steps, result.agent_steps) == (400, 1_200)
     assert result.train_episodes == 400 // 25
+    saved = json.loads((run / "result.json").read_text())
+    assert (saved["env_steps"], saved["agent_steps"]) == (400, 1_200)
+    rows = read_tests(run)
+    assert [(r["env_step"], r["agent_steps"]) for r in rows] == [(400, 1_200)]
+    err = capfd.readouterr().err
+    assert "agent step 1,200/1,200 (400 env steps): test return" in err
+    assert "400 env steps, 1200 agent steps," in err
 
 
 def test_a_buffer_too_small_for_the_agents_is_named(tmp_path) -> None:
@@ -74,7 +86,7 @@ def test_a_buffer_too_small_for_the_agents_is_named(tmp_path) -> None:
         )  # fmt: skip
 
 
-def test_crash_then_resume_continues_and_load_says_what_it_cannot_do(tmp_path, capfd) -> None:
+def test_crash_then_resume_continues_and_loads(tmp_path, capfd) -> None:
     run = tmp_path / "run"
 
     class Crash:
@@ -93,8 +105,8 @@ def test_crash_then_resume_continues_and_load_says_what_it_cannot_do(tmp_path, c
     result = rlblocks.resume(run)
     assert result.env_steps == 2_000
     assert "restart on resume" in capfd.readouterr().err
-    with pytest.raises(ConfigError, match="multi-agent env"):
-        rlblocks.load(run)
+    agent = rlblocks.load(run, which="latest")
+    assert agent.agents == ["agent_0", "agent_1", "agent_2"]
 
 
 @pytest.mark.slow
@@ -156,3 +168,45 @@ def test_a_policy_per_agent_by_name_trains_checkpoints_and_resumes(tmp_path) -> 
     }
     resumed = rlblocks.resume(run, overrides=["trainer.max_env_steps=1200"])
     assert resumed.env_steps == 1200
+    # loaded, each agent acts through its group's policy, on its own spaces
+    agent = rlblocks.load(run, which="latest")
+    from mpe2 import simple_speaker_listener_v4
+
+    env = simple_speaker_listener_v4.parallel_env(continuous_actions=False)
+    obs, _ = env.reset(seed=3)
+    actions = agent.act(obs)
+    assert set(actions) == {"speaker_0", "listener_0"}
+    for name, act in actions.items():
+        assert env.action_space(name).contains(np.int64(act))
+    speaker = agent.policy["speaker"]
+    with torch.inference_mode():
+        index = np.array([agent.agents.index("speaker_0")])
+        direct = speaker(Batch(obs=obs["speaker_0"][None], agent=index), None).act
+    assert int(actions["speaker_0"]) == int(speaker.map_action(np.asarray(direct))[0])
+    assert agent.act({"listener_0": obs["listener_0"]}).keys() == {"listener_0"}
+    result = agent.evaluate(episodes=2, seed=0)
+    assert set(result.agent_returns) == {"speaker_0", "listener_0"}
+    assert np.allclose(result.total_returns, sum(result.agent_returns.values()))
+
+
+def test_a_checkpoint_without_the_step_counts_resumes_with_both(tmp_path) -> None:
+    """A multi-agent checkpoint written before the trainer counted env and agent steps apart
+    takes them from its collector's totals: the resumed run still reports both in full."""
+    from rlblocks.run._checkpoint import MANIFEST, MANIFEST_DIGEST, _manifest_digest, file_digest
+
+    run = tmp_path / "run"
+    rlblocks.train(
+        "ippo", seed=0, max_env_steps=800, loggers=[], progress=False, quiet=True, run_dir=run,
+        overrides=["trainer.test_interval=800", "trainer.test_episodes=2"],
+    )  # fmt: skip
+    gen = sorted((run / "checkpoints").glob("gen-*"))[-1]
+    payload = torch.load(gen / "latest.pt", weights_only=False)
+    assert payload["trainer"].pop("env_steps_taken") == 800
+    assert payload["trainer"].pop("agent_steps") == 2_400
+    torch.save(payload, gen / "latest.pt")
+    manifest = json.loads((gen / MANIFEST).read_text())
+    manifest["files"]["latest.pt"] = file_digest(gen / "latest.pt")
+    manifest[MANIFEST_DIGEST] = _manifest_digest(manifest)
+    (gen / MANIFEST).write_text(json.dumps(manifest))
+    resumed = rlblocks.resume(run, overrides=["trainer.max_env_steps=1200"])
+    assert (resumed.env_steps, resumed.agent_steps) == (1_200, 3_600)

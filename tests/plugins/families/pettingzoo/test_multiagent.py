@@ -156,6 +156,9 @@ def test_parallel_slots_store_true_transitions_and_count(
     assert col.total_env_steps == env_steps
     counted = stored if by_agent else env_steps
     assert stats.n_step + stats2.n_step == counted
+    # both counts come with every collect, whichever one n_step counts
+    assert stats.env_steps + stats2.env_steps == env_steps
+    assert stats.agent_steps + stats2.agent_steps == stored
     assert stats.n_step >= n_step and stats2.n_step >= n_step
     # at least: one more round of every env could have been one too many, no more
     per_round = num_envs * (k if by_agent else 1)

@@ -10,4 +10,5 @@ SPEC = EnvFamilySpec(
     impl="rlblocks_family_pettingzoo.family:PettingZooFamily",
     env_ids=tuple(f"*:{ctor}" for ctor in CONSTRUCTORS),
     provides_global_state=True,
+    loadable=True,
 )

@@ -19,6 +19,7 @@ import gymnasium as gym
 from rlblocks.collect import Collector
 from rlblocks.contracts import ConfigError
 from rlblocks.run import FamilyBuild, FamilyParts, make_vector_env, stacked_space
+from rlblocks_family_pettingzoo.agent import MultiAgentAgent
 from rlblocks_family_pettingzoo.joint import JointEnvFactory
 from rlblocks_family_pettingzoo.multiagent import (
     BufferGroup,
@@ -48,6 +49,23 @@ def _options(options: Any) -> dict[str, Any]:
 def agent_spaces(envs: MultiAgentVectorEnv, agent: str) -> tuple[gym.Space, gym.Space]:
     """An agent's observation and action spaces."""
     return envs.observation_space(agent), envs.action_space(agent)
+
+
+def env_factory(c: Any, train: bool = False) -> Callable[[], Any]:
+    """A factory of the run's PettingZoo env (``c.env.id`` with its make kwargs) in its
+    ``env.wrappers`` (and ``env.train_wrappers`` when ``train``), innermost first."""
+    factory = multiagent_factory(c.env.id, c.env.make_kwargs)
+    wrappers = multiagent_wrappers(
+        [*c.env.wrappers, *c.env.train_wrappers] if train else list(c.env.wrappers)
+    )
+
+    def make() -> Any:
+        env = factory()
+        for w in wrappers:
+            env = w(env)
+        return env
+
+    return make
 
 
 class PettingZooFamily:
@@ -149,20 +167,8 @@ class PettingZooFamily:
     def _parts(
         self, run: FamilyBuild, train_envs: MultiAgentVectorEnv, test_envs: MultiAgentVectorEnv
     ) -> FamilyParts:
-        c, t = run.config, run.config.trainer
-        state_space = train_envs.state_space
-        #: agent -> policy name, with env.policy_mapping naming several (None: one policy)
-        mapping: dict[str, str] | None = None
-        if len(set(c.env.policy_mapping.values())) > 1:
-            mapping = group_agents(train_envs.agents, c.env.policy_mapping)
-            policy: Any = PolicyGroup({
-                name: run.make_policy(
-                    *self._group_spaces(train_envs, mapping, name), state_space=state_space
-                )
-                for name in dict.fromkeys(mapping.values())
-            })  # fmt: skip
-        else:
-            policy = run.make_policy(*self._shared_spaces(c, train_envs), state_space=state_space)
+        t = run.config.trainer
+        policy, mapping = self._policies(run, train_envs)
         policy.seed(run.seed)
         # one chain of steps per agent slot (env x agent)
         lanes = train_envs.num_slots
@@ -189,6 +195,43 @@ class PettingZooFamily:
             test_collector=test_collector,
         )
 
+    def _policies(
+        self, run: FamilyBuild, envs: MultiAgentVectorEnv
+    ) -> tuple[Any, dict[str, str] | None]:
+        """The run's policy (shared by every agent) or :class:`PolicyGroup` (one per agent
+        group of ``env.policy_mapping``), and the mapping agent -> policy name (None: one)."""
+        c = run.config
+        state_space = envs.state_space
+        if len(set(c.env.policy_mapping.values())) > 1:
+            mapping = group_agents(envs.agents, c.env.policy_mapping)
+            group = PolicyGroup({
+                name: run.make_policy(
+                    *self._group_spaces(envs, mapping, name), state_space=state_space
+                )
+                for name in dict.fromkeys(mapping.values())
+            })  # fmt: skip
+            return group, mapping
+        return run.make_policy(*self._shared_spaces(c, envs), state_space=state_space), None
+
+    def agent(self, run: FamilyBuild) -> MultiAgentAgent:
+        """A run's agent without its weights (``rlblocks.load`` loads them): its policy or
+        policies built for the spaces of the run's env (with ``env.wrappers``, as its tests)."""
+        c = run.config
+        if getattr(run.algo_spec, "joint_agents", False):
+            raise ConfigError(
+                f"{c.algo_name!r} learned from the joint view (one policy over all agents); "
+                "rlblocks.load does not load joint-view runs yet (the weights are in the run's "
+                "checkpoints: best.pt, latest.pt)"
+            )
+        factory = env_factory(c)
+        envs = MultiAgentVectorEnv([factory])
+        try:
+            policy, mapping = self._policies(run, envs)
+            spaces = {a: agent_spaces(envs, a) for a in envs.agents}
+        finally:
+            envs.close()
+        return MultiAgentAgent(policy, c, spaces=spaces, mapping=mapping, env_factory=factory)
+
     @staticmethod
     def _envs(c: Any) -> tuple[MultiAgentVectorEnv, MultiAgentVectorEnv]:
         """Train and test envs of ``c.env.id`` (train wrappers on the training envs only)."""
@@ -197,23 +240,16 @@ class PettingZooFamily:
                 "$.buffer.stack_num: multi-agent runs do not stack frames from the buffer; "
                 "stack them with a PettingZoo wrapper (env.wrappers) instead"
             )
-        factory = multiagent_factory(c.env.id, c.env.make_kwargs)
         backend = c.env.backend
 
-        def envs(n: int, wrappers: list[Callable[[Any], Any]]) -> Any:
-            def make() -> Any:
-                env = factory()
-                for w in wrappers:
-                    env = w(env)
-                return env
-
+        def envs(n: int, make: Callable[[], Any]) -> Any:
             if backend in WORKER_BACKENDS:  # each env in a worker process of the backend
                 return make_remote_multiagent_env(backend, make, n, **_options(c.env.options))
             return MultiAgentVectorEnv([make] * n)
 
-        train = envs(c.env.num_envs, multiagent_wrappers([*c.env.wrappers, *c.env.train_wrappers]))
+        train = envs(c.env.num_envs, env_factory(c, train=True))
         try:
-            test = envs(c.env.num_test_envs, multiagent_wrappers(c.env.wrappers))
+            test = envs(c.env.num_test_envs, env_factory(c))
         except BaseException:
             train.close()
             raise

@@ -561,6 +561,11 @@ class MultiAgentCollector:
         self._env_return = np.zeros(envs.num_envs)
         self._env_agents = np.zeros(envs.num_envs, dtype=np.int64)  # agents ended this episode
         self._env_len = np.zeros(envs.num_envs, dtype=np.int64)
+        #: each env's running episode: the returns of its agents that ended, by agent name
+        self._episode_agents: list[dict[str, float]] = [{} for _ in range(envs.num_envs)]
+        #: the env episodes the last ``collect`` finished (its ``returns``, in that order): each
+        #: one's return of every agent, by agent name (what ``Agent.evaluate`` reports per agent)
+        self.last_agent_returns: list[dict[str, float]] = []
         self.total_steps = 0
         self.total_episodes = 0
         self.total_env_steps = 0
@@ -585,6 +590,7 @@ class MultiAgentCollector:
         self._env_return[:] = 0
         self._env_agents[:] = 0
         self._env_len[:] = 0
+        self._episode_agents = [{} for _ in range(self.envs.num_envs)]
 
     def state_dict(self) -> dict[str, Any]:
         """Counters and the random stream, and where the envs can be snapshotted (envs in
@@ -785,9 +791,10 @@ class MultiAgentCollector:
             self.reset()
         envs = self.envs
         by_agent = self.count_steps_by == "agent_steps"
-        steps = episodes = 0
+        steps = episodes = env_steps = agent_steps = 0
         returns: list[float] = []
         lengths: list[int] = []
+        agent_returns: list[dict[str, float]] = []
         # n_episode: at most n_episode episodes start (the first one per env), then envs retire
         retired = np.zeros(envs.num_envs, dtype=bool)
         if n_episode is not None and n_episode < envs.num_envs:
@@ -822,6 +829,8 @@ class MultiAgentCollector:
                 n_trans = len(ids)
                 self.total_agent_steps += n_trans
                 self.total_env_steps += res.env_steps
+                agent_steps += n_trans
+                env_steps += res.env_steps
                 steps += n_trans if by_agent else res.env_steps
                 if n_trans:
                     np.add.at(self._agent_return, ids, rew)
@@ -835,13 +844,19 @@ class MultiAgentCollector:
                 )
                 if ended.any():
                     done_slots = ids[ended]
+                    for slot in done_slots.tolist():
+                        self._episode_agents[envs.slot_env[slot]][
+                            envs.agents[envs.slot_agent[slot]]
+                        ] = float(self._agent_return[slot])
                     np.add.at(self._env_agents, envs.slot_env[done_slots], 1)
                     self._agent_return[done_slots] = 0
                     for state in self._state.values():
                         reset_state_rows(state, done_slots)
                 for e in res.ended_envs:
+                    ended_agents, self._episode_agents[e] = self._episode_agents[e], {}
                     if retired[e]:
                         continue
+                    agent_returns.append(ended_agents)
                     ret = self._env_return[e]
                     if self.episode_return == "mean":
                         ret = ret / max(int(self._env_agents[e]), 1)
@@ -863,6 +878,7 @@ class MultiAgentCollector:
                 if n_episode is not None and episodes >= n_episode:
                     break
         self._ready, self._ready_obs, self._ready_state = ready, ready_obs, ready_state
+        self.last_agent_returns = agent_returns
         if n_episode is not None:
             self._ready = None  # envs that retired hold stale episodes: start afresh next time
         self.total_steps += steps
@@ -873,6 +889,8 @@ class MultiAgentCollector:
             returns=np.asarray(returns, dtype=np.float64),
             lengths=np.asarray(lengths, dtype=np.int64),
             seconds=time.perf_counter() - start,
+            env_steps=env_steps,
+            agent_steps=agent_steps,
         )
 
 
