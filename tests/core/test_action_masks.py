@@ -4,11 +4,13 @@ actions, the encoders leaving the mask out, and the refusal of algorithms withou
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tests_support_masked import ILLEGAL, MaskedChoiceEnv, info_masked_env, masked_env
 
 import rlblocks
 from rlblocks.algo import (
@@ -30,6 +32,10 @@ from rlblocks.contracts import (
     has_action_mask,
     random_legal_actions,
 )
+
+# the support module (envs importable by path) lives in tests/support
+sys.path.insert(0, str(Path(__file__).parents[1] / "support"))
+from tests_support_masked import ILLEGAL, MaskedChoiceEnv, info_masked_env, masked_env
 
 MASK = torch.tensor([[1, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0]], dtype=torch.int8)
 

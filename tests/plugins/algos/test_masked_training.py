@@ -1,4 +1,8 @@
 """DQN and PPO learn an env with action masks from scratch and never send a masked action
+
+# the support module (envs importable by path) lives in tests/support
+sys.path.insert(0, str(Path(__file__).parents[2] / "support"))
+from tests_support_masked import ILLEGAL, OPTIMAL_RETURN, masked_env, unmasked_env  # noqa: E402
 (acting, exploring, warm-up and tests); the control, the same env with its mask hidden, sends
 them and stays far below the masked agents' return.
 
@@ -10,11 +14,17 @@ the time, a masked action ends the episode at -5. The best legal action every st
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
-from tests_support_masked import ILLEGAL, OPTIMAL_RETURN, masked_env, unmasked_env
 
 import rlblocks
 from rlblocks.trainers import TrainResult
+
+# the support module (envs importable by path) lives in tests/support
+sys.path.insert(0, str(Path(__file__).parents[2] / "support"))
+from tests_support_masked import ILLEGAL, OPTIMAL_RETURN, masked_env, unmasked_env
 
 #: a test return that needs the best legal action nearly always (random legal: about 2.8)
 THRESHOLD = 5.8
