@@ -2,7 +2,8 @@
 off-policy and value-based bases with their config classes), return math (GAE, n-step,
 discounted returns, the value mask), the optimizer step, target networks, exploration noise,
 normalisers, distributions, natural-gradient helpers, CUDA-graph capture and the entropy
-temperature. Networks are in :mod:`rlblocks.algo.nets`.
+temperature, and the intrinsic curiosity module any online algorithm takes
+(``algo.intrinsic``). Networks are in :mod:`rlblocks.algo.nets`.
 
 Builds on ``contracts`` and ``plugins`` only, so it could be its own distribution.
 """
@@ -16,6 +17,7 @@ from rlblocks._lazy import attach
 __all__ = [
     "ActorCriticConfig",
     "BasePolicy",
+    "Curiosity",
     "Categorical",
     "ContinuousActorCriticConfig",
     "DeterministicActorCriticConfig",
@@ -23,7 +25,10 @@ __all__ = [
     "Distribution",
     "EntropyTemperature",
     "FiniteWatch",
+    "ICM",
     "GaussianNoise",
+    "IntrinsicConfig",
+    "IntrinsicRewardView",
     "MultiCategorical",
     "OUNoise",
     "OffPolicyPolicy",
@@ -50,6 +55,7 @@ __all__ = [
     "get_flat_params",
     "graph_refusal",
     "linear_decay",
+    "make_curiosity",
     "make_noise",
     "make_optimizer",
     "nstep_return",
@@ -78,6 +84,8 @@ if TYPE_CHECKING:
         Distribution,
         MultiCategorical,
     )
+    from rlblocks.algo._intrinsic import ICM, Curiosity, IntrinsicRewardView, make_curiosity
+    from rlblocks.algo._intrinsic_config import IntrinsicConfig
     from rlblocks.algo._natural_gradient import (
         conjugate_gradient,
         fisher_vector_product,

@@ -121,6 +121,7 @@ class OnPolicyPolicy(BasePolicy):
         self._act_dtype = torch.float32 if self._continuous else torch.long
         self._buffer: Buffer | None = None
         self._indices: np.ndarray | None = None
+        self.enable_intrinsic(config)
 
     def actor_input_dim(self, feature_dim: int) -> int:
         """Width of what the actor reads: the encoder's features (a recurrent policy's memory
