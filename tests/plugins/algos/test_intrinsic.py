@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from tests_support_corridor import Corridor, corridor
 
 import rlblocks
 from rlblocks.contracts import ConfigError
@@ -16,7 +17,6 @@ from rlblocks_algo_dqn.dqn import DQNPolicy
 from rlblocks_algo_ppo.config import PPOConfig
 from rlblocks_algo_reinforce.config import ReinforceConfig
 from rlblocks_algo_reinforce.reinforce import ReinforcePolicy
-from tests_support_corridor import Corridor, corridor
 
 OBS = gym.spaces.Box(-100.0, 100.0, (3,), dtype=np.float32)
 EPISODE = [(1.0, False, False), (2.0, False, False), (3.0, False, False), (4.0, True, False)]
@@ -77,9 +77,7 @@ def test_nstep_targets_read_the_intrinsic_reward_of_rows_past_the_sampled_one(
     batch, view = policy.curiosity.prepare(buf[idx], buf)
     np.testing.assert_allclose(np.asarray(batch.rew), bonus[:1], rtol=1e-5)
     partial, _, _ = policy.target_parts(batch, view, idx)
-    np.testing.assert_allclose(
-        partial, [bonus[0] + 0.5 * bonus[1] + 0.25 * bonus[2]], rtol=1e-5
-    )
+    np.testing.assert_allclose(partial, [bonus[0] + 0.5 * bonus[1] + 0.25 * bonus[2]], rtol=1e-5)
 
 
 def test_an_update_trains_the_module_and_logs_its_reward_and_losses(random_buffer) -> None:
@@ -118,9 +116,7 @@ def test_the_module_is_checkpointed_with_the_policy_and_moves_with_it(random_buf
 
 def test_an_action_space_it_cannot_predict_is_one_line() -> None:
     with pytest.raises(ConfigError, match="Discrete or Box actions"):
-        rlblocks.make_policy(
-            "ppo", OBS, gym.spaces.MultiDiscrete([2, 3]), intrinsic="icm"
-        )
+        rlblocks.make_policy("ppo", OBS, gym.spaces.MultiDiscrete([2, 3]), intrinsic="icm")
 
 
 def test_the_corridor_pays_only_at_its_far_end() -> None:

@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 from rlblocks._lazy import attach
 
 __all__ = [
+    "ICM",
     "ActorCriticConfig",
     "BasePolicy",
-    "Curiosity",
     "Categorical",
     "ContinuousActorCriticConfig",
+    "Curiosity",
     "DeterministicActorCriticConfig",
     "DiagGaussian",
     "Distribution",
     "EntropyTemperature",
     "FiniteWatch",
-    "ICM",
     "GaussianNoise",
     "IntrinsicConfig",
     "IntrinsicRewardView",

@@ -32,7 +32,7 @@ from torch import nn
 
 from rlblocks.algo._optim import OptimizerStep
 from rlblocks.algo.nets import MLP, make_encoder, obs_to_tensor
-from rlblocks.contracts import Batch, Buffer, ConfigError
+from rlblocks.contracts import Batch, ConfigError
 
 __all__ = ["ICM", "Curiosity", "IntrinsicRewardView", "make_curiosity"]
 
