@@ -119,6 +119,21 @@ def test_an_action_space_it_cannot_predict_is_one_line() -> None:
         rlblocks.make_policy("ppo", OBS, gym.spaces.MultiDiscrete([2, 3]), intrinsic="icm")
 
 
+def test_a_policy_that_learns_from_sequence_windows_refuses_it_in_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"sequence windows.*leave algo\.intrinsic unset"):
+        rlblocks.make_policy("r2d2", OBS, gym.spaces.Discrete(2), intrinsic="icm")
+
+
+def test_other_algorithms_learn_with_it(random_buffer) -> None:
+    # a value-based (C51) and an actor-critic (SAC) base build and step the module too
+    torch.manual_seed(0)
+    box = gym.spaces.Box(-1.0, 1.0, (3,))
+    for name, act in (("c51", gym.spaces.Discrete(2)), ("sac", gym.spaces.Box(-1.0, 1.0, (2,)))):
+        policy = rlblocks.make_policy(name, box, act, intrinsic="icm")
+        stats = policy.update(32, random_buffer(act))
+        assert np.isfinite(stats["icm/loss_forward"]) and stats["icm/reward"] > 0, name
+
+
 def test_the_corridor_pays_only_at_its_far_end() -> None:
     env = Corridor(length=4, horizon=10)
     env.reset(seed=0)

@@ -105,10 +105,20 @@ class BasePolicy(nn.Module):
         #: the env's reward only (see :meth:`enable_intrinsic`)
         self.curiosity: Curiosity | None = None
 
+    #: whether the sampled batches this policy learns from are rows of transitions, which an
+    #: intrinsic reward reads (False for one that samples windows of sequences, as R2D2)
+    takes_intrinsic: bool = True
+
     def enable_intrinsic(self, config: Any) -> None:
         """Build the intrinsic reward ``config.intrinsic`` names (``"icm"``), if any; the
         policy bases call it from their constructors, so every algorithm of theirs takes it.
         Its optimizer is registered as ``"icm"`` (checkpointed, watched for NaN)."""
+        if getattr(config, "intrinsic", None) is not None and not self.takes_intrinsic:
+            raise ConfigError(
+                f"{type(self).__name__} learns from sampled sequence windows, which "
+                f"algo.intrinsic={config.intrinsic!r} does not read yet; leave algo.intrinsic "
+                "unset, or use an algorithm that samples transitions (dqn, ppo; rppo for memory)"
+            )
         self.curiosity = make_curiosity(
             config, self.observation_space, self.action_space, self.device
         )
