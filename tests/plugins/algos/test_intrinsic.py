@@ -1,6 +1,6 @@
 """The intrinsic curiosity module (``algo.intrinsic = "icm"``): rewards reach the targets of
 on-policy and replay-based algorithms, its state is checkpointed, and it explores a corridor
-that PPO alone does not."""
+that DQN alone does not."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tests_support_corridor import Corridor, corridor
+from tests_support_corridor import Corridor, long_corridor
 
 import rlblocks
 from rlblocks.contracts import ConfigError
@@ -145,22 +145,24 @@ def test_the_corridor_pays_only_at_its_far_end() -> None:
 
 
 @pytest.mark.slow
-def test_ppo_with_icm_walks_a_sparse_corridor_that_ppo_alone_does_not(tmp_path) -> None:
-    """The corridor (tests_support_corridor): 20 cells, reward 1 only at the last, 26 steps an
-    episode, the forward action different from cell to cell. PPO explores by sampling its
-    policy, and with no reward until the end it has nothing to learn from; ICM rewards each
-    transition its forward model has not learned yet, which draws the agent to the frontier.
-    The same seed, settings and budget (20k env steps) for both runs; solved = the greedy test
-    episode reaches the end. The module's learning rate is 1e-2 (not the default 1e-3): an
-    on-policy update gives it one gradient step per 256-step rollout. Tuning seeds 0-4 at 30k:
-    ICM solved 4 of 5; PPO alone none."""
+def test_dqn_with_icm_walks_a_sparse_corridor_that_dqn_alone_does_not(tmp_path) -> None:
+    """The corridor (tests_support_corridor) of 25 cells, reward 1 only at the last, 30 steps
+    an episode, the forward action different from cell to cell (never the same in three cells
+    in a row). A uniformly random walk reached the end in none of 200,000 episodes, and DQN's
+    epsilon-greedy acting on Q-values that have seen no reward is that walk or worse (a greedy
+    policy over untrained values loops between two cells), so DQN alone has nothing to learn
+    from. ICM rewards each transition its forward model has not learned yet, which draws the
+    agent to the frontier. The same seed, settings and budget (25k env steps) for both runs;
+    solved = the greedy test episode reaches the end. Tuning: DQN+ICM solved seeds 0 and
+    1 within 25k, DQN alone neither of seeds 0 and 11 (on a 20-cell corridor DQN alone once
+    reached the end by chance and learned it, so the corridor is 25 cells long)."""
     runs = {}
-    for name, extra in (("ppo", []), ("ppo+icm", ["algo.intrinsic=icm", "algo.icm_lr=0.01"])):
+    for name, extra in (("dqn", []), ("dqn+icm", ["algo.intrinsic=icm"])):
         runs[name] = rlblocks.train(
-            "ppo", env=corridor, seed=0, loggers=[], progress=False, quiet=True,
-            run_dir=tmp_path / name.replace("+", "-"), max_env_steps=20_000, stop_reward=1.0,
+            "dqn", env=long_corridor, seed=0, loggers=[], progress=False, quiet=True,
+            run_dir=tmp_path / name.replace("+", "-"), max_env_steps=25_000, stop_reward=1.0,
             overrides=["env.num_test_envs=1", "trainer.test_episodes=1", *extra],
         )  # fmt: skip
-    summary = {k: (r.solved, r.best_test_return) for k, r in runs.items()}
-    assert runs["ppo+icm"].solved and runs["ppo+icm"].best_test_return >= 1.0, summary
-    assert not runs["ppo"].solved and runs["ppo"].best_test_return < 1.0, summary
+    summary = {k: (r.solved, r.best_test_return, r.env_steps) for k, r in runs.items()}
+    assert runs["dqn+icm"].solved and runs["dqn+icm"].best_test_return >= 1.0, summary
+    assert not runs["dqn"].solved and runs["dqn"].best_test_return < 1.0, summary
