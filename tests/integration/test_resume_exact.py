@@ -64,6 +64,11 @@ def _crash_and_resume(
         pytest.param("dqn", "CartPole-v1", 2000, 1100, ["env.backend=subproc", "env.num_envs=4"],
                      id="dqn-subproc"),
         pytest.param("ppo", "CartPole-v1", 6000, 3500, [], id="ppo"),
+        # the curiosity module (weights and optimizer in the policy's extra state) continues
+        pytest.param("ppo", "CartPole-v1", 6000, 3500, ["algo.intrinsic=icm"], id="ppo-icm"),
+        pytest.param("dqn", "CartPole-v1", 3000, 1700, ["algo.intrinsic=icm"], id="dqn-icm"),
+        # PSRL: the posterior's counts and the generator that samples the next MDP
+        pytest.param("psrl", "FrozenLake-v1", 3000, 1700, [], id="psrl"),
         pytest.param("sac", "Pendulum-v1", 1600, 1300, ["trainer.warmup_steps=1000"],
                      id="sac-pendulum"),
         # Atari: the emulator (sticky actions' RNG too), stacked frames, noisy nets, priorities
@@ -93,6 +98,9 @@ def test_crash_then_resume_ends_bit_identical_to_an_uninterrupted_run(
     a, b = _weights(whole), _weights(resumed)
     assert a.keys() == b.keys()
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
+    if whole.agent.policy.curiosity is not None:  # not a submodule: compared on its own
+        a, b = (r.agent.policy.curiosity.state_dict() for r in (whole, resumed))
+        assert [k for k in a if not torch.equal(a[k], b[k])] == []
 
 
 class _Tally(gym.Wrapper):

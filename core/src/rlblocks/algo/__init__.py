@@ -2,7 +2,8 @@
 off-policy and value-based bases with their config classes), return math (GAE, n-step,
 discounted returns, the value mask), the optimizer step, target networks, exploration noise,
 normalisers, distributions, natural-gradient helpers, CUDA-graph capture and the entropy
-temperature. Networks are in :mod:`rlblocks.algo.nets`.
+temperature, and the intrinsic curiosity module any online algorithm takes
+(``algo.intrinsic``). Networks are in :mod:`rlblocks.algo.nets`.
 
 Builds on ``contracts`` and ``plugins`` only, so it could be its own distribution.
 """
@@ -14,17 +15,21 @@ from typing import TYPE_CHECKING
 from rlblocks._lazy import attach
 
 __all__ = [
+    "ICM",
     "MASKED_LOGIT",
     "ActorCriticConfig",
     "BasePolicy",
     "Categorical",
     "ContinuousActorCriticConfig",
+    "Curiosity",
     "DeterministicActorCriticConfig",
     "DiagGaussian",
     "Distribution",
     "EntropyTemperature",
     "FiniteWatch",
     "GaussianNoise",
+    "IntrinsicConfig",
+    "IntrinsicRewardView",
     "MultiCategorical",
     "OUNoise",
     "OffPolicyPolicy",
@@ -52,6 +57,7 @@ __all__ = [
     "graph_refusal",
     "legal_actions",
     "linear_decay",
+    "make_curiosity",
     "make_noise",
     "make_optimizer",
     "mask_distribution",
@@ -86,6 +92,8 @@ if TYPE_CHECKING:
         Distribution,
         MultiCategorical,
     )
+    from rlblocks.algo._intrinsic import ICM, Curiosity, IntrinsicRewardView, make_curiosity
+    from rlblocks.algo._intrinsic_config import IntrinsicConfig
     from rlblocks.algo._masks import (
         MASKED_LOGIT,
         legal_actions,

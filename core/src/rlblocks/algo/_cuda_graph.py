@@ -45,6 +45,8 @@ def graph_refusal(policy: Any, buffer: Any) -> str | None:
     fused Adam, observations or actions that are not float Boxes."""
     if policy.device.type != "cuda":
         return f"the policy is on {policy.device}, not a CUDA device"
+    if getattr(policy, "curiosity", None) is not None:
+        return "an intrinsic reward (algo.intrinsic) is computed on the host at each step"
     if policy.view_requirements:
         return "the policy reads trajectory views"
     if policy.buffer_abilities(buffer).relabelling:

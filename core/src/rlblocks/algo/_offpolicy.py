@@ -94,6 +94,7 @@ class OffPolicyPolicy(BasePolicy):
         # that use it; ``uses`` counts how many got a given module (the later ones get copies)
         self._given: dict[str, Any] = {"encoder": encoder, "actor": actor, "critic": critic}
         self._uses: dict[str, int] = {}
+        self.enable_intrinsic(config)
 
     # -- building blocks ----------------------------------------------------------------------
     def make_encoder(self) -> nn.Module:

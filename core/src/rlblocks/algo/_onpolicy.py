@@ -126,6 +126,7 @@ class OnPolicyPolicy(BasePolicy):
         #: observations carry an action mask (obs["action_mask"]): acting samples legal
         #: actions only and the losses use masked distributions (rollouts carry ``"mask"``)
         self.masked = has_action_mask(observation_space)
+        self.enable_intrinsic(config)
 
     def actor_input_dim(self, feature_dim: int) -> int:
         """Width of what the actor reads: the encoder's features (a recurrent policy's memory

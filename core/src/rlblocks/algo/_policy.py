@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.algo._intrinsic import Curiosity, IntrinsicRewardView, make_curiosity
 from rlblocks.algo._optim import FiniteWatch, OptimizerStep
 from rlblocks.algo.nets import describe_part
 from rlblocks.contracts import (
@@ -100,6 +101,37 @@ class BasePolicy(nn.Module):
         #: the parts of the networks a user gave (``{"actor": "module:qualname"}``), for the
         #: run's record: rebuilding such a policy from its config needs them again
         self.custom_networks: dict[str, str] = {}
+        #: the intrinsic reward (``algo.intrinsic``) added to every batch learned from; None:
+        #: the env's reward only (see :meth:`enable_intrinsic`)
+        self.curiosity: Curiosity | None = None
+
+    #: whether the sampled batches this policy learns from are rows of transitions, which an
+    #: intrinsic reward reads (False for one that samples windows of sequences, as R2D2)
+    takes_intrinsic: bool = True
+
+    def enable_intrinsic(self, config: Any) -> None:
+        """Build the intrinsic reward ``config.intrinsic`` names (``"icm"``), if any; the
+        policy bases call it from their constructors, so every algorithm of theirs takes it.
+        Its optimizer is registered as ``"icm"`` (checkpointed, watched for NaN)."""
+        if getattr(config, "intrinsic", None) is not None and not self.takes_intrinsic:
+            raise ConfigError(
+                f"{type(self).__name__} learns from sampled sequence windows, which "
+                f"algo.intrinsic={config.intrinsic!r} does not read yet; leave algo.intrinsic "
+                "unset, or use an algorithm that samples transitions (dqn, ppo; rppo for memory)"
+            )
+        self.curiosity = make_curiosity(
+            config, self.observation_space, self.action_space, self.device
+        )
+        if self.curiosity is not None:
+            self.add_optimizer("icm", self.curiosity.optim_step)
+
+    def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> BasePolicy:
+        # ``.to(device)`` and friends move the curiosity module too (it is not a submodule)
+        super()._apply(fn, *args, **kwargs)
+        if self.__dict__.get("curiosity") is not None:
+            self.curiosity.module._apply(fn, *args, **kwargs)
+            self.curiosity.device = self.device
+        return self
 
     def note_networks(self, **given: Any) -> None:
         """Record which network parts a user gave (those not None) in :attr:`custom_networks`."""
@@ -224,6 +256,8 @@ class BasePolicy(nn.Module):
 
     def buffer_abilities(self, buffer: Buffer) -> BufferAbilities:
         """The optional abilities of ``buffer``, checked once per buffer (not per update)."""
+        if isinstance(buffer, IntrinsicRewardView):  # the buffer behind the reward view
+            buffer = buffer.source
         known, abilities = self._abilities
         if known is None or known() is not buffer:
             abilities = BufferAbilities.of(buffer)
@@ -280,9 +314,15 @@ class BasePolicy(nn.Module):
         batch, with the updating flag set."""
         self.updating = True
         try:
+            if self.curiosity is not None:
+                # intrinsic rewards before any target is computed: in the batch and in every
+                # reward process_fn reads from the buffer (GAE, n-step)
+                batch, source = self.curiosity.prepare(batch, source)
             batch = self.process_fn(batch, source, indices)
             stats = self.learn(batch, **kwargs)
             self.post_process_fn(batch, buffer, indices)
+            if self.curiosity is not None:  # the module's own step, then its statistics
+                stats = {**stats, **self.curiosity.finish()}
         finally:
             self.updating = False
         return stats
@@ -303,6 +343,8 @@ class BasePolicy(nn.Module):
             "rng": self._rng.bit_generator.state,
             # a temporally correlated exploration process (OU noise) continues where it was
             "noise": _noise_state(getattr(self, "noise", None)),
+            # the curiosity module's weights (not a submodule, so not in state_dict)
+            "intrinsic": self.curiosity.state_dict() if self.curiosity is not None else None,
         }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
@@ -325,6 +367,9 @@ class BasePolicy(nn.Module):
         saved_noise = state.get("noise")
         if saved_noise is not None and hasattr(noise, "load_state_dict"):
             noise.load_state_dict(saved_noise)
+        saved_intrinsic = state.get("intrinsic")
+        if saved_intrinsic is not None and self.curiosity is not None:
+            self.curiosity.load_state_dict(saved_intrinsic)
 
 
 def _noise_state(noise: Any) -> Any:

@@ -51,7 +51,7 @@ FIRST_PARTY: dict[str, frozenset[str]] = {
         {"dqn", "reinforce", "a2c", "ppo", "npg", "trpo", "ddpg", "td3", "sac", "redq",
          "discrete-sac", "c51", "rainbow", "qrdqn", "iqn", "fqf", "bdq", "r2d2", "rppo", "ippo",
          "mappo", "td3bc", "cql", "discrete-cql", "bc", "gail", "bcq", "discrete-bcq",
-         "iql", "crr", "awac", "qmix", "vdn", "maddpg", "masac"}
+         "iql", "crr", "awac", "qmix", "vdn", "maddpg", "masac", "psrl"}
     ),
     "buffer": frozenset({"vector", "prioritized", "cached", "her", "prioritized-sequence"}),
     "env": frozenset({"dummy", "subproc", "shmem", "ray", "envpool"}),

@@ -40,6 +40,10 @@ import torch
 #: A small env per action-space kind (observations are Box in each).
 PROBE_ENVS = {"Discrete": "CartPole-v1", "Box": "Pendulum-v1"}
 
+#: the probe env of an algorithm that takes no Box observations, only Discrete ones (a tabular
+#: one, PSRL's), per action kind
+TABULAR_PROBE_ENVS = {"Discrete": "FrozenLake-v1"}
+
 
 #: Discrete action spaces whose values start elsewhere than 0 (below and above), per kind: a
 #: policy must send actions inside them however it acts, and learn from what it stored.
@@ -169,10 +173,17 @@ def check_algorithm(
         return
     kinds = [k for k in PROBE_ENVS if k in spec.action_spaces]
     assert kinds, f"{name}: declares action spaces {spec.action_spaces}, none of {list(PROBE_ENVS)}"
+    tabular = "Box" not in spec.observation_spaces and "Discrete" in spec.observation_spaces
+    if tabular:
+        kinds = [k for k in TABULAR_PROBE_ENVS if k in spec.action_spaces]
+        assert kinds, f"{name}: no tabular probe env for action spaces {spec.action_spaces}"
     for kind in kinds:
-        _check_on_env(name, spec, PROBE_ENVS[kind], collect_steps, batch_size, device)
+        env_id = (TABULAR_PROBE_ENVS if tabular else PROBE_ENVS)[kind]
+        _check_on_env(name, spec, env_id, collect_steps, batch_size, device)
     for kind, spaces in START_SPACES.items():
-        if kind in spec.action_spaces:
+        # the start-space probe echoes actions in Box observations: a tabular algorithm takes
+        # none, and maps its actions with the shared BasePolicy.map_action
+        if kind in spec.action_spaces and not tabular:
             for space in spaces:
                 _check_action_start(name, spec, space, batch_size, device)
     for kind, spaces in START_SPACES.items():

@@ -128,6 +128,9 @@ class R2D2Policy(QLearningPolicy):
     checked on a sample batch); a custom ``model`` must offer the same ``step``,
     ``sequence_features``, ``core`` and ``q_head``."""
 
+    #: it learns from sampled windows, not rows of transitions (see BasePolicy.takes_intrinsic)
+    takes_intrinsic = False
+
     def __init__(
         self,
         observation_space: gym.Space,

@@ -1,0 +1,1 @@
+"""PSRL for rlblocks (``rlblocks train psrl``)."""
