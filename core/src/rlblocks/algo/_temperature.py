@@ -66,7 +66,9 @@ class EntropyTemperature(nn.Module):
         policy._register_load_state_dict_pre_hook(_LegacyLogAlpha(f"{own}.log_alpha"))
         if not self.tune:
             return None
-        self.optimizer_step = policy.add_optimizer(name, OptimizerStep([self.log_alpha], lr, **optimizer_kwargs))
+        self.optimizer_step = policy.add_optimizer(
+            name, OptimizerStep([self.log_alpha], lr, **optimizer_kwargs)
+        )
         return self.optimizer_step
 
     @property

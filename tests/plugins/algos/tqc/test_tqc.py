@@ -61,9 +61,12 @@ def test_critics_learn_the_quantiles_of_a_fixed_target(random_buffer) -> None:
         "tqc", OBS, ACT, n_critics=1, n_quantiles=5, drop_per_critic=0, hidden_sizes=[32],
         critic_lr=1e-2, kappa=0.0,
     )  # fmt: skip
-    policy.process_fn = lambda batch, buffer, indices: setattr(  # type: ignore[method-assign]
-        batch, "returns", torch.arange(5.0).repeat(len(indices), 1)
-    ) or batch
+
+    def fixed_target(batch, buffer, indices):
+        batch.returns = torch.arange(5.0).repeat(len(indices), 1)
+        return batch
+
+    policy.process_fn = fixed_target  # type: ignore[method-assign]
     buf = random_buffer(ACT)
     for _ in range(600):
         policy.update(32, buf)

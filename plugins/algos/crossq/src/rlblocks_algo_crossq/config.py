@@ -31,7 +31,7 @@ class CrossQConfig(ActorCriticConfig):
     (there are no target networks)."""
 
     hidden_sizes: list[int] = field(factory=lambda: [256, 256], validator=check.hidden_sizes)
-    """Widths of the actor's hidden layers (and the critics' when ``critic_hidden_sizes`` is None)."""
+    """Widths of the actor's hidden layers (and the critics' if ``critic_hidden_sizes`` is None)."""
     critic_hidden_sizes: list[int] | None = field(
         factory=lambda: [2048, 2048], validator=check.optional_hidden_sizes
     )

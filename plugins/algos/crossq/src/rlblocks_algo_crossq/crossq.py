@@ -7,7 +7,8 @@ step on a batch ``(s, a, s')`` is::
     a' ~ pi(.|s')                                        (actor in evaluation mode)
     [Q(s, a); Q(s', a')] = Q([s; s'], [a; a'])           (ONE training-mode pass: the batch
                                                           statistics see both halves)
-    y    = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) (min_i Q_i(s', a') - alpha log pi(a'|s'))
+    V    = min_i Q_i(s', a') - alpha log pi(a'|s')
+    y    = sum_{k<m} gamma^k r_{t+k} + gamma^m (1 - terminated) V
     L_Q  = sum_i mean((Q_i(s, a) - y)^2),   y without gradient (no target network: the
                                              critics' own values at s' bootstrap)
     every policy_delay steps, the actor in training mode and the critics in evaluation mode:

@@ -166,12 +166,15 @@ class TQCPolicy(OffPolicyPolicy):
         # critics: every critic's M atoms regress on all K kept target atoms
         atoms = self.critic(obs, act)  # [N, B, M]
         n, b, m = atoms.shape
-        per_row = quantile_huber_loss(
-            atoms.reshape(n * b, m),
-            target.unsqueeze(0).expand(n, *target.shape).reshape(n * b, -1),
-            self.taus,
-            kappa=c.kappa,
-        ).view(n, b) / m  # mean over atoms and target atoms, as in the paper
+        per_row = (
+            quantile_huber_loss(
+                atoms.reshape(n * b, m),
+                target.unsqueeze(0).expand(n, *target.shape).reshape(n * b, -1),
+                self.taus,
+                kappa=c.kappa,
+            ).view(n, b)
+            / m
+        )  # mean over atoms and target atoms, as in the paper
         if weight is not None:
             per_row = per_row * weight
         critic_loss = per_row.mean()
