@@ -131,12 +131,17 @@ def test_solves_pendulum_with_default_settings(algo: str, tmp_path) -> None:
     assert result.best_test_return >= -250.0
 
 
-@pytest.mark.parametrize("algo", [*ALGOS, "redq"])
+@pytest.mark.parametrize("algo", [*ALGOS, "redq", "crossq", "tqc"])
 def test_actor_step_leaves_the_critics_gradients_alone(algo: str, episode_buffer) -> None:
     """The actor's loss flows through the critics but must not compute (or add to) their
     gradients: the critics' gradients after a whole update are the critic loss's own."""
     torch.manual_seed(0)
-    extra = {"policy_delay": 1} if algo == "td3" else {"actor_delay": 1} if algo == "redq" else {}
+    extra = {
+        "td3": {"policy_delay": 1},
+        "redq": {"actor_delay": 1},
+        "crossq": {"policy_delay": 1, "critic_hidden_sizes": [16]},
+        "tqc": {"n_quantiles": 5},
+    }.get(algo, {})
     policy = rlblocks.make_policy(algo, OBS, ACT, hidden_sizes=[16], **extra)
     buf = episode_buffer(
         [(1.0, False, False), (-1.0, False, False), (0.5, True, False)], act=ramp_act
@@ -160,7 +165,7 @@ def test_actor_step_leaves_the_critics_gradients_alone(algo: str, episode_buffer
     assert any(moved)  # and the actor did learn
 
 
-@pytest.mark.parametrize("algo", [*ALGOS, "redq"])
+@pytest.mark.parametrize("algo", [*ALGOS, "redq", "crossq", "tqc"])
 def test_a_second_tanh_on_a_tanh_actor_is_refused(algo: str) -> None:
     # tanh over the actor's tanh would keep every env action off the bounds
     with pytest.raises(rlblocks.ConfigError, match=r"action_bound_method.*second time.*'clip'"):

@@ -49,9 +49,12 @@ class EntropyTemperature(nn.Module):
         self.register_buffer("_fixed_alpha", torch.tensor(alpha), persistent=False)
         self.optimizer_step: OptimizerStep | None = None
 
-    def attach(self, policy: Any, lr: float, name: str = "alpha") -> OptimizerStep | None:
+    def attach(
+        self, policy: Any, lr: float, name: str = "alpha", **optimizer_kwargs: Any
+    ) -> OptimizerStep | None:
         """Register the tuning optimizer with ``policy.add_optimizer(name, ...)`` (call it after
         the policy moved to its device); returns it, or None for a fixed temperature.
+        ``optimizer_kwargs`` go to its :class:`OptimizerStep` (e.g. CrossQ's Adam ``betas``).
 
         Also lets ``policy`` load state dicts saved by rlblocks 0.1.0's SAC, REDQ and discrete
         SAC, which kept ``log_alpha`` on the policy itself."""
@@ -63,7 +66,9 @@ class EntropyTemperature(nn.Module):
         policy._register_load_state_dict_pre_hook(_LegacyLogAlpha(f"{own}.log_alpha"))
         if not self.tune:
             return None
-        self.optimizer_step = policy.add_optimizer(name, OptimizerStep([self.log_alpha], lr))
+        self.optimizer_step = policy.add_optimizer(
+            name, OptimizerStep([self.log_alpha], lr, **optimizer_kwargs)
+        )
         return self.optimizer_step
 
     @property

@@ -49,6 +49,7 @@ GROUPS: dict[str, str] = {
 FIRST_PARTY: dict[str, frozenset[str]] = {
     "algo": frozenset(
         {"dqn", "reinforce", "a2c", "ppo", "npg", "trpo", "ddpg", "td3", "sac", "redq",
+         "crossq", "tqc",
          "discrete-sac", "c51", "rainbow", "qrdqn", "iqn", "fqf", "bdq", "r2d2", "rppo", "ippo",
          "mappo", "td3bc", "cql", "discrete-cql", "bc", "gail", "bcq", "discrete-bcq",
          "iql", "crr", "awac", "qmix", "vdn", "maddpg", "masac", "psrl"}

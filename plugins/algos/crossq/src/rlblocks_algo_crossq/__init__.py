@@ -1,0 +1,1 @@
+"""CrossQ for rlblocks (``rlblocks train crossq``)."""

@@ -1,0 +1,1 @@
+"""Truncated Quantile Critics for rlblocks (``rlblocks train tqc``)."""
