@@ -74,8 +74,13 @@ _SMOKE_NETS = "algo.hidden_sizes=[16, 16]"
 SMOKE_SET = {
     "sac": ["trainer.warmup_steps=80", "trainer.batch_size=16", "buffer.size=500", _SMOKE_NETS],
     "td3": ["trainer.warmup_steps=80", "trainer.batch_size=16", "buffer.size=500", _SMOKE_NETS],
-    "ppo": ["trainer.step_per_collect=80", "buffer.size=160", "trainer.batch_size=40",
-            "trainer.repeat_per_collect=1", _SMOKE_NETS],
+    "ppo": [
+        "trainer.step_per_collect=80",
+        "buffer.size=160",
+        "trainer.batch_size=40",
+        "trainer.repeat_per_collect=1",
+        _SMOKE_NETS,
+    ],
 }
 
 
@@ -168,11 +173,9 @@ def trial_rlblocks(
     return out
 
 
-def leanrl_command(
-    algo: str, args: argparse.Namespace, device: str, seed: int
-) -> list[str]:
+def leanrl_command(algo: str, args: argparse.Namespace, device: str, seed: int) -> list[str]:
     """LeanRL's script for ``algo`` with its own settings: env, budget, seed and speed flags."""
-    script = Path(args.leanrl).expanduser() / "leanrl" / LEANRL_SCRIPTS[algo]
+    script = Path(args.leanrl).expanduser().resolve() / "leanrl" / LEANRL_SCRIPTS[algo]
     if args.leanrl_flags is not None:
         flags = args.leanrl_flags.split()
     elif device.startswith("cuda"):
@@ -197,7 +200,12 @@ def trial_leanrl(cmd: list[str], steps: int, timeout: float) -> dict[str, Any]:
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env,
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=env,
             cwd=script.parent.parent,
         )
     except subprocess.TimeoutExpired:
@@ -250,14 +258,15 @@ def summarise(trials: list[dict[str, Any]], algos: list[str], with_leanrl: bool)
     return summary
 
 
-def print_table(
-    trials: list[dict[str, Any]], summary: dict[str, Any], with_leanrl: bool
-) -> None:
+def print_table(trials: list[dict[str, Any]], summary: dict[str, Any], with_leanrl: bool) -> None:
     """The medians (min-max over repeats) and the ratios, as a markdown table."""
     head = "| algo | rlblocks frames/s (whole run) | rlblocks frames/s (after warm-up) |"
     rule = "| --- | --- | --- |"
     if with_leanrl:
-        head += " LeanRL frames/s (its report) | LeanRL frames/s (process) | ratio | ratio (whole run) |"
+        head += (
+            " LeanRL frames/s (its report) | LeanRL frames/s (process)"
+            " | ratio | ratio (whole run) |"
+        )
         rule += " --- | --- | --- | --- |"
     print(head)
     print(rule)
@@ -346,7 +355,12 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.torch_threads)
         out = trial_rlblocks(
-            args._trial, args.env, args._seed, args.steps, args.device, args.rlblocks_set,
+            args._trial,
+            args.env,
+            args._seed,
+            args.steps,
+            args.device,
+            args.rlblocks_set,
             args.smoke,
         )
         print(json.dumps(out), flush=True)
@@ -368,9 +382,13 @@ def main(argv: list[str] | None = None) -> int:
             for fw in order:
                 t = run_trial(fw, algo, rep, device, args)
                 trials.append(t)
-                note = gist(t["error"]) if "error" in t else (
-                    f"{t.get('fps') or t.get('fps_reported') or t.get('fps_process') or 0:,.0f}"
-                    " frames/s"
+                note = (
+                    gist(t["error"])
+                    if "error" in t
+                    else (
+                        f"{t.get('fps') or t.get('fps_reported') or t.get('fps_process') or 0:,.0f}"
+                        " frames/s"
+                    )
                 )
                 print(f"  repeat {rep} {algo} {fw}: {note}", flush=True)
     summary = summarise(trials, algos, with_leanrl)
