@@ -212,7 +212,8 @@ def trial_leanrl(cmd: list[str], steps: int, timeout: float) -> dict[str, Any]:
         return {"error": f"killed after {timeout:.0f} s (--leanrl-timeout)"}
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
-        return {"error": f"exit {proc.returncode}: {gist(proc.stderr or proc.stdout)}"}
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        return {"error": f"exit {proc.returncode}: {tail}"}
     reported = _SPS.findall(proc.stderr + proc.stdout)
     return {
         "env_steps": steps,
