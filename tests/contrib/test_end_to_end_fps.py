@@ -32,6 +32,7 @@ def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_smoke_run_measures_every_algorithm_on_cpu(tmp_path: Path) -> None:
     out = tmp_path / "fps.json"
     proc = _run("--smoke", "--json", str(out), cwd=tmp_path)
@@ -54,6 +55,7 @@ def test_smoke_run_measures_every_algorithm_on_cpu(tmp_path: Path) -> None:
         assert f"| {algo} |" in proc.stdout
 
 
+@pytest.mark.slow
 def test_leanrl_scripts_run_with_their_flags_and_their_reported_speed_is_compared(
     tmp_path: Path,
 ) -> None:
