@@ -367,8 +367,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out), flush=True)
         return 0
 
-    device = pick_device(args.device)
     with_leanrl = args.leanrl is not None
+    if with_leanrl and not (Path(args.leanrl).expanduser() / "leanrl").is_dir():
+        parser.error(
+            f"--leanrl {args.leanrl}: no leanrl/ folder of scripts there; give the root of a "
+            "checkout of github.com/pytorch-labs/LeanRL"
+        )
+    device = pick_device(args.device)
     print(
         f"end-to-end frames/s on {args.env}, {args.steps:,} env steps per run, "
         f"{args.repeats} repeat(s), device {device}"

@@ -95,6 +95,13 @@ def test_leanrl_scripts_run_with_their_flags_and_their_reported_speed_is_compare
     assert "| ppo |" in proc.stdout and "x |" in proc.stdout
 
 
+def test_a_leanrl_path_without_its_scripts_is_refused_in_one_line(tmp_path: Path) -> None:
+    proc = _run("--smoke", "--leanrl", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no leanrl/ folder of scripts there; give the root of a checkout" in proc.stderr
+    assert "frames/s" not in proc.stdout  # refused before any run
+
+
 def test_a_leanrl_script_that_cannot_run_is_an_error_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
