@@ -77,6 +77,7 @@ def test_median_counts_an_unsolved_trial_slowest_and_all_errors_as_none() -> Non
     [
         "atari100k.py",
         "dqn_time_to_solve.py",
+        "end_to_end_fps.py",
         "mujoco_benchmark.py",
         "offpolicy_time_to_solve.py",
         "onpolicy_time_to_solve.py",
