@@ -1,8 +1,8 @@
 """The toolkit algorithm plugins share: the policy bases (``BasePolicy`` and its on-policy,
 off-policy and value-based bases with their config classes), return math (GAE, n-step,
 discounted returns, the value mask), the optimizer step, target networks, exploration noise,
-normalisers, distributions, natural-gradient helpers, CUDA-graph capture and the entropy
-temperature. Networks are in :mod:`rlblocks.algo.nets`.
+normalisers (running, and a dataset's for offline learning), distributions, natural-gradient
+helpers, CUDA-graph capture and the entropy temperature. Networks are in :mod:`rlblocks.algo.nets`.
 
 Builds on ``contracts`` and ``plugins`` only, so it could be its own distribution.
 """
@@ -18,6 +18,7 @@ __all__ = [
     "BasePolicy",
     "Categorical",
     "ContinuousActorCriticConfig",
+    "DatasetObsNorm",
     "DeterministicActorCriticConfig",
     "DiagGaussian",
     "Distribution",
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
         set_flat_params,
     )
     from rlblocks.algo._noise import GaussianNoise, OUNoise, make_noise
-    from rlblocks.algo._normalize import RunningMeanStd
+    from rlblocks.algo._normalize import DatasetObsNorm, RunningMeanStd
     from rlblocks.algo._offpolicy import OffPolicyPolicy
     from rlblocks.algo._offpolicy_config import (
         ActorCriticConfig,
