@@ -34,7 +34,7 @@ faster) against the 2x target at equal sizes.
 
 Run (from the repository root, with the peers installed as README.md "Setup" says)::
 
-    .venv-bench/bin/python contrib/benchmarks/offline_speed.py   # about 20 minutes on a busy 2 cores
+    .venv-bench/bin/python contrib/benchmarks/offline_speed.py   # about 20 minutes on 2 busy cores
     .venv-bench/bin/python contrib/benchmarks/offline_speed.py --algos cql,iql --sizes equal \\
         --repeats 7 --seconds 4 --json out.json
 """
