@@ -101,6 +101,19 @@ class SquashedGaussianActor(nn.Module):
             noise = torch.zeros_like(mean)
         return act, _squashed_log_prob(noise, log_std, u)
 
+    def sample(self, obs: Any, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` reparameterised actions per state and their log-probabilities, ``([B, n,
+        act_dim], [B, n])``, from one pass of the network over the ``B`` states (the
+        distribution depends on the state only): what CQL's and similar estimates over many
+        sampled actions need, without running the network on every state ``n`` times."""
+        mean, log_std = self.distribution(obs)
+        mean, log_std = mean.unsqueeze(1), log_std.unsqueeze(1)
+        noise = torch.randn(
+            (mean.shape[0], n, mean.shape[-1]), device=mean.device, dtype=mean.dtype
+        )
+        u = mean + log_std.exp() * noise
+        return torch.tanh(u), _squashed_log_prob(noise, log_std, u)
+
     def log_prob(self, obs: Any, act: torch.Tensor, inside: float = 1.0 - 1e-6) -> torch.Tensor:
         """``log pi(a|s)`` ``[B]`` of given actions in [-1, 1] (a dataset's: behaviour cloning,
         offline RL), computed as for the actor's own samples at ``u = atanh(a)``; actions on the
