@@ -147,6 +147,33 @@ def test_mixture_mode_plays_a_fraction_of_random_episodes(expert: Path, tmp_path
     assert data.storage.metadata["rlblocks"]["random_fraction"] == 0.25
 
 
+def test_episodes_end_at_the_step_cap_and_an_env_without_a_time_limit_needs_one(
+    expert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the expert balances CartPole for its whole 500-step limit: the cap ends every episode
+    capped = rlblocks.collect_dataset(expert, tmp_path / "capped.h5", 2, max_steps_per_episode=7)
+    rows = ReplayBuffer.load_hdf5(capped.path)[np.arange(capped.steps)]
+    assert capped.steps == 14
+    assert np.flatnonzero(rows.truncated).tolist() == [6, 13] and not rows.terminated.any()
+    assert dataset_metadata(capped.path)["max_steps_per_episode"] == 7
+    assert "max_steps_per_episode" not in rlblocks.collect_dataset(
+        expert, tmp_path / "limit.h5", 1
+    ).metadata  # the env's own limit: nothing to record
+    with pytest.raises(rlblocks.ConfigError, match="max_steps_per_episode must be a whole"):
+        rlblocks.collect_dataset(expert, tmp_path / "x.h5", 1, max_steps_per_episode=0)
+    # an env with no time limit: refused in one line naming the option, not played forever
+    from gymnasium.envs.classic_control import CartPoleEnv
+
+    monkeypatch.setattr("rlblocks.run._collect_data._make_env", lambda agent: CartPoleEnv())
+    with pytest.raises(rlblocks.ConfigError, match=r"no time limit.*max_steps_per_episode=N"):
+        rlblocks.collect_dataset(expert, tmp_path / "x.h5", 1)
+    unlimited = rlblocks.collect_dataset(expert, tmp_path / "y.h5", 1, max_steps_per_episode=9)
+    assert unlimited.steps == 9
+    code = cli(["collect", str(expert), "--episodes", "1", "--out", str(tmp_path / "z.h5"),
+                "--max-steps-per-episode", "4"])  # fmt: skip
+    assert code == 0 and len(ReplayBuffer.load_hdf5(tmp_path / "z.h5")) == 4
+
+
 def test_replay_mode_writes_the_runs_whole_replay_buffer(
     expert: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -450,7 +450,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         args.run, args.out, args.episodes, mode=args.mode, epsilon=args.epsilon,
         sigma=args.sigma, random_fraction=args.random_fraction, format=args.format,
         seed=args.seed, which=args.which, device=args.device, overwrite=args.overwrite,
-        trust_imports=args.trust_imports,
+        trust_imports=args.trust_imports, max_steps_per_episode=args.max_steps_per_episode,
     )  # fmt: skip
     print(f"wrote {written.format} dataset: {written}")
     return 0
@@ -798,6 +798,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "when it is installed)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="episode k plays env seed S+k; the noise draws from S too (default 0)")
+    p.add_argument("--max-steps-per-episode", type=_positive_int, metavar="N",
+                   help="end an episode (truncated) after N steps (default: the env's time "
+                   "limit; an env without one needs this)")
     p.add_argument("--which", choices=("best", "latest"), default="best",
                    help="checkpoint of a run directory (default best)")
     p.add_argument("--device", metavar="DEV", help="torch device (default cpu)")

@@ -1,9 +1,9 @@
 """The toolkit algorithm plugins share: the policy bases (``BasePolicy`` and its on-policy,
 off-policy and value-based bases with their config classes), return math (GAE, n-step,
 discounted returns, the value mask), the optimizer step, target networks, exploration noise,
-normalisers, distributions, natural-gradient helpers, CUDA-graph capture and the entropy
-temperature, and the intrinsic curiosity module any online algorithm takes
-(``algo.intrinsic``). Networks are in :mod:`rlblocks.algo.nets`.
+normalisers (running, and a dataset's for offline learning), distributions, natural-gradient
+helpers, CUDA-graph capture and the entropy temperature, and the intrinsic curiosity module any
+online algorithm takes (``algo.intrinsic``). Networks are in :mod:`rlblocks.algo.nets`.
 
 Builds on ``contracts`` and ``plugins`` only, so it could be its own distribution.
 """
@@ -22,6 +22,7 @@ __all__ = [
     "Categorical",
     "ContinuousActorCriticConfig",
     "Curiosity",
+    "DatasetObsNorm",
     "DeterministicActorCriticConfig",
     "DiagGaussian",
     "Distribution",
@@ -112,7 +113,7 @@ if TYPE_CHECKING:
         set_flat_params,
     )
     from rlblocks.algo._noise import GaussianNoise, OUNoise, make_noise
-    from rlblocks.algo._normalize import RunningMeanStd
+    from rlblocks.algo._normalize import DatasetObsNorm, RunningMeanStd
     from rlblocks.algo._offpolicy import OffPolicyPolicy
     from rlblocks.algo._offpolicy_config import (
         ActorCriticConfig,

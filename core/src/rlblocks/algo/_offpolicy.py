@@ -32,7 +32,9 @@ from rlblocks.algo._cuda_graph import StepGraph, graph_refusal
 from rlblocks.algo._policy import BasePolicy
 from rlblocks.algo._returns import nstep_return
 from rlblocks.algo.nets import (
+    CategoricalActor,
     DeterministicActor,
+    GaussianActor,
     NetworkPart,
     QEnsemble,
     SquashedGaussianActor,
@@ -166,6 +168,31 @@ class OffPolicyPolicy(BasePolicy):
             encoder, self.act_dim, self.hidden_sizes_of("actor"), self.config.activation,
             log_std_bounds, net=head,
         )  # fmt: skip
+
+    def gaussian_actor(self, log_std_bounds: tuple[float, float]) -> GaussianActor:
+        """The advantage-weighted offline algorithms' actor (IQL, CRR, AWAC): a Gaussian around
+        ``tanh(head(encoder(obs)))`` with one learned log std per action dimension, over its own
+        encoder; the head is the user's actor when given (the mean of each action dimension,
+        before the tanh), else an MLP of ``hidden_sizes_of("actor")``."""
+        encoder = self.make_encoder()
+        head = self.actor_head(
+            int(encoder.out_dim), self.act_dim, "the mean of each action dimension, before a tanh"
+        )
+        return GaussianActor(
+            encoder, self.act_dim, self.hidden_sizes_of("actor"), self.config.activation,
+            log_std_bounds, net=head,
+        )  # fmt: skip
+
+    def categorical_actor(self) -> CategoricalActor:
+        """A categorical policy over a Discrete action space's ``n`` actions, over its own
+        encoder; the head is the user's actor when given (the ``n`` logits), else an MLP of
+        ``hidden_sizes_of("actor")``."""
+        encoder = self.make_encoder()
+        n = int(self.action_space.n)  # type: ignore[attr-defined]
+        head = self.actor_head(int(encoder.out_dim), n, f"logits of the {n} actions")
+        return CategoricalActor(
+            encoder, n, self.hidden_sizes_of("actor"), self.config.activation, net=head
+        )
 
     def q_ensemble(self, n: int) -> QEnsemble:
         """``n`` critics over one encoder of their own: ``Q(s, a)`` for Box actions (a head

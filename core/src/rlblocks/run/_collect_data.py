@@ -89,6 +89,7 @@ def collect_dataset(
     device: str | None = None,
     overwrite: bool = False,
     trust_imports: bool = False,
+    max_steps_per_episode: int | None = None,
 ) -> CollectedDataset:
     """Record a dataset from the agent of ``run`` (a run directory or a checkpoint file) into
     ``out`` and return what was written (see the module's description of the modes).
@@ -98,8 +99,19 @@ def collect_dataset(
     the same arguments record the same dataset. ``format`` is ``"minari"`` or ``"hdf5"``
     (default: hdf5 for an ``.h5`` / ``.hdf5`` name, else Minari when it is installed). An
     existing dataset is refused unless ``overwrite``. ``which``, ``device`` and
-    ``trust_imports`` load the agent as :func:`rlblocks.load` does."""
+    ``trust_imports`` load the agent as :func:`rlblocks.load` does. ``max_steps_per_episode``
+    ends an episode (truncated) after that many steps; None: the env's own time limit. An env
+    without one needs it, so that an agent that never ends an episode cannot hang the
+    recording."""
     _check_arguments(mode, episodes, epsilon, sigma, random_fraction)
+    if max_steps_per_episode is not None and (
+        isinstance(max_steps_per_episode, bool) or int(max_steps_per_episode) < 1
+    ):
+        raise ConfigError(
+            f"max_steps_per_episode must be a whole number >= 1, got {max_steps_per_episode!r}; "
+            "leave it out for the env's own time limit"
+        )
+    limit = None if max_steps_per_episode is None else int(max_steps_per_episode)
     fmt = _format(out, format)
     ckpt, config_file = _resolve(run, which)
     run_dir = config_file.parent
@@ -137,7 +149,8 @@ def collect_dataset(
         if mode == "mixture":
             random_fraction = 0.5 if random_fraction is None else float(random_fraction)
             record["random_fraction"] = random_fraction
-        eps = _play(agent, int(episodes), mode, epsilon, sigma, random_fraction, int(seed))
+        eps = _play(agent, int(episodes), mode, epsilon, sigma, random_fraction, int(seed),
+                    limit, record)  # fmt: skip
         if mode == "mixture":
             record["random_episodes"] = [k for k, ep in enumerate(eps) if ep.random]
     record["episodes"] = len(eps)
@@ -287,8 +300,12 @@ def _play(
     sigma: float | None,
     random_fraction: float | None,
     seed: int,
+    max_steps: int | None = None,
+    record: dict[str, Any] | None = None,
 ) -> list[Episode]:
-    """Play ``episodes`` whole episodes of one env (episode ``k`` from seed ``seed + k``)."""
+    """Play ``episodes`` whole episodes of one env (episode ``k`` from seed ``seed + k``), each
+    ended (truncated) after ``max_steps`` steps at the latest (None: the env's time limit,
+    refused when it has none); the cap goes into ``record``."""
     rng = np.random.default_rng(seed)
     random_count = round(float(random_fraction or 0.0) * episodes) if mode == "mixture" else 0
     randoms = set(rng.permutation(episodes)[:random_count].tolist())
@@ -297,6 +314,9 @@ def _play(
     space.seed(seed)
     out = []
     try:
+        limit = _episode_limit(env, agent, max_steps)
+        if record is not None and max_steps is not None:
+            record["max_steps_per_episode"] = limit
         for k in range(episodes):
             obs, _ = env.reset(seed=seed + k)
             stack = _FrameStack(agent.frame_stack, obs)
@@ -315,7 +335,8 @@ def _play(
                 actions.append(act)
                 rewards.append(float(np.sum(rew)))
                 terms.append(bool(terminated))
-                truncs.append(bool(truncated))
+                truncated = bool(truncated) or (len(actions) >= limit and not terminated)
+                truncs.append(truncated)
                 done = bool(terminated or truncated)
             out.append(Episode(
                 observations=stack_episode(env.observation_space, observations),
@@ -327,6 +348,20 @@ def _play(
     finally:
         env.close()
     return out
+
+
+def _episode_limit(env: gym.Env, agent: Agent, max_steps: int | None) -> int:
+    """The most steps an episode may take: ``max_steps``, else the env's time limit."""
+    if max_steps is not None:
+        return int(max_steps)
+    spec = getattr(env, "spec", None)
+    limit = getattr(spec, "max_episode_steps", None)
+    if limit is None:
+        raise ConfigError(
+            f"{agent.env_id} has no time limit, so an episode the agent never ends would never "
+            f"stop; pass {option('max_steps_per_episode=N', '--max-steps-per-episode N')}"
+        )
+    return int(limit)
 
 
 def _noisy(

@@ -130,11 +130,16 @@ def test_proposals_are_uniform_and_the_policy_at_s_and_s_next_with_their_log_den
     actions, log_density = policy.proposal_actions(obs, obs_next)
     assert actions.shape == (5, 21, 2) and log_density.shape == (5, 21)
     assert not actions.requires_grad and not log_density.requires_grad
-    # the same draws, by hand, in the documented order
+    # the same draws, by hand, in the documented order: 7 samples of the policy at each s, then
+    # at each s', the squashed Gaussian's density at each
     torch.manual_seed(3)
     uniform = torch.rand(5, 7, 2) * 2.0 - 1.0
-    at_s, logp_s = policy.actor(obs.repeat_interleave(7, dim=0))
-    at_next, logp_next = policy.actor(obs_next.repeat_interleave(7, dim=0))
+    mean, log_std = policy.actor.distribution(torch.cat([obs, obs_next]))
+    u = mean.unsqueeze(1) + log_std.exp().unsqueeze(1) * torch.randn(10, 7, 2)
+    normal = torch.distributions.Normal(mean.unsqueeze(1), log_std.exp().unsqueeze(1))
+    logp = (normal.log_prob(u) - torch.log(1 - torch.tanh(u).pow(2))).sum(-1)
+    at_s, at_next = torch.tanh(u[:5]), torch.tanh(u[5:])
+    logp_s, logp_next = logp[:5], logp[5:]
     torch.testing.assert_close(actions[:, :7], uniform)
     torch.testing.assert_close(log_density[:, :7], torch.full((5, 7), -2 * math.log(2.0)))
     torch.testing.assert_close(actions[:, 7:14], at_s.view(5, 7, 2))

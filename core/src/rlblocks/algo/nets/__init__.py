@@ -14,12 +14,14 @@ __all__ = [
     "MLP",
     "Actor",
     "AtomQNetwork",
+    "CategoricalActor",
     "Critic",
     "DeterministicActor",
     "EnsembleLinear",
     "EnsembleMLP",
     "FlattenEncoder",
     "FractionProposal",
+    "GaussianActor",
     "ImageEncoder",
     "ImplicitQuantileNetwork",
     "ModuleEnsemble",
@@ -51,7 +53,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from rlblocks.algo.nets._actors import DeterministicActor, SquashedGaussianActor
+    from rlblocks.algo.nets._actors import (
+        CategoricalActor,
+        DeterministicActor,
+        GaussianActor,
+        SquashedGaussianActor,
+    )
     from rlblocks.algo.nets._critics import (
         EnsembleLinear,
         EnsembleMLP,

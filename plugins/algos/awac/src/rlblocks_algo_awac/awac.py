@@ -33,15 +33,12 @@ step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import torch
-from torch import nn
 
-from rlblocks.algo import DiagGaussian, OffPolicyPolicy, OptimizerStep, TargetNetwork
-from rlblocks.algo.nets import MLP
+from rlblocks.algo import OffPolicyPolicy, OptimizerStep, TargetNetwork
 from rlblocks.contracts import Batch
 from rlblocks_algo_awac.config import AWACConfig
 
@@ -55,34 +52,6 @@ def advantage_weights(
     scaled = advantage / lam
     w = torch.softmax(scaled, dim=0) * scaled.shape[0] if normalize else torch.exp(scaled)
     return w if max_weight is None else w.clamp(max=max_weight)
-
-
-class GaussianActor(nn.Module):
-    """``pi(.|s) = N(tanh(mu(s)), diag(sigma^2))``: a network for the mean, squashed into the
-    actions' [-1, 1], and one learned log standard deviation per action dimension, the same in
-    every state, clamped to ``log_std_bounds``. ``net`` replaces the MLP by your own head from
-    features to ``[B, act_dim]`` (the mean before its tanh)."""
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        act_dim: int,
-        hidden: Sequence[int],
-        activation: str,
-        log_std_bounds: tuple[float, float],
-        net: nn.Module | None = None,
-    ) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.net = net if net is not None else MLP(
-            int(encoder.out_dim), hidden, act_dim, activation=activation
-        )  # fmt: skip
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
-        self.log_std_min, self.log_std_max = (float(b) for b in log_std_bounds)
-
-    def forward(self, obs: Any) -> DiagGaussian:
-        mean = torch.tanh(self.net(self.encoder(obs)))
-        return DiagGaussian(mean, self.log_std.clamp(self.log_std_min, self.log_std_max))
 
 
 class AWACPolicy(OffPolicyPolicy):
@@ -108,14 +77,7 @@ class AWACPolicy(OffPolicyPolicy):
         c = self.config = config
         self.critic = self.q_ensemble(n=2)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
-        encoder = self.make_encoder()
-        head = self.actor_head(
-            int(encoder.out_dim), self.act_dim, "the mean of each action dimension, before a tanh"
-        )
-        self.actor = GaussianActor(
-            encoder, self.act_dim, self.hidden_sizes_of("actor"), c.activation,
-            (c.log_std_min, c.log_std_max), net=head,
-        )  # fmt: skip
+        self.actor = self.gaussian_actor((c.log_std_min, c.log_std_max))
         self.to(self.device)
         self.actor_step = self.add_optimizer(
             "actor",

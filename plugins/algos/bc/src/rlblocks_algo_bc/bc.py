@@ -36,18 +36,15 @@ from torch import nn
 
 from rlblocks.algo import (
     Categorical,
+    DatasetObsNorm,
     MultiCategorical,
     OffPolicyPolicy,
     OptimizerStep,
-    RunningMeanStd,
     observation_mask,
 )
-from rlblocks.algo.nets import MLP, is_image_space
-from rlblocks.contracts import Batch, Buffer, ConfigError, has_action_mask
+from rlblocks.algo.nets import MLP
+from rlblocks.contracts import Batch, Buffer, has_action_mask
 from rlblocks_algo_bc.config import BCConfig
-
-#: observations read per chunk while computing the dataset's statistics
-_FIT_CHUNK = 65_536
 
 
 class Logits(nn.Module):
@@ -63,17 +60,13 @@ class Logits(nn.Module):
         return self.head(self.encoder(obs))
 
 
-class BCPolicy(OffPolicyPolicy):
+class BCPolicy(DatasetObsNorm, OffPolicyPolicy):
     """Behaviour cloning for Box, Discrete and MultiDiscrete actions (see :class:`BCConfig`).
 
     ``encoder`` and ``actor`` are your own networks (modules or factories of the spaces): the
     encoder maps observations to features ``[B, D]``, the actor head maps features to one number
     per action dimension before the tanh (Box, ``mse``), the mean then the log std of each
     dimension (Box, ``nll``) or the logits (Discrete, MultiDiscrete)."""
-
-    obs_mean: torch.Tensor
-    obs_scale: torch.Tensor
-    obs_count: torch.Tensor
 
     def __init__(
         self,
@@ -108,13 +101,8 @@ class BCPolicy(OffPolicyPolicy):
         else:
             self.actor = self._logits()
         # 1. the dataset's statistics: s -> (s - obs_mean) * obs_scale, the identity until
-        # fitted; obs_count is how many observations they came from (0: not fitted yet)
-        self.obs_norm = self._wants_obs_norm(observation_space)
-        shape = tuple(observation_space.shape or ()) if self.obs_norm else ()
-        self.register_buffer("obs_mean", torch.zeros(shape))
-        self.register_buffer("obs_scale", torch.ones(shape))
-        self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
-        self._obs_fitted = False  # host copy of obs_count > 0, read once per load
+        # fitted (at the first update, from the whole dataset)
+        self.init_obs_norm(observation_space, c.obs_norm, c.obs_norm_eps, "behaviour cloning")
         self.to(self.device)
         self.optim_step = self.add_optimizer(
             "actor",
@@ -137,62 +125,12 @@ class BCPolicy(OffPolicyPolicy):
             )
         return Logits(encoder, head)
 
-    def _wants_obs_norm(self, space: gym.Space) -> bool:
-        """Whether observations are normalised: ``obs_norm``, or (None) whether they are a
-        vector Box, the one kind per-feature statistics fit."""
-        vector = isinstance(space, gym.spaces.Box) and not is_image_space(space)
-        if self.config.obs_norm is None:
-            return vector
-        if self.config.obs_norm and not vector:
-            raise ConfigError(
-                f"algo.obs_norm normalises each feature of a vector observation, and {space} is "
-                "not one; set algo.obs_norm=false (or leave it out: on for vector observations)"
-            )
-        return bool(self.config.obs_norm)
-
-    # -- 1. state normalisation -----------------------------------------------------------------
-    @torch.no_grad()
-    def fit_obs_norm(self, buffer: Buffer) -> None:
-        """Set the normalisation statistics from every observation stored in ``buffer`` (the
-        dataset). :meth:`update` calls it at the first update when normalising and no
-        statistics were fitted or loaded; call it yourself to fit them earlier."""
-        index = buffer.sample_index(0)
-        if len(index) == 0:
-            raise ConfigError(
-                "behaviour cloning normalises observations with the dataset's statistics, but "
-                "the buffer is empty; fill it first (or set algo.obs_norm=false)"
-            )
-        stats = RunningMeanStd(self.obs_mean.shape, epsilon=0.0, clip=None)
-        for start in range(0, len(index), _FIT_CHUNK):
-            stats.update(np.asarray(buffer.get(index[start : start + _FIT_CHUNK], "obs")))
-        eps = self.config.obs_norm_eps
-        self.obs_mean.copy_(stats.mean.float())
-        self.obs_scale.copy_(1.0 / (stats.var.sqrt() + eps).float())
-        self.obs_count.copy_(stats.count)
-        self._obs_fitted = True
-
-    def normalize_obs(self, obs: Any) -> Any:
-        """``(obs - mean) / (std + eps)`` with the dataset's statistics (``obs`` unchanged when
-        observations are not normalised)."""
-        if not self.obs_norm:
-            return obs
-        return (obs - self.obs_mean) * self.obs_scale
-
+    # -- 1. state normalisation: DatasetObsNorm's ---------------------------------------------
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, Any]:
         """One gradient step on ``sample_size`` transitions of ``buffer``, after fitting the
         normalisation statistics to it if none are fitted yet."""
-        if self.obs_norm and not self._obs_fitted and buffer is not None and len(buffer):
-            if float(self.obs_count) > 0:  # loaded from a checkpoint
-                self._obs_fitted = True
-            else:
-                self.fit_obs_norm(buffer)
+        self.fit_obs_norm_once(buffer)
         return super().update(sample_size, buffer, **kwargs)
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """``nn.Module.load_state_dict``; the next update reads the loaded ``obs_count`` to
-        tell whether the statistics came with the weights (else it fits them)."""
-        self._obs_fitted = False
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:

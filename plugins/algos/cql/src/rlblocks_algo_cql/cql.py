@@ -175,10 +175,12 @@ class CQLPolicy(OffPolicyPolicy):
         n, dim, rows = self.config.num_sampled_actions, self.act_dim, obs.shape[0]
         uniform = torch.rand((rows, n, dim), device=obs.device) * 2.0 - 1.0
         log_uniform = torch.full((rows, n), -dim * _LOG_2, device=obs.device)
-        at_s, logp_s = self.actor(obs.repeat_interleave(n, dim=0))
-        at_next, logp_next = self.actor(obs_next.repeat_interleave(n, dim=0))
-        actions = torch.cat([uniform, at_s.view(rows, n, dim), at_next.view(rows, n, dim)], dim=1)
-        log_density = torch.cat([log_uniform, logp_s.view(rows, n), logp_next.view(rows, n)], dim=1)
+        # one pass of the actor over both states [s_1..s_B, s'_1..s'_B], n samples of each
+        sampled, logp = self.actor.sample(torch.cat([obs, obs_next]), n)
+        at_s, at_next = sampled.view(2, rows, n, dim).unbind(0)
+        logp_s, logp_next = logp.view(2, rows, n).unbind(0)
+        actions = torch.cat([uniform, at_s, at_next], dim=1)
+        log_density = torch.cat([log_uniform, logp_s, logp_next], dim=1)
         return actions, log_density
 
     def conservative_gap(

@@ -41,7 +41,7 @@ start of the step (the advantage uses the critic before its update), then both s
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from typing import Any
 
 import gymnasium as gym
@@ -51,14 +51,12 @@ from torch import nn
 from rlblocks.algo import (
     BasePolicy,
     Categorical,
-    DiagGaussian,
     OffPolicyPolicy,
     OptimizerStep,
     TargetNetwork,
     mask_distribution,
     observation_mask,
 )
-from rlblocks.algo.nets import MLP
 from rlblocks.contracts import Batch, Buffer, has_action_mask
 from rlblocks_algo_crr.config import CRRConfig
 
@@ -75,56 +73,6 @@ def exp_filter(advantage: torch.Tensor, beta: float, max_weight: float) -> torch
 
 
 # -- the networks ----------------------------------------------------------------------------------
-class GaussianActor(nn.Module):
-    """``pi(.|s) = N(tanh(mu(s)), diag(sigma^2))``: a network for the mean, squashed into the
-    actions' [-1, 1], and one learned log standard deviation per action dimension, the same in
-    every state, clamped to ``log_std_bounds``. ``net`` replaces the MLP by your own head from
-    features to ``[B, act_dim]`` (the mean before its tanh)."""
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        act_dim: int,
-        hidden: Sequence[int],
-        activation: str,
-        log_std_bounds: tuple[float, float],
-        net: nn.Module | None = None,
-    ) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.net = net if net is not None else MLP(
-            int(encoder.out_dim), hidden, act_dim, activation=activation
-        )  # fmt: skip
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
-        self.log_std_min, self.log_std_max = (float(b) for b in log_std_bounds)
-
-    def forward(self, obs: Any) -> DiagGaussian:
-        mean = torch.tanh(self.net(self.encoder(obs)))
-        return DiagGaussian(mean, self.log_std.clamp(self.log_std_min, self.log_std_max))
-
-
-class CategoricalActor(nn.Module):
-    """``pi(.|s)``, a categorical over ``A`` actions: ``obs -> logits [B, A]`` over an encoder;
-    ``net`` replaces the MLP by your own head from features to the logits."""
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        num_actions: int,
-        hidden: Sequence[int],
-        activation: str,
-        net: nn.Module | None = None,
-    ) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.net = net if net is not None else MLP(
-            int(encoder.out_dim), hidden, num_actions, activation=activation
-        )  # fmt: skip
-
-    def forward(self, obs: Any) -> Categorical:
-        return Categorical(self.net(self.encoder(obs)))
-
-
 class CRRPolicy(OffPolicyPolicy):
     """CRR for Box or Discrete actions (see :class:`CRRConfig`)."""
 
@@ -176,18 +124,9 @@ class CRRPolicy(OffPolicyPolicy):
 
     def _make_actor(self) -> nn.Module:
         c = self.config
-        encoder = self.make_encoder()
         if self.discrete:
-            n = int(self.action_space.n)
-            head = self.actor_head(int(encoder.out_dim), n, f"logits of the {n} actions")
-            return CategoricalActor(encoder, n, self.hidden_sizes_of("actor"), c.activation, head)
-        head = self.actor_head(
-            int(encoder.out_dim), self.act_dim, "the mean of each action dimension, before a tanh"
-        )
-        return GaussianActor(
-            encoder, self.act_dim, self.hidden_sizes_of("actor"), c.activation,
-            (c.log_std_min, c.log_std_max), net=head,
-        )  # fmt: skip
+            return self.categorical_actor()
+        return self.gaussian_actor((c.log_std_min, c.log_std_max))
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:

@@ -40,14 +40,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlblocks.algo import BasePolicy, OptimizerStep, RunningMeanStd
-from rlblocks.algo.nets import MLP, is_image_space, make_encoder, obs_to_tensor
+from rlblocks.algo import BasePolicy, DatasetObsNorm, OptimizerStep
+from rlblocks.algo.nets import MLP, make_encoder, obs_to_tensor
 from rlblocks.contracts import Batch, Buffer, BufferAbilities, ConfigError
 from rlblocks.run import make_policy, spec_lookup, structure_options
 from rlblocks_algo_gail.config import GAILConfig, learner_problem
-
-#: observations read per chunk while computing the dataset's statistics
-_FIT_CHUNK = 65_536
 
 
 class Discriminator(nn.Module):
@@ -114,16 +111,12 @@ class RewardView:
         return getattr(self._buffer, name)
 
 
-class GAILPolicy(BasePolicy):
+class GAILPolicy(DatasetObsNorm, BasePolicy):
     """GAIL: the learner's policy (see :class:`GAILConfig`), a discriminator, and the expert's
     transitions given with :meth:`set_dataset` (a run gives ``buffer.dataset``).
 
     ``encoder``, ``actor`` and ``critic`` are the learner's networks (those it takes: ppo takes
     all three, reinforce no critic)."""
-
-    obs_mean: torch.Tensor
-    obs_scale: torch.Tensor
-    obs_count: torch.Tensor
 
     def __init__(
         self,
@@ -154,11 +147,7 @@ class GAILPolicy(BasePolicy):
         self.view_requirements = self.learner.view_requirements
         self.quantized_actions = self.learner.quantized_actions
         # 1. the discriminator, over the dataset's normalised observations and env actions
-        self.obs_norm = self._wants_obs_norm(observation_space)
-        shape = tuple(observation_space.shape or ()) if self.obs_norm else ()
-        self.register_buffer("obs_mean", torch.zeros(shape))
-        self.register_buffer("obs_scale", torch.ones(shape))
-        self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
+        self.init_obs_norm(observation_space, c.obs_norm, c.obs_norm_eps, "GAIL")
         encoder = make_encoder(observation_space, images=c.images)
         self.discriminator = Discriminator(
             encoder, self._act_features(action_space), list(c.hidden_sizes), c.activation
@@ -200,29 +189,6 @@ class GAILPolicy(BasePolicy):
         if self.obs_norm and float(self.obs_count) == 0:
             self.fit_obs_norm(dataset)
 
-    def _wants_obs_norm(self, space: gym.Space) -> bool:
-        vector = isinstance(space, gym.spaces.Box) and not is_image_space(space)
-        if self.config.obs_norm is None:
-            return vector
-        if self.config.obs_norm and not vector:
-            raise ConfigError(
-                f"algo.obs_norm normalises each feature of a vector observation, and {space} is "
-                "not one; set algo.obs_norm=false (or leave it out: on for vector observations)"
-            )
-        return bool(self.config.obs_norm)
-
-    @torch.no_grad()
-    def fit_obs_norm(self, dataset: Buffer) -> None:
-        """Set the discriminator's observation statistics from every observation of
-        ``dataset``."""
-        index = dataset.sample_index(0)
-        stats = RunningMeanStd(self.obs_mean.shape, epsilon=0.0, clip=None)
-        for start in range(0, len(index), _FIT_CHUNK):
-            stats.update(np.asarray(dataset.get(index[start : start + _FIT_CHUNK], "obs")))
-        self.obs_mean.copy_(stats.mean.float())
-        self.obs_scale.copy_(1.0 / (stats.var.sqrt() + self.config.obs_norm_eps).float())
-        self.obs_count.copy_(stats.count)
-
     # -- the discriminator's inputs -------------------------------------------------------------
     @staticmethod
     def _act_features(space: gym.Space) -> int:
@@ -238,9 +204,7 @@ class GAILPolicy(BasePolicy):
         """The discriminator's view of steps: normalised observations, and actions as the env
         runs them (a Box action bounded as the learner bounds it, in [-1, 1] when it scales;
         discrete ones one-hot)."""
-        obs_t = obs_to_tensor(obs, self.device)
-        if self.obs_norm:
-            obs_t = (obs_t - self.obs_mean) * self.obs_scale
+        obs_t = self.normalize_obs(obs_to_tensor(obs, self.device))
         space = self.action_space
         if isinstance(space, gym.spaces.Box):
             act_t = self.as_tensor(act).reshape(len(act), -1)

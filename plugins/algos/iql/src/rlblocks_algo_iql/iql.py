@@ -52,8 +52,6 @@ from torch import nn
 
 from rlblocks.algo import (
     BasePolicy,
-    Categorical,
-    DiagGaussian,
     OffPolicyPolicy,
     OptimizerStep,
     TargetNetwork,
@@ -81,57 +79,6 @@ def advantage_weights(advantage: torch.Tensor, beta: float, max_weight: float) -
 
 
 # -- the networks ----------------------------------------------------------------------------------
-class GaussianActor(nn.Module):
-    """``pi(.|s) = N(tanh(mu(s)), diag(sigma^2))``: a network for the mean, squashed into the
-    actions' [-1, 1], and one learned log standard deviation per action dimension, the same in
-    every state, clamped to ``log_std_bounds`` (IQL's policy for its locomotion tasks).
-    ``net`` replaces the MLP by your own head from features to ``[B, act_dim]`` (the mean
-    before its tanh)."""
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        act_dim: int,
-        hidden: Sequence[int],
-        activation: str,
-        log_std_bounds: tuple[float, float],
-        net: nn.Module | None = None,
-    ) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.net = net if net is not None else MLP(
-            int(encoder.out_dim), hidden, act_dim, activation=activation
-        )  # fmt: skip
-        self.log_std = nn.Parameter(torch.zeros(act_dim))
-        self.log_std_min, self.log_std_max = (float(b) for b in log_std_bounds)
-
-    def forward(self, obs: Any) -> DiagGaussian:
-        mean = torch.tanh(self.net(self.encoder(obs)))
-        return DiagGaussian(mean, self.log_std.clamp(self.log_std_min, self.log_std_max))
-
-
-class CategoricalActor(nn.Module):
-    """``pi(.|s)``, a categorical over ``A`` actions: ``obs -> logits [B, A]`` over an encoder;
-    ``net`` replaces the MLP by your own head from features to the logits."""
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        num_actions: int,
-        hidden: Sequence[int],
-        activation: str,
-        net: nn.Module | None = None,
-    ) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.net = net if net is not None else MLP(
-            int(encoder.out_dim), hidden, num_actions, activation=activation
-        )  # fmt: skip
-
-    def forward(self, obs: Any) -> Categorical:
-        return Categorical(self.net(self.encoder(obs)))
-
-
 class StateValue(nn.Module):
     """``V(s)`` ``[B]``: an MLP over its own encoder."""
 
@@ -193,20 +140,10 @@ class IQLPolicy(OffPolicyPolicy):
     def _make_actor(self) -> nn.Module:
         c = self.config
         if self.discrete:
-            encoder = self.make_encoder()
-            n = int(self.action_space.n)
-            head = self.actor_head(int(encoder.out_dim), n, f"logits of the {n} actions")
-            return CategoricalActor(encoder, n, self.hidden_sizes_of("actor"), c.activation, head)
+            return self.categorical_actor()
         if c.deterministic_actor:
             return self.deterministic_actor()
-        encoder = self.make_encoder()
-        head = self.actor_head(
-            int(encoder.out_dim), self.act_dim, "the mean of each action dimension, before a tanh"
-        )
-        return GaussianActor(
-            encoder, self.act_dim, self.hidden_sizes_of("actor"), c.activation,
-            (c.log_std_min, c.log_std_max), net=head,
-        )  # fmt: skip
+        return self.gaussian_actor((c.log_std_min, c.log_std_max))
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:

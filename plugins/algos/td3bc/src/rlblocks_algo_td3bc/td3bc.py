@@ -34,25 +34,16 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlblocks.algo import OffPolicyPolicy, OptimizerStep, RunningMeanStd, TargetNetwork
-from rlblocks.algo.nets import is_image_space
-from rlblocks.contracts import Batch, Buffer, ConfigError
+from rlblocks.algo import DatasetObsNorm, OffPolicyPolicy, OptimizerStep, TargetNetwork
+from rlblocks.contracts import Batch, Buffer
 from rlblocks_algo_td3bc.config import TD3BCConfig
 
-#: observations read per chunk while computing the dataset's statistics
-_FIT_CHUNK = 65_536
 
-
-class TD3BCPolicy(OffPolicyPolicy):
+class TD3BCPolicy(DatasetObsNorm, OffPolicyPolicy):
     """TD3+BC for Box observations and actions (see :class:`TD3BCConfig`)."""
-
-    obs_mean: torch.Tensor
-    obs_scale: torch.Tensor
-    obs_count: torch.Tensor
 
     def __init__(
         self,
@@ -70,24 +61,13 @@ class TD3BCPolicy(OffPolicyPolicy):
         if not isinstance(action_space, gym.spaces.Box):
             raise TypeError(f"TD3+BC needs a Box action space, got {action_space}")
         c = self.config = config
-        if c.obs_norm and (
-            not isinstance(observation_space, gym.spaces.Box) or is_image_space(observation_space)
-        ):
-            raise ConfigError(
-                f"algo.obs_norm normalises each feature of a vector observation, and "
-                f"{observation_space} is not one; set algo.obs_norm=false"
-            )
         self.actor = self.deterministic_actor()
         self.critic = self.q_ensemble(n=2)
         self.actor_target = TargetNetwork(self.actor, tau=c.tau)
         self.critic_target = TargetNetwork(self.critic, tau=c.tau)
         # 1. the dataset's statistics: s -> (s - obs_mean) * obs_scale, the identity until
-        # fitted; obs_count is how many observations they came from (0: not fitted yet)
-        shape = tuple(observation_space.shape or ())
-        self.register_buffer("obs_mean", torch.zeros(shape))
-        self.register_buffer("obs_scale", torch.ones(shape))
-        self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
-        self._obs_fitted = False  # host copy of obs_count > 0, read once per load
+        # fitted (at the first update, from the whole dataset)
+        self.init_obs_norm(observation_space, c.obs_norm, c.obs_norm_eps, "TD3+BC", auto=False)
         # the last actor statistics, reported on critic-only steps too (not checkpointed)
         self.register_buffer("_last_actor_loss", torch.zeros(()), persistent=False)
         self.register_buffer("_last_lambda", torch.zeros(()), persistent=False)
@@ -100,49 +80,12 @@ class TD3BCPolicy(OffPolicyPolicy):
             "critic", OptimizerStep(self.critic, c.critic_lr, max_grad_norm=c.max_grad_norm)
         )
 
-    # -- 1. state normalisation -----------------------------------------------------------------
-    @torch.no_grad()
-    def fit_obs_norm(self, buffer: Buffer) -> None:
-        """Set the normalisation statistics from every observation stored in ``buffer`` (the
-        dataset). :meth:`update` calls it at the first update when ``obs_norm`` is on and no
-        statistics were fitted or loaded; call it yourself to fit them earlier."""
-        index = buffer.sample_indices(0)
-        if len(index) == 0:
-            raise ConfigError(
-                "TD3+BC normalises observations with the dataset's statistics, but the buffer "
-                "is empty; fill it first (or set algo.obs_norm=false)"
-            )
-        stats = RunningMeanStd(self.obs_mean.shape, epsilon=0.0, clip=None)
-        for start in range(0, len(index), _FIT_CHUNK):
-            stats.update(np.asarray(buffer.get(index[start : start + _FIT_CHUNK], "obs")))
-        eps = self.config.obs_norm_eps
-        self.obs_mean.copy_(stats.mean.float())
-        self.obs_scale.copy_(1.0 / (stats.var.sqrt() + eps).float())
-        self.obs_count.copy_(stats.count)
-        self._obs_fitted = True
-
-    def normalize_obs(self, obs: torch.Tensor) -> torch.Tensor:
-        """``(obs - mean) / (std + eps)`` with the dataset's statistics (``obs`` unchanged
-        when ``obs_norm`` is off)."""
-        if not self.config.obs_norm:
-            return obs
-        return (obs - self.obs_mean) * self.obs_scale
-
+    # -- 1. state normalisation: DatasetObsNorm's ---------------------------------------------
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, Any]:
         """One gradient step (:class:`~rlblocks.algo.OffPolicyPolicy`'s), after fitting
         the normalisation statistics to ``buffer`` if none are fitted yet."""
-        if self.config.obs_norm and not self._obs_fitted and buffer is not None and len(buffer):
-            if float(self.obs_count) > 0:  # loaded from a checkpoint
-                self._obs_fitted = True
-            else:
-                self.fit_obs_norm(buffer)
+        self.fit_obs_norm_once(buffer)
         return super().update(sample_size, buffer, **kwargs)
-
-    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
-        """``nn.Module.load_state_dict``; the next update reads the loaded ``obs_count`` to
-        tell whether the statistics came with the weights (else it fits them)."""
-        self._obs_fitted = False
-        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     # -- acting -------------------------------------------------------------------------------
     def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
