@@ -25,6 +25,7 @@ __all__ = [
     "FiniteWatch",
     "GaussianNoise",
     "MultiCategorical",
+    "NetworkConfig",
     "OUNoise",
     "OffPolicyPolicy",
     "OnPolicyConfig",
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
         get_flat_params,
         set_flat_params,
     )
+    from rlblocks.algo._network_config import NetworkConfig
     from rlblocks.algo._noise import GaussianNoise, OUNoise, make_noise
     from rlblocks.algo._normalize import RunningMeanStd
     from rlblocks.algo._offpolicy import OffPolicyPolicy

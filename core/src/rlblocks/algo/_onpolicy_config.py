@@ -11,13 +11,14 @@ from typing import Any
 
 from attrs import define, field, validators
 
+from rlblocks.algo._network_config import NetworkConfig
 from rlblocks.contracts import validators as check
 
 __all__ = ["OnPolicyConfig"]
 
 
 @define(kw_only=True)
-class OnPolicyConfig:
+class OnPolicyConfig(NetworkConfig):
     """Networks, returns, normalisation and optimisation settings shared by on-policy algorithms."""
 
     hidden_sizes: list[int] = field(factory=lambda: [64, 64], validator=check.hidden_sizes)

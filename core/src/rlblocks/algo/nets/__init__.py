@@ -12,6 +12,8 @@ from rlblocks._lazy import attach
 
 __all__ = [
     "MLP",
+    "NETWORKS",
+    "SIMBA_DEFAULTS",
     "Actor",
     "AtomQNetwork",
     "Critic",
@@ -28,7 +30,11 @@ __all__ = [
     "ObsEncoder",
     "QEnsemble",
     "QNetwork",
+    "RSNorm",
     "RecurrentBody",
+    "SimbaBlock",
+    "SimbaEncoder",
+    "SimbaMLP",
     "SquashedGaussianActor",
     "State",
     "TupleOutput",
@@ -41,6 +47,7 @@ __all__ = [
     "fresh_copy",
     "is_image_space",
     "make_encoder",
+    "network_body",
     "noisy_mlp",
     "obs_dim",
     "obs_to_tensor",
@@ -48,6 +55,8 @@ __all__ = [
     "part_device",
     "reset_noise",
     "sample_observations",
+    "simba_encoder",
+    "simba_size",
 ]
 
 if TYPE_CHECKING:
@@ -82,5 +91,16 @@ if TYPE_CHECKING:
     )
     from rlblocks.algo.nets._qdist import AtomQNetwork, FractionProposal, ImplicitQuantileNetwork
     from rlblocks.algo.nets._recurrent import RecurrentBody, State, detach_state
+    from rlblocks.algo.nets._simba import (
+        NETWORKS,
+        SIMBA_DEFAULTS,
+        RSNorm,
+        SimbaBlock,
+        SimbaEncoder,
+        SimbaMLP,
+        network_body,
+        simba_encoder,
+        simba_size,
+    )
 
 __getattr__, __dir__ = attach(__name__, __file__)

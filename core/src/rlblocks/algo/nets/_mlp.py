@@ -77,7 +77,9 @@ class QNetwork(nn.Module):
 
     With an ``encoder`` (any module with ``out_dim``, e.g. :class:`~rlblocks.algo.nets.ObsEncoder`)
     the network takes raw observations and trains the encoder with the Q loss; ``in_dim`` is
-    then the encoder's ``out_dim``."""
+    then the encoder's ``out_dim``. ``network="simba"`` makes the body a
+    :class:`~rlblocks.algo.nets.SimbaMLP` (``network_width`` / ``network_blocks``, None: 512 and
+    2, the SimBa paper's critic) with linear value and advantage heads when dueling."""
 
     def __init__(
         self,
@@ -87,11 +89,26 @@ class QNetwork(nn.Module):
         dueling: bool = False,
         activation: str = "relu",
         encoder: nn.Module | None = None,
+        network: str = "mlp",
+        network_width: int | None = None,
+        network_blocks: int | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
         self.dueling = dueling
-        if dueling:
+        if network == "simba":
+            from rlblocks.algo.nets._simba import SIMBA_DEFAULTS, SimbaMLP
+
+            width, blocks = SIMBA_DEFAULTS["critic"]
+            width = network_width if network_width is not None else width
+            blocks = network_blocks if network_blocks is not None else blocks
+            if dueling:
+                self.body = SimbaMLP(in_dim, width, blocks)
+                self.value = nn.Linear(width, 1)
+                self.advantage = nn.Linear(width, num_actions)
+            else:
+                self.body = SimbaMLP(in_dim, width, blocks, num_actions)
+        elif dueling:
             body = list(hidden[:-1]) if len(hidden) > 1 else list(hidden)
             head = hidden[-1]
             self.body = MLP(in_dim, body, activation=activation)

@@ -7,11 +7,12 @@ from typing import Any
 
 from attrs import define, field, validators
 
+from rlblocks.algo import NetworkConfig
 from rlblocks.contracts import validators as check
 
 
 @define(kw_only=True)
-class DQNConfig:
+class DQNConfig(NetworkConfig):
     """Hyperparameters of DQN and its options."""
 
     hidden_sizes: list[int] = field(factory=lambda: [128, 128], validator=check.hidden_sizes)
