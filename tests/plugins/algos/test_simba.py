@@ -43,7 +43,10 @@ def test_simba_mlp_is_embedding_residual_blocks_final_layernorm_and_head() -> No
     assert layers[0].out_features == 16
     assert [type(m) for m in layers[1:3]] == [SimbaBlock, SimbaBlock]
     assert isinstance(layers[3], nn.LayerNorm) and layers[3].normalized_shape == (16,)
-    assert isinstance(layers[4], nn.Linear) and (layers[4].in_features, layers[4].out_features) == (16, 3)
+    assert isinstance(layers[4], nn.Linear) and (layers[4].in_features, layers[4].out_features) == (
+        16,
+        3,
+    )
     block = layers[1]
     assert isinstance(block.norm, nn.LayerNorm)
     assert (block.up.in_features, block.up.out_features) == (16, 64)  # 4x the width
@@ -83,7 +86,7 @@ def test_network_body_picks_the_configured_network_and_paper_sizes() -> None:
     assert simba_size(cfg, "critic") == SIMBA_DEFAULTS["critic"] == (512, 2)
     assert simba_size(cfg, "actor") == SIMBA_DEFAULTS["actor"] == (128, 1)
     assert sum(isinstance(m, SimbaBlock) for m in critic.modules()) == 2
-    assert list(critic)[0].out_features == 512 and list(actor)[0].out_features == 128
+    assert critic[0].out_features == 512 and actor[0].out_features == 128
     cfg.network_width, cfg.network_blocks = 24, 3
     assert simba_size(cfg, "actor") == simba_size(cfg, "critic") == (24, 3)
     cfg.network = "resnet"
@@ -112,12 +115,16 @@ def test_rsnorm_merges_batches_and_normalises_without_moving() -> None:
     out = norm(x)
     expected = (data[:5] - data.mean(0)) / np.sqrt(data.var(0) + 1e-8)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
-    assert all(torch.equal(before[k], v) for k, v in norm.state_dict().items())  # forward: read only
+    assert all(
+        torch.equal(before[k], v) for k, v in norm.state_dict().items()
+    )  # forward: read only
 
 
 def test_simba_encoder_state_round_trips_exactly() -> None:
     enc = SimbaEncoder(make_encoder(OBS))
-    enc.observe(torch.as_tensor(np.random.default_rng(1).normal(5, 3, (64, 3)), dtype=torch.float32))
+    enc.observe(
+        torch.as_tensor(np.random.default_rng(1).normal(5, 3, (64, 3)), dtype=torch.float32)
+    )
     state = enc.state_dict()
     assert {"norm.mean", "norm.var", "norm.count"} <= set(state)
     other = SimbaEncoder(make_encoder(OBS))
@@ -162,7 +169,7 @@ def test_only_training_collects_move_the_statistics_and_targets_copy_them(random
 def test_the_algorithms_build_simba_networks(algo: str, space: gym.Space, kwargs: dict) -> None:
     policy = rlblocks.make_policy(algo, OBS, space, network="simba", network_width=8, **kwargs)
     nets = [m for m in policy.modules() if isinstance(m, SimbaMLP)]
-    assert nets and all(list(n)[0].out_features == 8 for n in nets)
+    assert nets and all(n[0].out_features == 8 for n in nets)
     plain = rlblocks.make_policy(algo, OBS, space, **kwargs)
     assert not any(isinstance(m, SimbaMLP | SimbaEncoder) for m in plain.modules())
     policy.train()
@@ -177,7 +184,7 @@ def test_the_algorithms_build_simba_networks(algo: str, space: gym.Space, kwargs
 
 def test_an_algorithm_without_the_option_refuses_it_in_one_line() -> None:
     policy = rlblocks.make_policy("c51", OBS, TWO, network="simba")
-    with pytest.raises(ConfigError, match="algo.network='mlp'"):
+    with pytest.raises(ConfigError, match=r"algo\.network='mlp'"):
         policy(Batch(obs=np.ones((2, 3), np.float32)))
 
 
