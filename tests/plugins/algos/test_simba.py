@@ -26,7 +26,9 @@ from rlblocks.algo.nets import (
     simba_size,
 )
 from rlblocks.cli import main as cli
+from rlblocks.collect import Collector
 from rlblocks.contracts import Batch, ConfigError
+from rlblocks.replay import ReplayBuffer
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), dtype=np.float32)
 BOX = gym.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
@@ -159,6 +161,20 @@ def test_only_training_collects_move_the_statistics_and_targets_copy_them(random
     policy.update(16, random_buffer(BOX))  # a gradient step reads, never merges
     assert _counts(policy) == [4.0, 4.0, 4.0]
     assert all(torch.equal(m.norm.mean, mean) for m in (actor, critic, target))
+
+
+def test_random_warm_up_steps_of_a_training_collect_feed_the_statistics() -> None:
+    envs = rlblocks.make_vector_env("dummy", "Pendulum-v1", num_envs=2, seed=0)
+    policy = rlblocks.make_policy(
+        "sac", envs.observation_space, envs.action_space, network="simba", network_width=8
+    )
+    policy.train()
+    Collector(policy, envs, ReplayBuffer(100, num_envs=2), seed=0).collect(n_step=20, random=True)
+    assert _counts(policy)[:2] == [20.0, 20.0]
+    policy.eval()
+    Collector(policy, envs, None, exploration=False).collect(n_step=10)  # a test: no change
+    assert _counts(policy)[:2] == [20.0, 20.0]
+    envs.close()
 
 
 @pytest.mark.parametrize(
