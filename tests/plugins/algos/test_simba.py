@@ -236,12 +236,12 @@ def test_simba_runs_from_the_command_line_and_loads_for_raw_observations(
 @pytest.mark.slow
 def test_sac_with_simba_networks_solves_pendulum(tmp_path: Path) -> None:
     """Pendulum-v1 to a mean test return of -400 from scratch with SimBa networks (narrowed to
-    width 64, one block, to fit a CPU test). Seed 1 solved it at the first test after the
-    warm-up (2,000 env steps); the budget is twice that, checked here on seed 0."""
+    width 64, one block, to fit a CPU test). Tuning seeds 1 and 2 solved it at
+    2,000 and 3,500 env steps; the budget, 6,000, is checked here on seed 0."""
     result = rlblocks.train(
         "sac", seed=0, stop_reward=-400, loggers=[], progress=False, run_dir=tmp_path / "run",
         overrides=["algo.network=simba", "algo.network_width=64", "algo.network_blocks=1",
-                   "trainer.max_env_steps=4000", "trainer.test_episodes=20",
+                   "trainer.max_env_steps=6000", "trainer.test_episodes=20",
                    "env.num_test_envs=20"],
     )  # fmt: skip
     assert result.solved, result
