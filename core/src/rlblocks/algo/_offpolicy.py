@@ -130,7 +130,8 @@ class OffPolicyPolicy(BasePolicy):
         self._uses: dict[str, int] = {}
         #: the running-statistics normalisers of SimBa encoders, found at the first call
         self._observers: list[SimbaEncoder] | None = None
-        self.register_forward_pre_hook(_observe_collected)
+        if self.network == "simba":  # other policies keep nn.Module's hook-free fast call
+            self.register_forward_pre_hook(_observe_collected)
 
     # -- building blocks ----------------------------------------------------------------------
     def make_encoder(self) -> nn.Module:
@@ -155,6 +156,8 @@ class OffPolicyPolicy(BasePolicy):
     def observe(self, obs: Any) -> None:
         """Merge observations of a training collect into the running statistics of every SimBa
         encoder (target networks copy them with their weights); nothing without one."""
+        if self.network != "simba":
+            return
         if self._observers is None:
             self._observers = _simba_encoders(self)
             if self.network == "simba" and not self._observers:
