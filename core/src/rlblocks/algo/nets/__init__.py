@@ -76,7 +76,7 @@ if TYPE_CHECKING:
         obs_to_tensor,
     )
     from rlblocks.algo.nets._heads import Actor, Critic, orthogonal_init
-    from rlblocks.algo.nets._mlp import MLP, QNetwork, activation_class, obs_dim
+    from rlblocks.algo.nets._mlp import MLP, QNetwork, activation_class, network_body, obs_dim
     from rlblocks.algo.nets._noisy import NoisyLinear, noisy_mlp, reset_noise
     from rlblocks.algo.nets._parts import (
         NetworkPart,
@@ -98,7 +98,6 @@ if TYPE_CHECKING:
         SimbaBlock,
         SimbaEncoder,
         SimbaMLP,
-        network_body,
         simba_encoder,
         simba_size,
     )

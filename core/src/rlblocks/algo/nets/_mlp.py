@@ -1,4 +1,5 @@
-"""Multi-layer perceptrons and the Q-value head (plain or dueling)."""
+"""Multi-layer perceptrons, the Q-value head (plain or dueling) and :func:`network_body`, the
+builder of a default network that `algo.network` picks (MLP or SimBa)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.algo.nets._simba import NETWORKS, SIMBA_DEFAULTS, SimbaMLP, simba_size
 from rlblocks.contracts import validators
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -71,6 +73,26 @@ class MLP(nn.Sequential):
         self.out_dim = last
 
 
+def network_body(
+    config: Any,
+    part: str,
+    in_dim: int,
+    out_dim: int | None,
+    hidden: Sequence[int],
+    activation: str = "relu",
+) -> nn.Module:
+    """The network of ``part`` (``"actor"`` or ``"critic"``) that ``config.network`` names:
+    an :class:`~rlblocks.algo.nets.MLP` of ``hidden`` widths, or a :class:`SimbaMLP` sized by
+    :func:`simba_size`. Both have ``out_dim``."""
+    network = getattr(config, "network", "mlp")
+    if network == "simba":
+        width, blocks = simba_size(config, part)
+        return SimbaMLP(in_dim, width, blocks, out_dim)
+    if network != "mlp":
+        raise ValueError(f"unknown network {network!r}; choose one of: {', '.join(NETWORKS)}")
+    return MLP(in_dim, hidden, out_dim, activation=activation)
+
+
 class QNetwork(nn.Module):
     """Q-values for every discrete action; ``dueling`` splits value and advantage streams
     (Q = V + A - mean(A)), which helps when many actions have similar values.
@@ -97,8 +119,6 @@ class QNetwork(nn.Module):
         self.encoder = encoder
         self.dueling = dueling
         if network == "simba":
-            from rlblocks.algo.nets._simba import SIMBA_DEFAULTS, SimbaMLP
-
             width, blocks = SIMBA_DEFAULTS["critic"]
             width = network_width if network_width is not None else width
             blocks = network_blocks if network_blocks is not None else blocks

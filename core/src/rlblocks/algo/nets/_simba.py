@@ -5,19 +5,18 @@ layer. The residual path keeps the network close to a linear map of its input wh
 add capacity, so wide networks stay easy to train.
 
 ``algo.network = "simba"`` swaps these in for the MLPs of an algorithm's default networks;
-:func:`network_body` is the one builder the algorithms call for that choice.
+:func:`~rlblocks.algo.nets.network_body` is the one builder the algorithms call for that
+choice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
 from rlblocks.algo._normalize import RunningMeanStd
-from rlblocks.algo.nets._mlp import MLP
 
 __all__ = [
     "NETWORKS",
@@ -26,7 +25,6 @@ __all__ = [
     "SimbaBlock",
     "SimbaEncoder",
     "SimbaMLP",
-    "network_body",
     "simba_encoder",
     "simba_size",
 ]
@@ -114,26 +112,6 @@ def simba_size(config: Any, part: str) -> tuple[int, int]:
         int(own_width) if own_width is not None else width,
         int(own_blocks) if own_blocks is not None else blocks,
     )
-
-
-def network_body(
-    config: Any,
-    part: str,
-    in_dim: int,
-    out_dim: int | None,
-    hidden: Sequence[int],
-    activation: str = "relu",
-) -> nn.Module:
-    """The network of ``part`` (``"actor"`` or ``"critic"``) that ``config.network`` names:
-    an :class:`~rlblocks.algo.nets.MLP` of ``hidden`` widths, or a :class:`SimbaMLP` sized by
-    :func:`simba_size`. Both have ``out_dim``."""
-    network = getattr(config, "network", "mlp")
-    if network == "simba":
-        width, blocks = simba_size(config, part)
-        return SimbaMLP(in_dim, width, blocks, out_dim)
-    if network != "mlp":
-        raise ValueError(f"unknown network {network!r}; choose one of: {', '.join(NETWORKS)}")
-    return MLP(in_dim, hidden, out_dim, activation=activation)
 
 
 def simba_encoder(encoder: nn.Module) -> nn.Module:
