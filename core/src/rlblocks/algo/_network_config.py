@@ -12,9 +12,10 @@ from rlblocks.contracts import validators as check
 __all__ = ["NetworkConfig"]
 
 
-@define(kw_only=True)
+@define(kw_only=True, slots=False)
 class NetworkConfig:
-    """Which network the default actors, critics and Q-networks use."""
+    """Which network the default actors, critics and Q-networks use. A mixin without slots, so
+    a config may combine it with other option mixins (two slotted bases cannot be combined)."""
 
     network: str = field(default="mlp", validator=check.one_of("mlp", "simba"))
     """``mlp``: plain MLPs of ``hidden_sizes``. ``simba``: SimBa networks (Lee et al., 2024):
