@@ -71,6 +71,14 @@ def _crash_and_resume(
         pytest.param("psrl", "FrozenLake-v1", 3000, 1700, [], id="psrl"),
         pytest.param("sac", "Pendulum-v1", 1600, 1300, ["trainer.warmup_steps=1000"],
                      id="sac-pendulum"),
+        # SimBa networks: the running observation statistics resume with the weights
+        pytest.param("sac", "Pendulum-v1", 1600, 1300,
+                     ["trainer.warmup_steps=1000", "algo.network=simba", "algo.network_width=32"],
+                     id="sac-simba"),
+        pytest.param("dqn", "CartPole-v1", 2000, 1100,
+                     ["algo.network=simba", "algo.network_width=32"], id="dqn-simba"),
+        pytest.param("ppo", "CartPole-v1", 4000, 2500,
+                     ["algo.network=simba", "algo.network_width=32"], id="ppo-simba"),
         # Atari: the emulator (sticky actions' RNG too), stacked frames, noisy nets, priorities
         pytest.param("rainbow", "ALE/Pong-v5", 600, 350,
                      ["env.make_kwargs.max_num_frames_per_episode=2000", "buffer.size=1000",
@@ -85,6 +93,10 @@ def _crash_and_resume(
                        ["trainer.warmup_steps=1000", "run.device=cuda", "algo.cuda_graph=true"],
                        marks=_NEEDS_CUDA, id=f"{algo}-pendulum-cuda-graph")
           for algo in ("sac", "td3", "redq")),
+        pytest.param("sac", "Pendulum-v1", 1600, 1300,
+                     ["trainer.warmup_steps=1000", "run.device=cuda", "algo.cuda_graph=true",
+                      "algo.network=simba", "algo.network_width=64"],
+                     marks=_NEEDS_CUDA, id="sac-simba-pendulum-cuda-graph"),
     ],
 )
 def test_crash_then_resume_ends_bit_identical_to_an_uninterrupted_run(

@@ -32,6 +32,7 @@ __all__ = [
     "IntrinsicConfig",
     "IntrinsicRewardView",
     "MultiCategorical",
+    "NetworkConfig",
     "OUNoise",
     "OffPolicyPolicy",
     "OnPolicyConfig",
@@ -112,6 +113,7 @@ if TYPE_CHECKING:
         get_flat_params,
         set_flat_params,
     )
+    from rlblocks.algo._network_config import NetworkConfig
     from rlblocks.algo._noise import GaussianNoise, OUNoise, make_noise
     from rlblocks.algo._normalize import DatasetObsNorm, RunningMeanStd
     from rlblocks.algo._offpolicy import OffPolicyPolicy

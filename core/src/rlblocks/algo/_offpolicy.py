@@ -31,24 +31,58 @@ from torch import nn
 from rlblocks.algo._cuda_graph import StepGraph, graph_refusal
 from rlblocks.algo._policy import BasePolicy
 from rlblocks.algo._returns import nstep_return
+from rlblocks.algo._target import TargetNetwork
 from rlblocks.algo.nets import (
     CategoricalActor,
     DeterministicActor,
     GaussianActor,
     NetworkPart,
     QEnsemble,
+    SimbaEncoder,
+    SimbaMLP,
     SquashedGaussianActor,
     build_part,
     check_output,
     encoder_part,
     fresh_copy,
     make_encoder,
+    network_body,
     obs_to_tensor,
     part_device,
+    simba_encoder,
 )
-from rlblocks.contracts import Batch, Buffer
+from rlblocks.contracts import Batch, Buffer, ConfigError
 
 __all__ = ["OffPolicyPolicy"]
+
+
+def _simba_encoders(policy: nn.Module) -> list[SimbaEncoder]:
+    """The SimBa encoders of ``policy``'s online networks (not of target networks, whose copies
+    follow the online ones at each target update)."""
+    inside_targets = {
+        id(m) for t in policy.modules() if isinstance(t, TargetNetwork) for m in t.modules()
+    }
+    return [
+        m for m in policy.modules() if isinstance(m, SimbaEncoder) and id(m) not in inside_targets
+    ]
+
+
+def _check_simba_built(policy: nn.Module) -> None:
+    """Refuse ``network="simba"`` where the algorithm built its networks by its own code (no
+    SimBa part in them), rather than train plain MLPs under a SimBa label."""
+    if not any(isinstance(m, SimbaMLP | SimbaEncoder) for m in policy.modules()):
+        raise ConfigError(
+            f"algo.network='simba' left no SimBa part in {type(policy).__name__}'s networks "
+            "(the algorithm builds them by its own code, or all are your own); set "
+            "algo.network='mlp' (SimBa networks: sac, td3, ddpg, redq, dqn, ppo, a2c, ...)"
+        )
+
+
+def _observe_collected(policy: OffPolicyPolicy, args: tuple[Any, ...]) -> None:
+    """Before acting: a training collect (training, not updating) merges the observations it
+    acts on into the running statistics; tests and gradient steps leave them as they are."""
+    if policy.training and not policy.updating and args and hasattr(args[0], "obs"):
+        policy.observe(args[0].obs)
 
 
 class OffPolicyPolicy(BasePolicy):
@@ -97,6 +131,10 @@ class OffPolicyPolicy(BasePolicy):
         self._given: dict[str, Any] = {"encoder": encoder, "actor": actor, "critic": critic}
         self._uses: dict[str, int] = {}
         self.enable_intrinsic(config)
+        #: the running-statistics normalisers of SimBa encoders, found at the first call
+        self._observers: list[SimbaEncoder] | None = None
+        if self.network == "simba":  # other policies keep nn.Module's hook-free fast call
+            self.register_forward_pre_hook(_observe_collected)
 
     # -- building blocks ----------------------------------------------------------------------
     def make_encoder(self) -> nn.Module:
@@ -105,10 +143,33 @@ class OffPolicyPolicy(BasePolicy):
         whether image Boxes go through a CNN)."""
         given = self._given["encoder"]
         if given is None:
-            return make_encoder(
+            encoder = make_encoder(
                 self.observation_space, images=getattr(self.config, "images", "cnn")
             )
+            if self.network == "simba":
+                return simba_encoder(encoder)
+            return encoder
         return encoder_part(self._build("encoder", given), self.observation_space)
+
+    @property
+    def network(self) -> str:
+        """The default networks' kind, ``config.network`` (``"mlp"`` when the config has none)."""
+        return str(getattr(self.config, "network", "mlp"))
+
+    def observe(self, obs: Any) -> None:
+        """Merge observations of a training collect into the running statistics of every SimBa
+        encoder (target networks copy them with their weights); nothing without one."""
+        if self.network != "simba":
+            return
+        if self._observers is None:
+            self._observers = _simba_encoders(self)
+            if self.network == "simba" and not self._observers:
+                _check_simba_built(self)
+        if not self._observers:
+            return
+        obs = self.obs_tensor(obs)
+        for encoder in self._observers:
+            encoder.observe(obs)
 
     def _build(self, name: str, given: NetworkPart) -> nn.Module:
         """Part ``name`` for one more network: the given module the first time, a fresh copy
@@ -124,6 +185,8 @@ class OffPolicyPolicy(BasePolicy):
         (``what`` says what those are); None when none was given (build the default)."""
         given = self._given["actor"]
         if given is None:
+            if self.network != "mlp":
+                return network_body(self.config, "actor", in_dim, out_dim, [])
             return None
         net = self._build("actor", given)
         zeros = torch.zeros(2, in_dim, device=part_device(net))
@@ -135,6 +198,8 @@ class OffPolicyPolicy(BasePolicy):
         ``[B]`` when ``out_dim`` is 1); None when none was given (build the default)."""
         given = self._given["critic"]
         if given is None:
+            if self.network != "mlp":
+                return [network_body(self.config, "critic", in_dim, out_dim, []) for _ in range(n)]
             return None
         shapes = [(out_dim,), ()] if out_dim == 1 else [(out_dim,)]
         heads = []

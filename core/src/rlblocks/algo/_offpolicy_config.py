@@ -13,6 +13,7 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks.algo._intrinsic_config import IntrinsicConfig
+from rlblocks.algo._network_config import NetworkConfig
 from rlblocks.contracts import validators as check
 
 __all__ = ["ActorCriticConfig", "ContinuousActorCriticConfig", "DeterministicActorCriticConfig"]
@@ -30,7 +31,7 @@ def _no_second_tanh(inst: Any, attribute: Any, value: Any) -> None:
 
 
 @define(kw_only=True)
-class ActorCriticConfig(IntrinsicConfig):
+class ActorCriticConfig(IntrinsicConfig, NetworkConfig):
     """Networks, targets and optimisation settings of the off-policy actor-critic algorithms."""
 
     hidden_sizes: list[int] = field(factory=lambda: [256, 256], validator=check.hidden_sizes)

@@ -35,10 +35,12 @@ from rlblocks.algo.nets import (
     Actor,
     Critic,
     NetworkPart,
+    SimbaMLP,
     build_part,
     check_output,
     encoder_part,
     make_encoder,
+    network_body,
     obs_to_tensor,
     part_device,
 )
@@ -115,9 +117,19 @@ class OnPolicyPolicy(BasePolicy):
                 "obs_norm normalises fixed features; set obs_norm=false with a learnable encoder "
                 "(image observations get a CNN unless images='flatten')"
             )
-        self.obs_rms = RunningMeanStd((feat_dim,)) if c.obs_norm else None
+        # SimBa's running-statistics normalisation is this one (no second normaliser); a
+        # learning encoder (an image CNN) is left unnormalised, as with SimbaEncoder
+        simba = getattr(c, "network", "mlp") == "simba" and not self.learn_encoder
+        self.obs_rms = RunningMeanStd((feat_dim,)) if c.obs_norm or simba else None
         self.ret_rms = RunningMeanStd((), clip=None) if c.value_scaling else None
         self.actor, self.critic = self.build_heads(actor, critic, feat_dim, use_critic)
+        if getattr(c, "network", "mlp") == "simba" and actor is None and not any(
+            isinstance(m, SimbaMLP) for m in self.modules()
+        ):
+            raise ConfigError(
+                f"{type(self).__name__} builds its actor by its own code and has no SimBa "
+                "option yet; set algo.network='mlp'"
+            )
         self.to(self.device)
         self._continuous = isinstance(action_space, gym.spaces.Box)
         self._act_dtype = torch.float32 if self._continuous else torch.long
@@ -159,6 +171,9 @@ class OnPolicyPolicy(BasePolicy):
         c, space = self.config, self.action_space
         hidden = list(c.actor_hidden_sizes if c.actor_hidden_sizes is not None else c.hidden_sizes)
         if given is None:
+            if getattr(c, "network", "mlp") != "mlp":
+                body = network_body(c, "actor", in_dim, Actor.out_dim(space), hidden)
+                return Actor(in_dim, space, log_std_init=c.log_std_init, net=body)
             return Actor(in_dim, space, hidden, c.activation, c.log_std_init, c.ortho_init)
         net = build_part("actor", given, self.observation_space, space)
         out = Actor.out_dim(space)
@@ -180,6 +195,8 @@ class OnPolicyPolicy(BasePolicy):
         c = self.config
         if given is None:
             hidden = c.critic_hidden_sizes if c.critic_hidden_sizes is not None else c.hidden_sizes
+            if getattr(c, "network", "mlp") != "mlp":
+                return Critic(in_dim, net=network_body(c, "critic", in_dim, 1, hidden))
             return Critic(in_dim, list(hidden), c.activation, c.ortho_init)
         net = build_part("critic", given, self.observation_space, self.action_space)
         net, value = check_output(

@@ -12,13 +12,14 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks.algo._intrinsic_config import IntrinsicConfig
+from rlblocks.algo._network_config import NetworkConfig
 from rlblocks.contracts import validators as check
 
 __all__ = ["OnPolicyConfig"]
 
 
 @define(kw_only=True)
-class OnPolicyConfig(IntrinsicConfig):
+class OnPolicyConfig(IntrinsicConfig, NetworkConfig):
     """Networks, returns, normalisation and optimisation settings shared by on-policy algorithms."""
 
     hidden_sizes: list[int] = field(factory=lambda: [64, 64], validator=check.hidden_sizes)

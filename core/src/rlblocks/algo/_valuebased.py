@@ -37,6 +37,7 @@ from rlblocks.algo.nets import (
     part_device,
     reset_noise,
     sample_observations,
+    simba_encoder,
 )
 from rlblocks.contracts import Batch, Buffer, has_action_mask
 
@@ -52,6 +53,7 @@ def value_network(
     images: str = "cnn",
     encoder: NetworkPart | None = None,
     model: NetworkPart | None = None,
+    network: str = "mlp",
 ) -> nn.Module:
     """The network of a value-based algorithm.
 
@@ -60,14 +62,20 @@ def value_network(
     ``model`` (a module or a factory of the spaces): the user's network over observation
     tensors, or over the encoder's features when an ``encoder`` is given too, checked once
     to return ``[B, *shape]`` (``what`` says what that is) and wrapped when it answers
-    ``(output, state)`` in the thesis' style.
+    ``(output, state)`` in the thesis' style. ``network="simba"`` puts the default encoder's
+    flat features through running-statistics normalisation
+    (:class:`~rlblocks.algo.nets.SimbaEncoder`).
     """
     enc = None
     if encoder is not None:
         built = build_part("encoder", encoder, observation_space, action_space)
         enc = encoder_part(built, observation_space)
     if model is None:
-        return default(enc if enc is not None else make_encoder(observation_space, images=images))
+        if enc is None:
+            enc = make_encoder(observation_space, images=images)
+            if network == "simba":  # running-statistics normalisation of flat observations
+                enc = simba_encoder(enc)
+        return default(enc)
     net = build_part("model", model, observation_space, action_space)
     if enc is not None:
         sample = torch.zeros(2, int(enc.out_dim), device=part_device(net))

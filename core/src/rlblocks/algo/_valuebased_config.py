@@ -12,6 +12,7 @@ from typing import Any
 from attrs import define, field, validators
 
 from rlblocks.algo._intrinsic_config import IntrinsicConfig
+from rlblocks.algo._network_config import NetworkConfig
 from rlblocks.contracts import validators as check
 
 __all__ = ["ValueBasedConfig"]
@@ -23,7 +24,7 @@ def _not_above_start(inst: Any, _attribute: object, value: float) -> None:
 
 
 @define(kw_only=True)
-class ValueBasedConfig(IntrinsicConfig):
+class ValueBasedConfig(IntrinsicConfig, NetworkConfig):
     """Network, target, exploration and optimisation settings of the Q-learning family."""
 
     hidden_sizes: list[int] = field(factory=lambda: [128, 128], validator=check.hidden_sizes)

@@ -782,6 +782,8 @@ class Collector:
         obs_total = self._obs_total
         use_policy = not random
         explore = self.exploration and policy is not None and policy.training
+        # random training steps still feed a policy's running observation statistics (SimBa's)
+        observe = getattr(policy, "observe", None) if random and explore else None
 
         with torch.inference_mode():
             while True:
@@ -818,6 +820,8 @@ class Collector:
                     policy_out = result.get("policy", None)
                 else:
                     env_act = self._random_actions(len(active), obs)
+                    if observe is not None:
+                        observe(obs)
                     if policy is not None and self._keeps_state is not False:
                         policy_out = self._state_of_random_step(obs, views, active, all_active)
                     act = policy.map_action_inverse(env_act) if policy is not None else env_act

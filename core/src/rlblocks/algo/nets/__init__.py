@@ -12,6 +12,8 @@ from rlblocks._lazy import attach
 
 __all__ = [
     "MLP",
+    "NETWORKS",
+    "SIMBA_DEFAULTS",
     "Actor",
     "AtomQNetwork",
     "CategoricalActor",
@@ -30,7 +32,11 @@ __all__ = [
     "ObsEncoder",
     "QEnsemble",
     "QNetwork",
+    "RSNorm",
     "RecurrentBody",
+    "SimbaBlock",
+    "SimbaEncoder",
+    "SimbaMLP",
     "SquashedGaussianActor",
     "State",
     "TupleOutput",
@@ -43,6 +49,7 @@ __all__ = [
     "fresh_copy",
     "is_image_space",
     "make_encoder",
+    "network_body",
     "noisy_mlp",
     "obs_dim",
     "obs_to_tensor",
@@ -50,6 +57,8 @@ __all__ = [
     "part_device",
     "reset_noise",
     "sample_observations",
+    "simba_encoder",
+    "simba_size",
 ]
 
 if TYPE_CHECKING:
@@ -74,7 +83,7 @@ if TYPE_CHECKING:
         obs_to_tensor,
     )
     from rlblocks.algo.nets._heads import Actor, Critic, orthogonal_init
-    from rlblocks.algo.nets._mlp import MLP, QNetwork, activation_class, obs_dim
+    from rlblocks.algo.nets._mlp import MLP, QNetwork, activation_class, network_body, obs_dim
     from rlblocks.algo.nets._noisy import NoisyLinear, noisy_mlp, reset_noise
     from rlblocks.algo.nets._parts import (
         NetworkPart,
@@ -89,5 +98,15 @@ if TYPE_CHECKING:
     )
     from rlblocks.algo.nets._qdist import AtomQNetwork, FractionProposal, ImplicitQuantileNetwork
     from rlblocks.algo.nets._recurrent import RecurrentBody, State, detach_state
+    from rlblocks.algo.nets._simba import (
+        NETWORKS,
+        SIMBA_DEFAULTS,
+        RSNorm,
+        SimbaBlock,
+        SimbaEncoder,
+        SimbaMLP,
+        simba_encoder,
+        simba_size,
+    )
 
 __getattr__, __dir__ = attach(__name__, __file__)

@@ -1,4 +1,5 @@
-"""Multi-layer perceptrons and the Q-value head (plain or dueling)."""
+"""Multi-layer perceptrons, the Q-value head (plain or dueling) and :func:`network_body`, the
+builder of a default network that `algo.network` picks (MLP or SimBa)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlblocks.algo.nets._simba import NETWORKS, SIMBA_DEFAULTS, SimbaMLP, simba_size
 from rlblocks.contracts import validators
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
@@ -71,13 +73,35 @@ class MLP(nn.Sequential):
         self.out_dim = last
 
 
+def network_body(
+    config: Any,
+    part: str,
+    in_dim: int,
+    out_dim: int | None,
+    hidden: Sequence[int],
+    activation: str = "relu",
+) -> nn.Module:
+    """The network of ``part`` (``"actor"`` or ``"critic"``) that ``config.network`` names:
+    an :class:`~rlblocks.algo.nets.MLP` of ``hidden`` widths, or a :class:`SimbaMLP` sized by
+    :func:`simba_size`. Both have ``out_dim``."""
+    network = getattr(config, "network", "mlp")
+    if network == "simba":
+        width, blocks = simba_size(config, part)
+        return SimbaMLP(in_dim, width, blocks, out_dim)
+    if network != "mlp":
+        raise ValueError(f"unknown network {network!r}; choose one of: {', '.join(NETWORKS)}")
+    return MLP(in_dim, hidden, out_dim, activation=activation)
+
+
 class QNetwork(nn.Module):
     """Q-values for every discrete action; ``dueling`` splits value and advantage streams
     (Q = V + A - mean(A)), which helps when many actions have similar values.
 
     With an ``encoder`` (any module with ``out_dim``, e.g. :class:`~rlblocks.algo.nets.ObsEncoder`)
     the network takes raw observations and trains the encoder with the Q loss; ``in_dim`` is
-    then the encoder's ``out_dim``."""
+    then the encoder's ``out_dim``. ``network="simba"`` makes the body a
+    :class:`~rlblocks.algo.nets.SimbaMLP` (``network_width`` / ``network_blocks``, None: 512 and
+    2, the SimBa paper's critic) with linear value and advantage heads when dueling."""
 
     def __init__(
         self,
@@ -87,11 +111,24 @@ class QNetwork(nn.Module):
         dueling: bool = False,
         activation: str = "relu",
         encoder: nn.Module | None = None,
+        network: str = "mlp",
+        network_width: int | None = None,
+        network_blocks: int | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
         self.dueling = dueling
-        if dueling:
+        if network == "simba":
+            width, blocks = SIMBA_DEFAULTS["critic"]
+            width = network_width if network_width is not None else width
+            blocks = network_blocks if network_blocks is not None else blocks
+            if dueling:
+                self.body = SimbaMLP(in_dim, width, blocks)
+                self.value = nn.Linear(width, 1)
+                self.advantage = nn.Linear(width, num_actions)
+            else:
+                self.body = SimbaMLP(in_dim, width, blocks, num_actions)
+        elif dueling:
             body = list(hidden[:-1]) if len(hidden) > 1 else list(hidden)
             head = hidden[-1]
             self.body = MLP(in_dim, body, activation=activation)

@@ -7,12 +7,12 @@ from typing import Any
 
 from attrs import define, field, validators
 
-from rlblocks.algo import IntrinsicConfig
+from rlblocks.algo import IntrinsicConfig, NetworkConfig
 from rlblocks.contracts import validators as check
 
 
 @define(kw_only=True)
-class DQNConfig(IntrinsicConfig):
+class DQNConfig(IntrinsicConfig, NetworkConfig):
     """Hyperparameters of DQN and its options."""
 
     hidden_sizes: list[int] = field(factory=lambda: [128, 128], validator=check.hidden_sizes)

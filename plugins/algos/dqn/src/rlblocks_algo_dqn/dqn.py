@@ -83,11 +83,14 @@ class DQNPolicy(OffPolicyPolicy):
                 dueling=c.dueling,
                 activation=c.activation,
                 encoder=obs_encoder,
+                network=c.network,
+                network_width=c.network_width,
+                network_blocks=c.network_blocks,
             )
 
         self.model = value_network(
             observation_space, action_space, q_network, (self.num_actions,),
-            f"Q-values of the {self.num_actions} actions", c.images, encoder, model,
+            f"Q-values of the {self.num_actions} actions", c.images, encoder, model, c.network,
         ).to(self.device)  # fmt: skip
         self._cpu = self.device.type == "cpu"
         # the default network over flat Box observations acts through plain tensor calls
