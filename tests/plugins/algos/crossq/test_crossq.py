@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import rlblocks
-from rlblocks.contracts import Batch
+from rlblocks.contracts import Batch, ConfigError
 from rlblocks.run import build_config, spec_lookup
 from rlblocks_algo_crossq.renorm import BatchRenorm1d
 
@@ -134,6 +134,12 @@ def test_mujoco_presets_are_the_papers_and_pendulum_is_small() -> None:
     assert config.trainer.warmup_steps == 5_000 and config.trainer.batch_size == 256
     pendulum = build_config("crossq", spec_lookup=spec_lookup)
     assert list(pendulum.algo.critic_hidden_sizes) == [256, 256]
+
+
+def test_the_simba_network_option_is_refused_naming_what_to_do() -> None:
+    env = gym.make("Pendulum-v1")
+    with pytest.raises(ConfigError, match=r"algo\.network='simba': CrossQ's critics .* 'mlp'"):
+        rlblocks.make_policy("crossq", env.observation_space, env.action_space, network="simba")
 
 
 def test_a_bad_momentum_is_one_line_naming_the_field() -> None:

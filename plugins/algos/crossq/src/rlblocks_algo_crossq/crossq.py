@@ -32,7 +32,7 @@ from torch import nn
 
 from rlblocks.algo import EntropyTemperature, OffPolicyPolicy, OptimizerStep
 from rlblocks.algo.nets import ModuleEnsemble, SquashedGaussianActor, activation_class
-from rlblocks.contracts import Batch, Buffer
+from rlblocks.contracts import Batch, Buffer, ConfigError
 from rlblocks_algo_crossq.config import CrossQConfig
 from rlblocks_algo_crossq.renorm import BatchRenorm1d
 
@@ -103,6 +103,13 @@ class CrossQPolicy(OffPolicyPolicy):
         **nets: Any,
     ) -> None:
         config = config or CrossQConfig()
+        if getattr(config, "network", "mlp") != "mlp":
+            raise ConfigError(
+                f"algo.network={config.network!r}: CrossQ's critics and actor are its own "
+                "batch-renormalised networks (no target networks), which SimBa's blocks would "
+                "replace; leave algo.network at 'mlp' (size them with algo.hidden_sizes), or "
+                "train sac or tqc with algo.network=simba"
+            )
         super().__init__(
             observation_space,
             action_space,
