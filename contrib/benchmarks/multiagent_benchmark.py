@@ -164,7 +164,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algos", default="mappo", help="comma-separated: mappo,qmix")
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
-    parser.add_argument("--steps", type=int, default=30_000, help="env steps per trial")
+    parser.add_argument("--steps", type=int, default=18_000, help="env steps per trial")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--episodes", type=int, default=50, help="final greedy test episodes")
