@@ -79,6 +79,7 @@ def test_median_counts_an_unsolved_trial_slowest_and_all_errors_as_none() -> Non
         "dqn_time_to_solve.py",
         "end_to_end_fps.py",
         "mujoco_benchmark.py",
+        "multiagent_benchmark.py",
         "offpolicy_time_to_solve.py",
         "onpolicy_time_to_solve.py",
         "pipeline_lockstep.py",
@@ -161,3 +162,21 @@ def test_lockstep_two_heads_is_the_sac_actor_computed_one_half_at_a_time(
     (mean.sum() + 2 * log_std.sum()).backward()
     grad = actor.head.weight.grad
     assert grad is not None and grad[:3].abs().sum() > 0 and grad[3:].abs().sum() > 0
+
+
+def test_multiagent_rlblocks_trial_reports_a_per_agent_return(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tiny rlblocks MAPPO trial of the multi-agent benchmark (BenchMARL is not needed): it
+    trains the budget it is given, times it, and reports a finite, negative return (simple_spread
+    pays distances as negative rewards)."""
+    pytest.importorskip("mpe2")
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("_bench_ma", BENCH / "multiagent_benchmark.py")
+    bench = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(bench)
+    out = bench.trial_rlblocks("mappo", seed=0, steps=800, episodes=4)
+    assert out["env_steps"] == 800
+    assert out["seconds"] > 0
+    assert math.isfinite(out["return"]) and out["return"] < 0.0, out
