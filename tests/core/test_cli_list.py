@@ -63,8 +63,9 @@ def fake_experiment(monkeypatch):
             raise UnknownComponentError("no algo named 'nope'.\nInstalled algos: dqn")
         return {"solved": False, "best_test_return": 12.5, "env_steps": 1000}
 
-    def resume(run_dir, overrides=(), trust_imports=False):
+    def resume(run_dir, overrides=(), trust_imports=False, continue_solved=False):
         module.calls.append(("resume", run_dir, list(overrides)))
+        module.continue_solved = continue_solved
         return {"solved": True}
 
     import rlblocks.run
@@ -109,6 +110,9 @@ def test_train_leaves_unset_options_to_the_experiment(fake_experiment):
 def test_resume_passes_the_run_directory(fake_experiment):
     assert main(["resume", "runs/x", "--set", "trainer.max_env_steps=100"]) == 0
     assert fake_experiment.calls == [("resume", Path("runs/x"), ["trainer.max_env_steps=100"])]
+    assert fake_experiment.continue_solved is False  # a solved run is refused unless asked
+    assert main(["resume", "runs/x", "--continue-solved"]) == 0
+    assert fake_experiment.continue_solved is True
 
 
 def test_resume_takes_a_new_budget_as_the_budget_field(fake_experiment):
