@@ -175,3 +175,32 @@ def test_repeated_wrapper_settings_add_up_and_an_unquoted_array_gets_the_hint() 
     with pytest.raises(ConfigError) as err:  # the shell ate the inner quotes
         build_config("dqn", overrides=[f"env.wrappers=[{a}]"], spec_lookup=spec_lookup)
     assert f"""--set 'env.wrappers=["{a}"]'""" in str(err.value)
+
+
+def test_runs_started_in_the_same_second_get_their_own_folders(tmp_path: Path, monkeypatch) -> None:
+    """A run nobody named is not refused as a resume because another began in the same second
+    (the clock is frozen here, so every call sees one stamp)."""
+    import datetime as dt
+
+    from rlblocks.run import _rundir
+
+    class _Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 12, 7, 12, 0, 0)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(_rundir._dt, "datetime", _Frozen)
+    tiny = [*SMALL[1:], "trainer.max_env_steps=200"]
+    first = rlblocks.train("dqn", env="CartPole-v1", seed=0, progress=False, loggers=[],
+                           overrides=tiny)  # fmt: skip
+    second = rlblocks.train("dqn", env="CartPole-v1", seed=1, progress=False, loggers=[],
+                            overrides=tiny)  # fmt: skip
+    names = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert names == ["dqn-CartPole-v1-20261207-120000", "dqn-CartPole-v1-20261207-120000-2"]
+    assert first.run_dir != second.run_dir
+    for name in names:
+        assert (tmp_path / "runs" / name / "config.json").is_file()
+    # a folder reserved by hand (or by another process) is skipped as well
+    (tmp_path / "runs" / "dqn-CartPole-v1-20261207-120000-3").mkdir()
+    assert _rundir.default_run_dir("dqn", "CartPole-v1").name.endswith("-120000-4")

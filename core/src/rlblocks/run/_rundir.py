@@ -419,8 +419,21 @@ def _read_run_config(path: Path) -> None:
 
 
 def default_run_dir(algo: str, env_id: str) -> Path:
+    """A new folder ``runs/ALGO-ENV-STAMP`` for a run nobody named, reserved by creating it:
+    two runs started in the same second (two processes, or two calls in a script) get
+    ``...-STAMP`` and ``...-STAMP-2`` instead of the second being refused as a resume."""
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{algo}-{env_id.replace('/', '_')}-{stamp}"
+    base = Path("runs") / f"{algo}-{env_id.replace('/', '_')}-{stamp}"
+    for n in range(1, 10_000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir(parents=True)  # atomic: of two processes, one gets each name
+        except FileExistsError:
+            continue
+        except OSError:  # unwritable: the caller's own check names the problem and the fix
+            return path
+        return path
+    raise ConfigError(f"{base}: 10,000 runs already hold this name; pass a run directory")
 
 
 #: what a run writes into its directory (``--overwrite`` removes exactly these)
