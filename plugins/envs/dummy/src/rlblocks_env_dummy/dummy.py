@@ -271,9 +271,15 @@ class DummyVectorEnv(VectorEnvBase):
         obs_list, rew_list, term_list, trunc_list, infos = zip(*results)
         if self._unchecked:
             self._check_values(id_list, rew_list, term_list, trunc_list)
-        rew = np.array(rew_list, dtype=np.float64)
-        terminated = np.array(term_list, dtype=bool)
-        truncated = np.array(trunc_list, dtype=bool)
+        try:
+            rew = np.array(rew_list, dtype=np.float64)
+            terminated = np.array(term_list, dtype=bool)
+            truncated = np.array(trunc_list, dtype=bool)
+        except (TypeError, ValueError, OverflowError):
+            rew = terminated = truncated = None  # named below
+        if rew is None or rew.shape != (n,) or terminated.shape != (n,) or truncated.shape != (n,):
+            # an env whose first steps were fine returned a value of the wrong type later
+            self._refuse_values(id_list, rew_list, term_list, trunc_list)
         if any(term_list) or any(trunc_list):
             waiting.update(i for i, t, u in zip(id_list, term_list, trunc_list) if t or u)
         return self._stack(obs_list, id_list, "step"), rew, terminated, truncated, list(infos)
@@ -294,6 +300,24 @@ class DummyVectorEnv(VectorEnvBase):
                 name = getattr(self.spec, "id", None) or "the env"
                 raise EnvWorkerError(f"{name} (step): {problem}")
             unchecked.discard(i)
+
+    def _refuse_values(
+        self, id_list: Sequence[int], rews: Sequence[Any], terms: Sequence[Any],
+        truncs: Sequence[Any],
+    ) -> None:
+        """The rewards or flags of this step do not stack into one number per env: raise an
+        EnvWorkerError naming the env and the value (the envs of this step must be reset)."""
+        self._waiting.update(id_list)
+        name = getattr(self.spec, "id", None) or "the env"
+        for i, r, te, tr in zip(id_list, rews, terms, truncs):
+            problem = step_value_problem(i, r, te, tr)
+            if problem is not None:
+                raise EnvWorkerError(f"{name} (step): {problem}")
+        raise EnvWorkerError(
+            f"{name} (step): envs {list(id_list)} returned rewards or flags that do not fit one "
+            "float64 reward and two bools per env (an integer beyond float64's range?); return "
+            "a float reward and bool flags"
+        )
 
     def _close_made(self) -> None:
         """Close the envs made so far (a later factory failed)."""
