@@ -288,6 +288,16 @@ class NamedVectorEnv(Protocol):
 
 
 @runtime_checkable
+class RunHooksEnv(Protocol):
+    """An env class (the callable a gymnasium id names) that needs hook objects on the
+    trainer's side of every run on it, e.g. the games' self-play, which copies the learner into
+    the envs' opponent pools. The run registers what :meth:`rlblocks_run_hooks` returns into its
+    plugin manager like the hooks a user passes; ``config`` is the run's config as plain data."""
+
+    def rlblocks_run_hooks(self, config: Mapping[str, Any]) -> list[object]: ...
+
+
+@runtime_checkable
 class AutoChosenVectorEnv(Protocol):
     """A vector env that ``backend="auto"`` chose, saying which backend and why."""
 

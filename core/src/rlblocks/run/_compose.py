@@ -33,6 +33,7 @@ from rlblocks.contracts import (
     EnvWorkerError,
     PluginLoadError,
     RlblocksError,
+    RunHooksEnv,
     check_action_mask_space,
     has_action_mask,
     writable_dir_problem,
@@ -208,10 +209,10 @@ ENV_NAMESPACES: dict[str, tuple[str, str]] = {
 
 
 def env_run_hooks(env_id: str, config: Mapping[str, Any], trusted: bool = True) -> list[object]:
-    """Hook objects a run on the gymnasium id ``env_id`` needs on the trainer's side: an env
-    class may define ``rlblocks_run_hooks(config) -> list`` (``config``: the run's config as
-    plain data), e.g. the games' self-play, which copies the learner into the envs' opponent
-    pools. None for env-family ids and envs without it."""
+    """Hook objects a run on the gymnasium id ``env_id`` needs on the trainer's side: those of
+    an env class that declares :class:`~rlblocks.contracts.RunHooksEnv` (e.g. the games'
+    self-play, which copies the learner into the envs' opponent pools); none for env-family ids
+    and other envs."""
     if env_family(env_id) is not None:
         return []
     try:
@@ -224,8 +225,7 @@ def env_run_hooks(env_id: str, config: Mapping[str, Any], trusted: bool = True) 
             entry = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             return []  # making the env says what is wrong with it
-    hooks = getattr(entry, "rlblocks_run_hooks", None)
-    return list(hooks(config)) if callable(hooks) else []
+    return list(entry.rlblocks_run_hooks(config)) if isinstance(entry, RunHooksEnv) else []
 
 
 def import_env_namespace(env_id: str) -> None:

@@ -400,3 +400,17 @@ def test_a_self_play_run_fills_its_worker_envs_pools_and_checkpoints_them(tmp_pa
     assert len(saved["versions"]) == 2 and saved["refreshes"] >= 3
     header = (run / "tests.csv").read_text().splitlines()[0].split(",")
     assert header[-3:] == list(OUTCOME_RATES)  # tests play the random fallback
+
+
+def test_game_envs_declare_their_run_hooks_through_the_contract() -> None:
+    """The games' self-play reaches a run through the declared RunHooksEnv capability; envs
+    without it (a plain gymnasium id) give a run no hooks."""
+    from rlblocks.contracts import RunHooksEnv
+    from rlblocks.run._compose import env_run_hooks
+    from rlblocks_family_pettingzoo.games import GameEnv, SelfPlay
+
+    assert isinstance(GameEnv, RunHooksEnv)
+    hooks = env_run_hooks(TTT, {"env": {"make_kwargs": {"opponent": "self"}}})
+    assert [type(h) for h in hooks] == [SelfPlay]
+    assert env_run_hooks(TTT, {"env": {"make_kwargs": {"opponent": "random"}}}) == []
+    assert env_run_hooks("CartPole-v1", {"env": {}}) == []

@@ -581,7 +581,8 @@ class GameEnv(gym.Env):
     # -- what a run on this env needs on the trainer's side -----------------------------------
     @classmethod
     def rlblocks_run_hooks(cls, config: Mapping[str, Any]) -> list[object]:
-        """Hooks a run on this env needs: :class:`SelfPlay` when ``opponent="self"``."""
+        """Hooks a run on this env needs (:class:`~rlblocks.contracts.RunHooksEnv`):
+        :class:`SelfPlay` when ``opponent="self"``."""
         make_kwargs = dict(config.get("env", {}).get("make_kwargs") or {})
         if make_kwargs.get("opponent") != "self":
             return []
