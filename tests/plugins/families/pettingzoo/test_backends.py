@@ -186,15 +186,6 @@ def test_a_restored_collector_continues_its_episodes_exactly() -> None:
         np.testing.assert_array_equal(a.lengths, b.lengths)
 
 
-def test_in_process_envs_say_why_they_are_not_snapshotted() -> None:
-    make = multiagent_factory(SPREAD, SHORT)
-    with MultiAgentVectorEnv([make]) as envs:
-        collector = _collector(envs)
-        collector.collect(n_step=2, random=True)
-        state = collector.state_dict()
-        assert state["envs"] is None and "subproc" in state["why"]
-
-
 def test_shmem_is_refused_in_one_line_naming_subproc() -> None:
     make = multiagent_factory(SPREAD, SHORT)
     with pytest.raises(ConfigError, match=r"'shmem' cannot step multi-agent.*--backend subproc"):

@@ -52,6 +52,7 @@ from rlblocks.contracts import (
 from rlblocks.plugins import import_entry
 from rlblocks.run import option
 from rlblocks_family_pettingzoo.constructors import CONSTRUCTORS
+from rlblocks_family_pettingzoo.snapshot import NotSnapshottable, restore_object, snapshot_object
 
 COUNT_STEPS_BY = ("env_steps", "agent_steps")
 EPISODE_RETURNS = ("mean", "sum")
@@ -284,6 +285,35 @@ class MultiAgentVectorEnv:
             out.act(s, obs, self._state(e))
             return
         raise RuntimeError(f"AEC env {e} selected no agent that can act after many steps")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every env's state and the slots' bookkeeping as plain values (see
+        :mod:`rlblocks_family_pettingzoo.snapshot`), so a resumed run continues its episodes;
+        ``envs`` is None (and ``why`` says why) when an env holds state that is not plain."""
+        try:
+            envs = [snapshot_object(env) for env in self.envs]
+            obs = snapshot_object(self._obs)
+        except NotSnapshottable as exc:
+            name = type(self.envs[0]).__name__
+            return {"envs": None, "why": f"{name} cannot be snapshotted: {exc}"}
+        return {
+            "envs": envs,
+            "pending": self._pending.copy(),
+            "live": self._live.copy(),
+            "obs": obs,
+            "waiting": [list(w) for w in self._waiting],
+            "why": "",
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Put every env back where :meth:`snapshot` found it (the envs must have been reset
+        once, so that the objects the snapshot writes into exist)."""
+        for env, snap in zip(self.envs, state["envs"], strict=True):
+            restore_object(env, snap)
+        self._pending[:] = state["pending"]
+        self._live[:] = state["live"]
+        self._obs = restore_object(list(self._obs), state["obs"])
+        self._waiting = [list(w) for w in state["waiting"]]
 
     def close(self) -> None:
         for env in self.envs:
@@ -593,10 +623,10 @@ class MultiAgentCollector:
         self._episode_agents = [{} for _ in range(self.envs.num_envs)]
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters and the random stream, and where the envs can be snapshotted (envs in
-        worker processes, :mod:`rlblocks_family_pettingzoo.remote`) the envs' snapshots with
-        the episodes in progress, so a resumed run continues them; else ``envs`` is None and
-        ``why`` says why (a resumed run restarts its episodes)."""
+        """Counters and the random stream, and where the envs can be snapshotted (in this
+        process or in worker processes, :mod:`rlblocks_family_pettingzoo.remote`) the envs'
+        snapshots with the episodes in progress, so a resumed run continues them; else ``envs``
+        is None and ``why`` says why (a resumed run restarts its episodes)."""
         out: dict[str, Any] = {
             "rng": self._rng.bit_generator.state,
             "total_steps": self.total_steps,
@@ -630,11 +660,6 @@ class MultiAgentCollector:
 
     def _why_no_snapshot(self) -> str:
         """Why the envs and episodes cannot be snapshotted now ("" when they can)."""
-        if not callable(getattr(self.envs, "snapshot", None)):
-            return (
-                "PettingZoo envs stepped in this process are not snapshotted (the subproc "
-                "backend snapshots them)"
-            )
         if self._ready is None:
             return "no episode in progress"
         if self._state:
@@ -646,7 +671,7 @@ class MultiAgentCollector:
         for key in ("total_steps", "total_episodes", "total_env_steps", "total_agent_steps"):
             setattr(self, key, int(state.get(key, 0)))
         envs = state.get("envs")
-        if envs is not None and callable(getattr(self.envs, "restore", None)):
+        if envs is not None:
             if self._ready is None:  # the workers' envs must exist and be reset before
                 self.envs.reset(seed=None)
             self.envs.restore(envs)
@@ -663,10 +688,7 @@ class MultiAgentCollector:
             self._seed = None
             return ""
         self.restart_episodes(int(self._rng.integers(2**31 - 1)))
-        why = str(state.get("why", ""))
-        if envs is not None:
-            why = "these envs step in this process, where they are not snapshotted"
-        return why or "PettingZoo envs cannot be snapshotted"
+        return str(state.get("why", "")) or "PettingZoo envs cannot be snapshotted"
 
     def restart_episodes(self, seed: int) -> None:
         self._seed = int(seed)
