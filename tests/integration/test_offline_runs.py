@@ -159,7 +159,11 @@ def test_offline_and_online_settings_are_refused_by_name(dataset: Path, tmp_path
                        run_dir=tmp_path / "d", quiet=True, loggers=[])  # fmt: skip
     with pytest.raises(ConfigError, match=r"buffer\.dataset: .*missing\.h5 is not a file"):
         _train(tmp_path / "missing.h5", tmp_path / "e")
-    for name in "abcde":  # a refused start leaves nothing behind
+    with pytest.raises(ConfigError, match=r"\$\.algo\.intrinsic: algo 'td3bc' trains offline"):
+        rlblocks.train("td3bc", env="Pendulum-v1", dataset=dataset, max_gradient_steps=10,
+                       run_dir=tmp_path / "f", quiet=True, loggers=[],
+                       overrides=["algo.intrinsic=icm"])  # fmt: skip
+    for name in "abcdef":  # a refused start leaves nothing behind
         assert not (tmp_path / name / "config.json").exists()
 
 

@@ -966,6 +966,12 @@ def check_offline(c: cfg.ExperimentConfig, spec: AlgoSpec) -> None:
             f"$.trainer.max_gradient_steps: algo {c.algo_name!r} trains offline and its budget "
             "is in gradient steps; pass --max-gradient-steps N (trainer.max_gradient_steps=N)"
         )
+    if getattr(c.algo, "intrinsic", None) is not None:
+        raise ConfigError(
+            f"$.algo.intrinsic: algo {c.algo_name!r} trains offline from a fixed dataset, where "
+            f"a curiosity bonus ({c.algo.intrinsic!r}) rewards nothing it can explore; remove "
+            "algo.intrinsic, or use it with an online algorithm (dqn, ppo, sac ...)"
+        )
     family = env_family(c.env.id)
     if family is not None and not family[0].supports_offline:
         raise ConfigError(
