@@ -82,9 +82,11 @@ class EntropyTemperature(nn.Module):
         """Same as :attr:`alpha`."""
         return self.alpha
 
-    def update(self, entropy: torch.Tensor) -> None:
+    def update(self, entropy: torch.Tensor, target: torch.Tensor | None = None) -> None:
         """One step of the temperature loss, given detached entropy estimates (one per sample);
-        a no-op for a fixed temperature. Too little entropy raises alpha, too much lowers it."""
+        a no-op for a fixed temperature. Too little entropy raises alpha, too much lowers it.
+        ``target``: a target per sample instead of :attr:`target_entropy` (e.g. under action
+        masks, where the entropy a state allows depends on how many actions are legal)."""
         if self.optimizer_step is None:
             if self.tune:
                 raise RuntimeError(
@@ -93,7 +95,8 @@ class EntropyTemperature(nn.Module):
                 )
             return
         # d/d(log_alpha) mean(log_alpha * (H - target)) = mean(H - target)
-        self.optimizer_step.step_with_grads([(entropy - self.target_entropy).mean()])
+        goal = self.target_entropy if target is None else target
+        self.optimizer_step.step_with_grads([(entropy - goal).mean()])
 
     def extra_repr(self) -> str:
         mode = f"tuned, target_entropy={self.target_entropy:g}" if self.tune else "fixed"

@@ -57,6 +57,33 @@ def test_auto_alpha_falls_when_entropy_is_above_target(random_buffer) -> None:
     assert float(policy.alpha) < start  # a near-uniform policy is far above 10% of max entropy
 
 
+def test_auto_alpha_aims_at_the_entropy_the_legal_actions_allow() -> None:
+    """Under an action mask the target is the ratio of log(legal actions), per state: with 2
+    of 10 actions legal a near-uniform policy over them (entropy log 2 = 0.69) is above half of
+    log 2, so alpha falls; a target of half of log 10 (1.15), out of reach, would raise it."""
+    space = gym.spaces.Dict({
+        "observation": OBS,
+        "action_mask": gym.spaces.Box(0, 1, (10,), dtype=np.int8),
+    })  # fmt: skip
+    policy = rlblocks.make_policy(
+        "discrete-sac", space, gym.spaces.Discrete(10), auto_alpha=True,
+        target_entropy_ratio=0.5, alpha_lr=1e-2,
+    )  # fmt: skip
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(64)
+    for _ in range(64):
+        mask = np.zeros(10, np.int8)
+        mask[rng.choice(10, 2, replace=False)] = 1
+        obs = {"observation": rng.uniform(-1, 1, 3).astype(np.float32), "action_mask": mask}
+        buf.add(Batch(obs=obs, act=int(rng.choice(np.flatnonzero(mask))), rew=0.0,
+                      terminated=False, truncated=False, obs_next=obs))  # fmt: skip
+    start = float(policy.alpha)
+    for _ in range(10):
+        stats = policy.update(16, buf)
+    assert float(stats["entropy"]) < np.log(2) + 1e-4  # only the legal actions carry mass
+    assert float(policy.alpha) < start
+
+
 @pytest.mark.slow
 def test_discrete_sac_solves_cartpole_with_default_settings(tmp_path) -> None:
     result = rlblocks.train(

@@ -9,7 +9,8 @@ action, every expectation over actions is an exact sum::
     L_pi   = mean(sum_a pi(a|s) (alpha * log pi(a|s) - min_i Q_i(s, a)))
     L_a    = mean(log_alpha * (H(pi(.|s)) - target_entropy))                   (auto_alpha)
 
-with ``target_entropy = target_entropy_ratio * log(A)``; targets move ``tau`` every step.
+with ``target_entropy = target_entropy_ratio * log(A)`` (``log`` of the state's legal actions
+under an action mask); targets move ``tau`` every step.
 """
 
 from __future__ import annotations
@@ -150,8 +151,15 @@ class DiscreteSACPolicy(OffPolicyPolicy):
             "entropy": entropy.mean(),
         }
         if self.temperature.tune:
-            # L_a = mean(log_alpha * (H(pi(.|s)) - target_entropy)), the exact entropy H
-            self.temperature.update(entropy)
+            # L_a = mean(log_alpha * (H(pi(.|s)) - target_entropy)), the exact entropy H;
+            # under action masks the target is the ratio of each state's own maximum,
+            # log(legal actions): log(A) is out of reach where fewer are legal, which would
+            # drive alpha up without bound
+            target = None
+            if self.masked:
+                legal = observation_mask(obs).sum(dim=-1).clamp(min=1).float()
+                target = self.config.target_entropy_ratio * torch.log(legal)
+            self.temperature.update(entropy, target)
             stats["alpha"] = self.alpha
 
         self.critic_target.update()
