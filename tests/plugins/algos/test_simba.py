@@ -245,3 +245,27 @@ def test_sac_with_simba_networks_solves_pendulum(tmp_path: Path) -> None:
                    "env.num_test_envs=20"],
     )  # fmt: skip
     assert result.solved, result
+
+
+@pytest.mark.parametrize("algo", ["td3bc", "iql"])
+def test_an_offline_run_fits_the_statistics_to_its_dataset_at_the_first_update(algo: str) -> None:
+    """An offline learner never collects, so nothing feeds the running statistics: at the
+    first gradient step they are fitted to the whole dataset, once; later steps leave them."""
+    torch.manual_seed(0)
+    policy = rlblocks.make_policy(algo, OBS, BOX, network="simba", network_width=8)
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(64)
+    for _ in range(50):
+        o = (5.0 + rng.normal(size=3)).astype(np.float32)
+        buf.add(Batch(obs=o, act=rng.uniform(-1, 1, 2).astype(np.float32), rew=0.0,
+                      terminated=False, truncated=False, obs_next=o))  # fmt: skip
+    online = [m for m in policy.modules() if isinstance(m, SimbaEncoder)]  # targets' too
+    assert online and all(float(m.norm.count) == 0 for m in online)
+    policy.train()
+    policy.update(16, buf)
+    assert max(float(m.norm.count) for m in online) == 50.0  # the dataset, once
+    actor = online[0]
+    assert torch.allclose(actor.norm.mean.float(), torch.full((3,), 5.0), atol=0.5)
+    policy.update(16, buf)  # later steps read them (target copies follow the online ones)
+    assert all(float(m.norm.count) in (0.0, 50.0) for m in online)
+    assert float(actor.norm.count) == 50.0

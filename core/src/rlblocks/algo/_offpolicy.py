@@ -171,6 +171,28 @@ class OffPolicyPolicy(BasePolicy):
         for encoder in self._observers:
             encoder.observe(obs)
 
+    _stats_checked = False
+
+    @torch.no_grad()
+    def _fit_unseen_statistics(self, buffer: Buffer | None) -> None:
+        """At the first update: SimBa statistics that have seen no observation (an offline run
+        never collects, so nothing called :meth:`observe`) are fitted to every observation in
+        ``buffer``, read in chunks; statistics from collects or a checkpoint stay as they are."""
+        if buffer is None or len(buffer) == 0:
+            return
+        self._stats_checked = True
+        if self.network != "simba":
+            return
+        if self._observers is None:
+            self._observers = _simba_encoders(self)
+        if not self._observers or any(float(e.norm.count) > 0 for e in self._observers):
+            return
+        index = buffer.sample_index(0)
+        for start in range(0, len(index), 65_536):
+            obs = self.obs_tensor(buffer.get(index[start : start + 65_536], "obs"))
+            for encoder in self._observers:
+                encoder.observe(obs)
+
     def _build(self, name: str, given: NetworkPart) -> nn.Module:
         """Part ``name`` for one more network: the given module the first time, a fresh copy
         of it after; a factory's new module every time."""
@@ -334,6 +356,8 @@ class OffPolicyPolicy(BasePolicy):
     def update(self, sample_size: int, buffer: Buffer | None, **kwargs: Any) -> dict[str, Any]:
         """The base class's step, or with ``config.cuda_graph`` on a CUDA device its captured
         replay (:class:`~rlblocks.algo.StepGraph`): the same arithmetic, launched at once."""
+        if not self._stats_checked:
+            self._fit_unseen_statistics(buffer)
         graph = self._graph_for(sample_size, buffer) if not kwargs else None
         if graph is None:
             return super().update(sample_size, buffer, **kwargs)
