@@ -34,6 +34,7 @@ __all__ = [
     "QNetwork",
     "RSNorm",
     "RecurrentBody",
+    "RunningMeanStd",
     "SimbaBlock",
     "SimbaEncoder",
     "SimbaMLP",
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
     )
     from rlblocks.algo.nets._qdist import AtomQNetwork, FractionProposal, ImplicitQuantileNetwork
     from rlblocks.algo.nets._recurrent import RecurrentBody, State, detach_state
+    from rlblocks.algo.nets._running import RunningMeanStd
     from rlblocks.algo.nets._simba import (
         NETWORKS,
         SIMBA_DEFAULTS,

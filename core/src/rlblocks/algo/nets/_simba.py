@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
+
+from rlblocks.algo.nets._running import RunningMeanStd
 
 __all__ = [
     "NETWORKS",
@@ -36,56 +37,21 @@ NETWORKS = ("mlp", "simba")
 SIMBA_DEFAULTS: dict[str, tuple[int, int]] = {"actor": (128, 1), "critic": (512, 2)}
 
 
-class RSNorm(nn.Module):
+class RSNorm(RunningMeanStd):
     """Running-statistics normalisation of inputs: ``(x - mean) / sqrt(var + eps)``, clipped to
-    ``[-clip, clip]``. The statistics are float64 buffers (saved in checkpoints, restored
-    exactly), merged batch by batch with Chan et al.'s parallel formula, and change only when
+    ``[-clip, clip]`` (:class:`~rlblocks.algo.RunningMeanStd` called as a layer). The statistics
+    are float64 buffers (saved in checkpoints, restored exactly), merged batch by batch in place
+    (so a captured CUDA graph that reads them sees the new values), and change only when
     :meth:`update` is called: the policy calls it with the observations of training collects,
-    never in tests or gradient steps, so a batch is normalised the same way whenever it is read.
-    (:class:`~rlblocks.algo.RunningMeanStd` is the same arithmetic for the on-policy
-    ``obs_norm``; this one lives with the networks, which the algorithm layer builds on.)"""
-
-    mean: torch.Tensor
-    var: torch.Tensor
-    count: torch.Tensor
+    never in tests or gradient steps, so a batch is normalised the same way whenever it is read."""
 
     def __init__(
         self, shape: tuple[int, ...] = (), epsilon: float = 1e-8, clip: float | None = 10.0
     ) -> None:
-        super().__init__()
-        self.epsilon = float(epsilon)
-        self.clip = clip
-        self.register_buffer("mean", torch.zeros(tuple(shape), dtype=torch.float64))
-        self.register_buffer("var", torch.ones(tuple(shape), dtype=torch.float64))
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-
-    @torch.no_grad()
-    def update(self, x: Any) -> None:
-        """Merge a batch ``x [N, *shape]`` (tensor or array) into the statistics, in place (so a
-        captured CUDA graph that reads them sees the new values)."""
-        x = torch.as_tensor(x if isinstance(x, torch.Tensor) else np.asarray(x))
-        x = x.to(device=self.mean.device, dtype=torch.float64).reshape(-1, *self.mean.shape)
-        n = x.shape[0]
-        if n == 0:
-            return
-        batch_mean = x.mean(dim=0)
-        batch_var = x.var(dim=0, unbiased=False)
-        total = self.count + n
-        delta = batch_mean - self.mean
-        m2 = self.var * self.count + batch_var * n + delta.pow(2) * self.count * n / total
-        self.mean += delta * n / total
-        self.var.copy_(m2 / total)
-        self.count.copy_(total)
+        super().__init__(shape, epsilon=epsilon, clip=clip)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var + self.epsilon).to(x.dtype)
-        if self.clip is not None:
-            out = out.clamp(-self.clip, self.clip)
-        return out
-
-    def extra_repr(self) -> str:
-        return f"shape={tuple(self.mean.shape)}, count={int(self.count)}, clip={self.clip}"
-
+        return self.normalize(x)
 
 class SimbaEncoder(nn.Module):
     """``base`` (an encoder of raw observations without parameters, e.g. the flattening
