@@ -107,36 +107,54 @@ class MultiAgentAgent(Agent):
                 obs=_stack([obs[a] for a in agents]),
                 agent=np.array([self.agents.index(a) for a in agents], dtype=np.int64),
             )
-            env_act = self._forward(policy, batch, deterministic)
+            env_act, _ = self._forward(policy, batch, deterministic)
             for j, agent in enumerate(agents):
                 actions[agent] = env_act[j]
         return {a: actions[a] for a in obs}
 
     __call__ = act
 
-    def _forward(self, policy: Any, batch: Batch, deterministic: bool) -> np.ndarray:
+    def _forward(
+        self,
+        policy: Any,
+        batch: Batch,
+        deterministic: bool,
+        state: Any = None,
+        stateful: bool = False,
+    ) -> tuple[np.ndarray, Any]:
         """``policy``'s env actions for ``batch``, as the collector makes them: its forward
-        pass (test mode when ``deterministic``), exploration noise otherwise, ``map_action``."""
+        pass (test mode when ``deterministic``) from recurrent ``state``, exploration noise
+        otherwise, ``map_action``; and the state after it (a recurrent policy is refused
+        unless ``stateful``)."""
         was_training = policy.training
         policy.train(not deterministic)
         try:
             with torch.inference_mode():
-                out = policy(batch, None)
-                if out.get("state", None) is not None:
+                out = policy(batch, state)
+                new_state = out.get("state", None)
+                if new_state is not None and not stateful:
+                    what = (
+                        "a recording of it" if getattr(self, "_played", None) is not None
+                        else "act()"
+                    )
                     raise ConfigError(
-                        f"{self.algo}'s policy is recurrent, and act() of a multi-agent "
-                        "agent carries no state; play whole episodes with agent.evaluate(...)"
+                        f"{self.algo}'s policy is recurrent, and {what} carries no state for "
+                        "the agents of a multi-agent run yet; play whole episodes with "
+                        "agent.evaluate(...)"
                     )
                 act = to_numpy(out.act)
                 if not deterministic:
                     act = policy.exploration_noise(act, out)
-                return np.asarray(policy.map_action(act))
+                return np.asarray(policy.map_action(act)), new_state
         finally:
             policy.train(was_training)
 
-    def _check_obs_dict(self, obs: Any, state: Any, return_state: bool) -> None:
-        """What ``act`` takes: ``{agent_id: observation}`` of the run's agents, no state."""
-        if state is not None or return_state:
+    def _check_obs_dict(
+        self, obs: Any, state: Any, return_state: bool, stateful: bool = False
+    ) -> None:
+        """What ``act`` takes: ``{agent_id: observation}`` of the run's agents (and no state,
+        unless ``stateful``)."""
+        if (state is not None or return_state) and not stateful:
             raise ConfigError(
                 "act() of a multi-agent agent carries no recurrent state; play whole episodes "
                 "with agent.evaluate(...)"
@@ -325,6 +343,7 @@ class MultiAgentAgent(Agent):
                 "recording of a multi-agent run does not; evaluate it (agent.evaluate)"
             )
         self._played: list[dict[str, float]] = []
+        self._record_state: Any = None
         try:
             result = super().record(
                 path, env=env, episodes=episodes, seed=seed, fps=fps, max_frames=max_frames,
@@ -332,7 +351,7 @@ class MultiAgentAgent(Agent):
             )  # fmt: skip
             played = self._played
         finally:
-            del self._played
+            del self._played, self._record_state
         return EvalResult(
             returns=np.array([self._episode_return(ep) for ep in played], dtype=np.float64),
             lengths=result.lengths,
@@ -368,9 +387,14 @@ class MultiAgentAgent(Agent):
             except BaseException:
                 out.close()
                 raise
-            return _PlayedEnv(out, self._played)
+            return _PlayedEnv(out, self._played, on_reset=self._new_episode)
 
         return factory
+
+
+    def _new_episode(self) -> None:
+        """A recording starts an episode: a recurrent policy starts from its zero state."""
+        self._record_state = None
 
 
 class JointAgent(MultiAgentAgent):
@@ -410,18 +434,29 @@ class JointAgent(MultiAgentAgent):
         ``{agent_id: action}``: the joint policy's greedy actions (``deterministic``; False
         explores as in training). Agents missing from ``obs`` count as gone (zero rows);
         the joint observation's ``state``, which the agents do not act on, is the one
-        :meth:`JointAgentEnv.joint_observation` gives."""
-        self._check_obs_dict(obs, state, return_state)
+        :meth:`JointAgentEnv.joint_observation` gives. A recurrent policy (QMIX and VDN with
+        ``algo.recurrent``) takes and gives ``state`` as single-agent agents do: pass
+        ``return_state=True`` to get ``(actions, state)``, and the state back with the next
+        observations (None at an episode's start)."""
+        self._check_obs_dict(obs, state, return_state, stateful=True)
         if self.frame_stack > 1:
             raise ConfigError(
                 f"this run stacked {self.frame_stack} frames (buffer.stack_num), which one "
                 "observation per agent does not carry; play whole episodes with "
                 "agent.evaluate(...)"
             )
+        recording = getattr(self, "_played", None) is not None
+        if recording and state is None:  # a recording carries the state from step to step
+            state = self._record_state
         joint = self.layout.joint_observation(obs)
         batch = Batch(obs={k: v[None] for k, v in joint.items()})
-        env_act = self._forward(self.policy, batch, deterministic)[0]
-        return self.layout.agent_actions(env_act, list(obs))
+        env_act, new_state = self._forward(
+            self.policy, batch, deterministic, state=state, stateful=True
+        )
+        if recording:
+            self._record_state = new_state
+        actions = self.layout.agent_actions(env_act[0], list(obs))
+        return (actions, new_state) if return_state else actions
 
     __call__ = act
 
@@ -524,13 +559,20 @@ class _PlayedEnv:
     plays: ``reset`` and ``step`` give ``{agent_id: observation}`` of the agents that act next
     and ``step`` takes ``{agent_id: action}`` for them; the reward is the step's sum over the
     agents, and the episode ends when no agent is left. Each finished episode's return per
-    agent (of the agents that took part) goes to ``played``. It never resets by itself, so
-    the last frame shows how the episode ended."""
+    agent (of the agents that took part) goes to ``played``, and ``on_reset`` is called as an
+    episode starts. It never resets by itself, so the last frame shows how the episode
+    ended."""
 
-    def __init__(self, env: Any, played: list[dict[str, float]]) -> None:
+    def __init__(
+        self,
+        env: Any,
+        played: list[dict[str, float]],
+        on_reset: Callable[[], None] | None = None,
+    ) -> None:
         from rlblocks_family_pettingzoo.multiagent import is_aec
 
         self.env = env
+        self.on_reset = on_reset
         self.aec = is_aec(env)
         self.played = played
         self.metadata = dict(getattr(env, "metadata", None) or {})
@@ -538,6 +580,8 @@ class _PlayedEnv:
 
     def reset(self, *, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         self._returns = {}
+        if self.on_reset is not None:
+            self.on_reset()
         if self.aec:
             self.env.reset(seed=seed)
             obs, _ = self._next_turn()
