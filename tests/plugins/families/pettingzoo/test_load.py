@@ -105,18 +105,53 @@ def test_bad_input_is_named_in_one_line(run) -> None:
         agent.evaluate(episodes=1, backend="subproc")
     with pytest.raises(ConfigError, match="gives agent 'agent_0' the spaces"):
         agent.evaluate(episodes=1, env=SIMPLE_SPREAD, make_kwargs={"N": 2})
-    with pytest.raises(ConfigError, match="recording a video of a multi-agent run"):
-        agent.record("x.gif")
+    with pytest.raises(ConfigError, match="not supported yet; evaluate without render"):
+        agent.evaluate(episodes=1, render=True)
+    with pytest.raises(ConfigError, match="needs a PettingZoo env id"):
+        agent.record("x.gif", env=lambda: None)
 
 
-def test_a_joint_view_run_is_refused_in_one_line(tmp_path) -> None:
-    pytest.importorskip("rlblocks_algo_vdn")
-    run_dir = tmp_path / "run"
-    rlblocks.train(
-        "vdn", seed=0, max_env_steps=100, loggers=[], progress=False, quiet=True,
-        run_dir=run_dir,
-        overrides=["trainer.test_interval=100", "trainer.test_episodes=1", "env.num_envs=2",
-                   "env.num_test_envs=1"],
-    )  # fmt: skip
-    with pytest.raises(ConfigError, match="does not load joint-view runs yet"):
-        rlblocks.load(run_dir)
+def test_record_writes_the_episode_evaluate_plays(run, tmp_path) -> None:
+    """A video of an IPPO run (MPE renders rgb_array frames): one frame per step and the
+    first, the episode's returns those of evaluate with the same seed."""
+    iio = pytest.importorskip("imageio.v3")
+    pytest.importorskip("imageio_ffmpeg")
+    run_dir, _ = run
+    agent = rlblocks.load(run_dir)
+    video = tmp_path / "spread.mp4"
+    rec = agent.record(video, episodes=2, seed=7)
+    frames = np.stack(list(iio.imiter(video)))
+    assert frames.shape[0] == 2 * 26 and frames.shape[-1] == 3  # 25 steps + the first, twice
+    assert frames.std() > 5.0
+    evaluated = agent.evaluate(episodes=1, seed=7, num_envs=1)
+    assert rec.returns[0] == pytest.approx(evaluated.returns[0], rel=1e-5)
+    for a, r in evaluated.agent_returns.items():
+        assert rec.agent_returns[a][0] == pytest.approx(r[0], rel=1e-5)
+    assert list(rec.lengths) == [25, 25]
+
+
+def test_an_aec_game_is_played_turn_by_turn_for_a_recording() -> None:
+    """The env a recording plays over an AEC env: one agent's observation at a time, its
+    rewards since its last turn added up, the episode over when no agent is left."""
+    tictactoe = pytest.importorskip("pettingzoo.classic.tictactoe_v3")
+    from rlblocks_family_pettingzoo.agent import _PlayedEnv
+
+    played: list[dict[str, float]] = []
+    env = _PlayedEnv(tictactoe.env(), played)
+    rng = np.random.default_rng(0)
+    for episode in range(3):
+        obs, _ = env.reset(seed=episode)
+        done, turns = False, 0
+        while not done:
+            assert len(obs) == 1
+            (agent, o), = obs.items()
+            legal = np.flatnonzero(o["action_mask"])
+            obs, _, terminated, truncated, _ = env.step({agent: int(rng.choice(legal))})
+            done = terminated or truncated
+            turns += 1
+        assert 5 <= turns <= 9
+        result = played[-1]
+        assert sorted(result) == ["player_1", "player_2"]
+        assert result["player_1"] == -result["player_2"] and abs(result["player_1"]) in (0, 1)
+    assert len(played) == 3 and any(r["player_1"] != 0 for r in played)
+    env.close()

@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _NAMES = {
+    "JointAgent": "agent",
     "MultiAgentAgent": "agent",
     "BufferGroup": "multiagent",
     "JointAgentEnv": "joint",
@@ -50,7 +51,7 @@ _NAMES = {
 __all__ = sorted(_NAMES)
 
 if TYPE_CHECKING:
-    from rlblocks_family_pettingzoo.agent import MultiAgentAgent
+    from rlblocks_family_pettingzoo.agent import JointAgent, MultiAgentAgent
     from rlblocks_family_pettingzoo.family import PettingZooFamily
     from rlblocks_family_pettingzoo.games import (
         GameEnv,

@@ -19,8 +19,8 @@ import gymnasium as gym
 from rlblocks.collect import Collector
 from rlblocks.contracts import ConfigError
 from rlblocks.run import FamilyBuild, FamilyParts, make_vector_env, stacked_space
-from rlblocks_family_pettingzoo.agent import MultiAgentAgent
-from rlblocks_family_pettingzoo.joint import JointEnvFactory
+from rlblocks_family_pettingzoo.agent import JointAgent, MultiAgentAgent
+from rlblocks_family_pettingzoo.joint import JointAgentEnv, JointEnvFactory
 from rlblocks_family_pettingzoo.multiagent import (
     BufferGroup,
     MultiAgentCollector,
@@ -215,15 +215,12 @@ class PettingZooFamily:
 
     def agent(self, run: FamilyBuild) -> MultiAgentAgent:
         """A run's agent without its weights (``rlblocks.load`` loads them): its policy or
-        policies built for the spaces of the run's env (with ``env.wrappers``, as its tests)."""
+        policies built for the spaces of the run's env (with ``env.wrappers``, as its tests);
+        a :class:`JointAgent` for an algorithm that learned from the joint view."""
         c = run.config
-        if getattr(run.algo_spec, "joint_agents", False):
-            raise ConfigError(
-                f"{c.algo_name!r} learned from the joint view (one policy over all agents); "
-                "rlblocks.load does not load joint-view runs yet (the weights are in the run's "
-                "checkpoints: best.pt, latest.pt)"
-            )
         factory = env_factory(c)
+        if getattr(run.algo_spec, "joint_agents", False):
+            return self._joint_agent(run, factory)
         envs = MultiAgentVectorEnv([factory])
         try:
             policy, mapping = self._policies(run, envs)
@@ -231,6 +228,23 @@ class PettingZooFamily:
         finally:
             envs.close()
         return MultiAgentAgent(policy, c, spaces=spaces, mapping=mapping, env_factory=factory)
+
+    @staticmethod
+    def _joint_agent(run: FamilyBuild, factory: Callable[[], Any]) -> JointAgent:
+        """The agent of a joint-view run: its one policy built for the joint view of the run's
+        env (as :meth:`_joint_parts` builds it), which also turns the agents' observations
+        into joint ones and joint actions back into the agents'."""
+        c = run.config
+        layout = JointAgentEnv(factory())
+        try:
+            spaces = {a: (layout.env.observation_space(a), layout.env.action_space(a))
+                      for a in layout.agents}  # fmt: skip
+            policy = run.make_policy(
+                stacked_space(layout.observation_space, c.buffer.stack_num), layout.action_space
+            )
+        finally:
+            layout.close()  # only its spaces and conversions are kept
+        return JointAgent(policy, c, spaces=spaces, env_factory=factory, layout=layout)
 
     @staticmethod
     def _envs(c: Any) -> tuple[MultiAgentVectorEnv, MultiAgentVectorEnv]:

@@ -86,7 +86,9 @@ class JointAgentEnv(gym.Env):
         spaces = [env.observation_space(a) for a in self.agents]
         #: the agents' observations carry PettingZoo's action mask (a Dict with ``action_mask``)
         self.masked = all(isinstance(s, gym.spaces.Dict) and _MASK_KEY in s.spaces for s in spaces)
-        obs_spaces = [_flat_box(self._inner_space(s)) for s in spaces]
+        #: each agent's observation space without its action mask (what a row flattens)
+        self._inner_spaces = [self._inner_space(s) for s in spaces]
+        obs_spaces = [_flat_box(s) for s in self._inner_spaces]
         self._obs_spaces = obs_spaces
         self.obs_dims = [int(s.shape[0]) for s in obs_spaces]
         self.obs_dim = max(self.obs_dims)
@@ -174,24 +176,65 @@ class JointAgentEnv(gym.Env):
     def _observe(self, obs: Mapping[str, Any], shown: np.ndarray) -> dict[str, np.ndarray]:
         """The joint observation; agents not ``shown`` (gone before this step, or not yet
         come) get zero rows."""
+        shown_obs = {a: obs[a] for i, a in enumerate(self.agents) if shown[i] and a in obs}
+        out, self._last = self._rows(shown_obs)
+        out["state"] = self._global_state()
+        return out
+
+    def _rows(self, obs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+        """The ``obs`` rows (and ``action_mask``) of the agents in ``obs``, zero rows (and
+        only the no-op legal) for the others; and each agent's flat observation."""
         rows = np.zeros((self.n_agents, self.obs_dim), dtype=np.float32)
         mask = np.zeros((self.n_agents, max(self.n_actions, 1)), dtype=np.int8)
-        spaces = self.env.observation_space
+        flats = []
         for i, agent in enumerate(self.agents):
-            if not shown[i] or agent not in obs:
-                self._last[i] = np.zeros(self.obs_dims[i], dtype=np.float32)
+            if agent not in obs:
+                flats.append(np.zeros(self.obs_dims[i], dtype=np.float32))
                 mask[i, 0] = 1  # a departed agent's action is ignored: only the no-op is legal
                 continue
             inner, m = self._split(obs[agent])
-            space = self._inner_space(spaces(agent))
-            flat = np.asarray(gym.spaces.flatten(space, inner), dtype=np.float32)
-            self._last[i] = flat
+            flat = np.asarray(gym.spaces.flatten(self._inner_spaces[i], inner), dtype=np.float32)
+            flats.append(flat)
             rows[i, : self.obs_dims[i]] = flat
             if m is not None:
                 mask[i] = np.asarray(m, dtype=np.int8)
-        out = {"obs": rows, "state": self._global_state()}
+        out = {"obs": rows}
         if self.masked:
             out["action_mask"] = mask
+        return out, flats
+
+    def joint_observation(self, obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """The joint observation of ``{agent_id: observation}`` (what the PettingZoo env gives)
+        without stepping this env: agents missing from ``obs`` get zero rows, as agents that
+        left. Its ``state`` is the agents' observations side by side for an env without a
+        global state, and zeros for one with it (the state is the env's, which one
+        observation dict does not hold; the agents act on their own rows, and only
+        centralised critics and mixers read the state, in training)."""
+        out, flats = self._rows(obs)
+        if self.has_state:
+            shape = self._state_space.shape
+            out["state"] = np.zeros(shape, dtype=np.float32)
+        else:
+            out["state"] = np.concatenate(flats).astype(np.float32)
+        return out
+
+    def agent_actions(self, action: Any, agents: Sequence[str] | None = None) -> dict[str, Any]:
+        """The joint ``action`` (one row per agent) as ``{agent_id: env action}`` for
+        ``agents`` (default: every agent), as :meth:`step` hands them to the env."""
+        act = np.asarray(action)
+        if act.shape[:1] != (self.n_agents,):
+            raise ValueError(
+                f"the joint action has shape {act.shape}; it needs one row per agent "
+                f"({self.n_agents})"
+            )
+        index = {a: i for i, a in enumerate(self.agents)}
+        out: dict[str, Any] = {}
+        for agent in self.agents if agents is None else agents:
+            i = index[agent]
+            if self.n_actions:
+                out[agent] = np.int64(int(act[i]) + self._action_start)
+            else:
+                out[agent] = act[i].astype(self._agent_action_space.dtype)
         return out
 
     def _global_state(self) -> np.ndarray:
@@ -212,20 +255,8 @@ class JointAgentEnv(gym.Env):
         return self._observe(obs, self._alive), {"agents_alive": self._alive.copy()}
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-        act = np.asarray(action)
-        if act.shape[:1] != (self.n_agents,):
-            raise ValueError(
-                f"the joint action has shape {act.shape}; it needs one row per agent "
-                f"({self.n_agents})"
-            )
-        actions: dict[str, Any] = {}
-        for i, agent in enumerate(self.agents):
-            if not self._alive[i]:
-                continue
-            if self.n_actions:
-                actions[agent] = int(act[i]) + self._action_start
-            else:
-                actions[agent] = act[i].astype(self._agent_action_space.dtype)
+        alive = [a for i, a in enumerate(self.agents) if self._alive[i]]
+        actions = self.agent_actions(action, alive)
         obs, rew, term, trunc, _infos = self.env.step(actions)
         agent_rewards = np.array([float(rew.get(a, 0.0)) for a in self.agents], dtype=np.float32)
         live = set(self.env.agents)
