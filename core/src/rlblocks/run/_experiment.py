@@ -360,6 +360,7 @@ class Experiment:
             )
             self.train_envs, self.test_envs = parts.train_envs, parts.test_envs
             self.policy, self.buffer = parts.policy, parts.buffer
+            self._family_policies = (family, list(made), seed, device)
         else:
             # the buffer first: it needs no env, and a size that cannot hold the run fails
             # before thousands of envs are made
@@ -526,6 +527,29 @@ class Experiment:
         if BufferAbilities.of(self.dataset).seedable:
             self.dataset.seed(c.run.seed + 104_729)
         self.policy.set_dataset(self.dataset)
+
+    def _result_agent(self) -> Any:
+        """The trained policy as an agent: an env family's own agent (acting per agent, as
+        ``rlblocks.load`` returns it) around the very policies trained, else :class:`Agent`."""
+        c = self.config
+        built = getattr(self, "_family_policies", None)
+        if built is None:
+            return Agent(self.policy, c, env_factory=self.env_factory)
+        family, policies, seed, device = built
+        trained = iter(policies)
+
+        def reuse(*_spaces: Any, **_kwargs: Any) -> Any:
+            return next(trained)  # the family asks for them in the order it built them
+
+        def no_buffer(*_args: Any, **_kwargs: Any) -> Any:
+            raise ConfigError("an agent acts and has no replay buffer")
+
+        return family[1].agent(
+            FamilyBuild(
+                config=c, algo_spec=self.algo_spec, seed=seed, device=device,
+                make_policy=reuse, make_buffer=no_buffer,
+            )
+        )  # fmt: skip
 
     def _make_policy(
         self, space_o: gym.Space, space_a: gym.Space, device: str, state_space: Any = None
@@ -951,7 +975,7 @@ class Experiment:
             self.test_envs.close()
         _finished_not_interrupted(result, trainer)
         result.run_dir = str(self.run_dir) if self.run_dir is not None else None
-        result.agent = Agent(self.policy, c, env_factory=self.env_factory)
+        result.agent = self._result_agent()
         if self.run_dir is not None:
             write_json_verified(self.run_dir / "result.json", _json_safe(result.to_dict()))
         self.pm.hook.rlblocks_run_end(result=result.to_dict(), run_dir=self.run_dir)

@@ -61,6 +61,22 @@ def test_load_acts_per_agent_into_the_env(run) -> None:
     assert steps == 25
 
 
+def test_the_results_agent_is_the_familys_around_the_trained_policy(run) -> None:
+    """``rlblocks.train(...).agent`` of a multi-agent run acts per agent as the loaded run
+    does (the run ended on its only test, so best.pt holds the final weights)."""
+    from mpe2 import simple_spread_v3
+
+    run_dir, result = run
+    agent, loaded = result.agent, rlblocks.load(run_dir)
+    assert type(agent) is type(loaded) and agent.agents == loaded.agents
+    env = simple_spread_v3.parallel_env()
+    obs, _ = env.reset(seed=2)
+    for _ in range(5):
+        actions = agent.act(obs)
+        assert actions == loaded.act(obs)
+        obs, *_ = env.step(actions)
+
+
 def test_evaluate_replays_the_runs_test_with_returns_per_agent(run) -> None:
     run_dir, result = run
     agent = rlblocks.load(run_dir)
