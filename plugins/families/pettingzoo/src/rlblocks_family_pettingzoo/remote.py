@@ -33,12 +33,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlblocks.contracts import ConfigError
+from rlblocks.contracts import ConfigError, SnapshotVectorEnv
 from rlblocks_family_pettingzoo.multiagent import MultiAgentStep, MultiAgentVectorEnv
 from rlblocks_family_pettingzoo.snapshot import NotSnapshottable, restore_object, snapshot_object
 
 #: backends that step PettingZoo envs in worker processes
-WORKER_BACKENDS = ("subproc", "shmem")
+WORKER_BACKENDS = ("subproc", "shmem", "ray")
 #: of those, the backends whose workers write fixed-shape arrays (see :class:`SlotArrays`)
 ARRAY_BACKENDS = ("shmem",)
 
@@ -298,8 +298,9 @@ class RemoteMultiAgentVectorEnv:
     :class:`MultiAgentVectorEnv`. ``arrays``: the workers return their steps in the layout of
     :class:`SlotArrays` (the factories were built with ``arrays=True``)."""
 
-    def __init__(self, venv: Any, arrays: bool = False) -> None:
+    def __init__(self, venv: Any, arrays: bool = False, backend: str = "") -> None:
         self.venv = venv
+        self.backend = backend
         try:
             info = venv.get_attr("describe", [0])[0]
         except BaseException:
@@ -443,6 +444,8 @@ class RemoteMultiAgentVectorEnv:
     def snapshot(self) -> dict[str, Any]:
         """Every env's state (taken in its worker) and the slots' bookkeeping, as plain values;
         ``envs`` is None (and ``why`` says why) when an env cannot be snapshotted."""
+        if not isinstance(self.venv, SnapshotVectorEnv):
+            return {"envs": None, "why": f"the {self.backend} backend cannot snapshot its envs"}
         entries = self.venv.snapshot()
         missing = [x.get("why") or "no snapshot" for x in entries if x.get("env") is None]
         missing += [
@@ -492,4 +495,4 @@ def make_remote_multiagent_env(
 
     arrays = backend in ARRAY_BACKENDS
     venv = make_vector_env(backend, AgentSlotsFactory(factory, arrays), num_envs, **options)
-    return RemoteMultiAgentVectorEnv(venv, arrays)
+    return RemoteMultiAgentVectorEnv(venv, arrays, backend)
