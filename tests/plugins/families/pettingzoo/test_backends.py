@@ -198,6 +198,40 @@ def test_a_run_whose_worker_is_killed_reports_it_restarts_it_and_finishes(tmp_pa
     assert f"pid {killed[0]}, envs [1])" in restarts[0] and "SIGKILL" in restarts[0]
 
 
+@pytest.mark.slow  # starting Ray takes 10-20 s
+def test_on_ray_the_envs_step_as_in_process_resume_exactly_and_restart_killed_actors() -> None:
+    """Ray actors carry the steps as subproc's workers do, snapshot them, and a killed actor is
+    reported and replaced like a worker."""
+    pytest.importorskip("ray")
+    make = multiagent_factory(SPREAD, SHORT)
+    with (
+        make_remote_multiagent_env("ray", make, 2, restart_failed=True) as remote,
+        make_remote_multiagent_env("ray", make, 2) as twin,
+        MultiAgentVectorEnv([make] * 2) as local,
+    ):
+        a, b = _collector(remote, seed=3), _collector(local, seed=3)
+        sa, sb = a.collect(n_step=30, random=True), b.collect(n_step=30, random=True)
+        assert sa.n_episode == sb.n_episode == 2
+        np.testing.assert_array_equal(sa.returns, sb.returns)
+        resumed = _collector(twin, seed=99)
+        assert resumed.load_state_dict(from_plain(to_plain(a.state_dict()))) == ""
+        sa, sc = a.collect(n_step=20, random=True), resumed.collect(n_step=20, random=True)
+        assert sa.n_episode == 2  # the episodes in progress end 5 steps on
+        np.testing.assert_array_equal(sa.returns, sc.returns)
+        np.testing.assert_array_equal(sa.lengths, sc.lengths)
+        victim = remote.venv.worker_pids[1]
+        _kill(victim)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stats = a.collect(n_step=1, random=True)
+        (message,) = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert "\n" not in message and "envs [1]" in message and "restart" in message
+        assert stats.n_episode == 1 and stats.lengths.tolist() == [6]  # cut short at its step 6
+        assert remote.restarts == 1 and remote.venv.worker_pids[1] not in (None, victim)
+        stats = a.collect(n_step=40, random=True)
+        assert set(stats.lengths.tolist()) == {10}
+
+
 @pytest.mark.parametrize("backend", WORKERS)
 def test_a_killed_worker_without_restarts_is_one_clear_error(backend) -> None:
     make = multiagent_factory(SPREAD, SHORT)
