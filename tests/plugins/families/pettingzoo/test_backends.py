@@ -8,7 +8,6 @@ import os
 import signal
 import time
 import warnings
-
 from typing import Any
 
 import gymnasium as gym
@@ -274,9 +273,10 @@ def test_a_backend_without_workers_is_refused_in_one_line_naming_those_with() ->
 
 class Relay(ParallelEnv):
     """A scripted game whose agents come and go: ``a`` and ``b`` start, ``c`` joins after the
-    first step (listed first), and each leaves after a random number of its own steps (so agents
-    finish at different times and ``agents`` shrinks). The agents' spaces differ: ``c`` observes a Dict
-    with an action mask (PettingZoo's convention), ``a`` and ``b`` Boxes of different sizes."""
+    first step (listed first), and each leaves after a random number of its own steps (so
+    agents finish at different times and ``agents`` shrinks). The agents' spaces differ: ``c``
+    observes a Dict with an action mask (PettingZoo's convention), ``a`` and ``b`` Boxes of
+    different sizes."""
 
     metadata = {"name": "relay_v0"}  # noqa: RUF012 - PettingZoo's class attribute
     possible_agents = ["a", "b", "c"]  # noqa: RUF012
@@ -374,13 +374,24 @@ def test_agents_that_come_and_go_step_in_workers_as_in_process(backend) -> None:
         assert ended >= 4 and {1, 2, 3} <= sizes  # agents came and left, episodes ended
 
 
-def test_shmem_names_a_global_state_it_cannot_lay_out() -> None:
+def test_shmem_names_what_it_cannot_lay_out_in_one_line() -> None:
     class NoState(Relay):
         state_space = None
 
-    with make_remote_multiagent_env("shmem", NoState, 1) as envs:
-        with pytest.raises(ConfigError, match=r"NoState declares no Box state_space.*subproc"):
-            envs.track_state = True
+    class Texts(Relay):
+        def __init__(self) -> None:
+            super().__init__()
+            self.spaces["b"] = gym.spaces.Text(5)
+
+    with (
+        make_remote_multiagent_env("shmem", NoState, 1) as envs,
+        pytest.raises(ConfigError, match=r"NoState declares no Box state_space.*subproc") as err,
+    ):
+        envs.track_state = True
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"cannot put Text observations.*'subproc'") as err:
+        make_remote_multiagent_env("shmem", Texts, 1)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("backend", WORKERS)

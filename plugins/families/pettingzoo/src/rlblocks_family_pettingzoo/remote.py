@@ -64,11 +64,14 @@ class SlotStepSpace(gym.Space):
 
 
 def _zeros(space: gym.Space) -> Any:
-    """A value of ``space``'s shape and dtype (rows no agent wrote)."""
+    """A value of ``space``'s shape and dtype (rows no agent wrote); None for a space without a
+    fixed shape (``Text``...), which the backend then refuses by name."""
     if isinstance(space, gym.spaces.Dict):
         return {k: _zeros(sub) for k, sub in space.spaces.items()}
     if isinstance(space, gym.spaces.Tuple):
         return tuple(_zeros(sub) for sub in space.spaces)
+    if space.shape is None:
+        return None
     return np.zeros(space.shape, dtype=space.dtype)
 
 
