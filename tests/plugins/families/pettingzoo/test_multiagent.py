@@ -385,14 +385,16 @@ def test_one_trainer_trains_a_policy_per_agent_group() -> None:
 
 
 def test_a_backend_that_cannot_hold_agents_is_refused_naming_subproc(tmp_path) -> None:
-    # shared memory has a fixed layout; agents come and go: refused, naming what works
+    # envpool builds its own envs, not PettingZoo's: refused, naming what works
     import rlblocks
 
-    with pytest.raises(ConfigError, match=r"env.backend: 'shmem' cannot step multi-agent.*subproc"):
+    with pytest.raises(
+        ConfigError, match=r"env.backend: 'envpool' cannot step multi-agent.*subproc or shmem"
+    ):
         rlblocks.train(
             "ppo",
             env="pettingzoo.classic.rps_v2:parallel_env",
-            backend="shmem",
+            backend="envpool",
             run_dir=tmp_path / "run",
             progress=False,
             loggers=[],

@@ -1,6 +1,6 @@
 """PettingZoo's multi-agent envs for rlblocks: agent slots over PettingZoo envs, the multi-agent
-collector (envs in this process, or in subproc worker processes: :mod:`.remote`), and policy
-and buffer groups (one per agent group of ``env.policy_mapping``); and
+collector (envs in this process, or in worker processes of subproc, shmem or ray:
+:mod:`.remote`), and policy and buffer groups (one per agent group of ``env.policy_mapping``); and
 two-player games seen from one seat (``games/...`` ids, :mod:`.games`): opponents, self-play.
 
 Names are imported on first use: the entry-point spec imports this package, and listing

@@ -95,9 +95,9 @@ class PettingZooFamily:
             )
         if c.env.backend not in IN_PROCESS + WORKER_BACKENDS:
             raise ConfigError(
-                f"$.env.backend: {c.env.backend!r} cannot step multi-agent (PettingZoo) envs "
-                "yet (their agents come and go, which its fixed layout cannot hold); use "
-                "--backend subproc for worker processes, or dummy to step them in this process"
+                f"$.env.backend: {c.env.backend!r} cannot step multi-agent (PettingZoo) envs; "
+                f"use --backend {' or '.join(WORKER_BACKENDS)} for worker processes, or dummy "
+                "to step them in this process"
             )
         train_envs, test_envs = self._envs(c)
         try:
