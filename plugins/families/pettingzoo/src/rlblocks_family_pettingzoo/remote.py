@@ -35,7 +35,7 @@ import numpy as np
 
 from rlblocks.contracts import ConfigError, SnapshotVectorEnv
 from rlblocks_family_pettingzoo.multiagent import MultiAgentStep, MultiAgentVectorEnv
-from rlblocks_family_pettingzoo.snapshot import NotSnapshottable, restore_object, snapshot_object
+from rlblocks_family_pettingzoo.snapshot import restore_object, snapshot_object
 
 #: backends that step PettingZoo envs in worker processes
 WORKER_BACKENDS = ("subproc", "shmem", "ray")
@@ -262,26 +262,16 @@ class AgentSlotsEnv(gym.Env):
 
     # the snapshot protocol of rlblocks.collect: plain values of the PettingZoo env's state
     def snapshot_state(self) -> dict[str, Any]:
-        v = self.slots
-        try:
-            env = snapshot_object(v.envs[0])
-        except NotSnapshottable as exc:
-            return {"why": f"{self.describe['name']} cannot be snapshotted: {exc}"}
-        return {
-            "env": env,
-            "pending": v._pending.copy(),
-            "live": v._live.copy(),
-            "obs": snapshot_object(v._obs),
-            "waiting": [list(w) for w in v._waiting],
-        }
+        """The env's state and its slots' bookkeeping (:meth:`MultiAgentVectorEnv.snapshot`),
+        or ``{"why": ...}`` when the env holds state that is not plain values."""
+        snap = self.slots.snapshot()
+        why = snap.pop("why")
+        return {"why": why} if snap["envs"] is None else snap  # "why" only when refused
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
-        v = self.slots
-        restore_object(v.envs[0], state["env"])
-        v._pending[:] = state["pending"]
-        v._live[:] = state["live"]
-        v._obs = restore_object(list(v._obs), state["obs"])
-        v._waiting = [list(w) for w in state["waiting"]]
+        if "env" in state:  # the one-env layout of the first release of this module
+            state = {**state, "envs": [state["env"]]}
+        self.slots.restore(state)
 
 
 class AgentSlotsFactory:
