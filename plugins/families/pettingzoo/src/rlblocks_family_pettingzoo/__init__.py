@@ -35,6 +35,8 @@ _NAMES = {
     "snapshot_object": "snapshot",
     "AgentIdObservation": "wrappers",
     "AgentIdObservationAEC": "wrappers",
+    "ActionMaskFromInfo": "wrappers",
+    "ActionMaskFromInfoAEC": "wrappers",
     "PettingZooFamily": "family",
     "GameEnv": "games",
     "Opponent": "games",
@@ -85,7 +87,12 @@ if TYPE_CHECKING:
         make_remote_multiagent_env,
     )
     from rlblocks_family_pettingzoo.snapshot import restore_object, snapshot_object
-    from rlblocks_family_pettingzoo.wrappers import AgentIdObservation, AgentIdObservationAEC
+    from rlblocks_family_pettingzoo.wrappers import (
+        ActionMaskFromInfo,
+        ActionMaskFromInfoAEC,
+        AgentIdObservation,
+        AgentIdObservationAEC,
+    )
 
 
 def __getattr__(name: str) -> Any:
