@@ -11,6 +11,11 @@ sync to a server); the one exception is :func:`rlblocks_env_step`, which fires p
 only for a run where something implements it. Unless a hook says otherwise, every
 implementation is called and return values are ignored. Implementations run last-registered
 first; order them with ``@hookimpl(tryfirst=True)`` / ``@hookimpl(trylast=True)``.
+
+Every ``env_step`` argument is the run's step counter, the x axis of its logs and budget: env
+steps, except in a multi-agent run with ``trainer.count_steps_by=agent_steps``, where it counts
+agent steps (one per agent that acted), as RLlib's ``count_steps_by`` does; such a run's
+result and ``tests.csv`` carry both counts.
 """
 
 from __future__ import annotations
