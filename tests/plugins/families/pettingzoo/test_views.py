@@ -1,0 +1,284 @@
+"""Trajectory views in multi-agent runs: each agent's own history, and other agents' data in the
+same env episode (ViewRequirement.agents), while acting and in learn batches."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pettingzoo = pytest.importorskip("pettingzoo")
+from pettingzoo import ParallelEnv  # noqa: E402
+
+from rlblocks.algo import BasePolicy  # noqa: E402
+from rlblocks.collect import Collector  # noqa: E402
+from rlblocks.contracts import Batch, ConfigError, ViewRequirement, presence_key  # noqa: E402
+from rlblocks.run import make_buffer  # noqa: E402
+from rlblocks.testing.env_checks import ProbeEnv, probe_env_fns  # noqa: E402
+from rlblocks_env_dummy.dummy import DummyVectorEnv  # noqa: E402
+from rlblocks_family_pettingzoo import MultiAgentCollector, MultiAgentVectorEnv  # noqa: E402
+
+AGENTS = ("a0", "a1", "a2")
+HORIZON = 5
+#: env steps at which each agent acts: a1 enters at step 1, a2 leaves (terminates) after step 1
+PRESENT = {0: range(0, HORIZON), 1: range(1, HORIZON), 2: range(0, 2)}
+
+
+def action(i: int, t: int) -> int:
+    """What the scripted policy does as agent ``i`` at env step ``t`` (never 0, the padding)."""
+    return 3 * i + t % 3 + 1
+
+
+def reward(i: int, t: int) -> float:
+    return 100.0 * i + t + 1
+
+
+def present(i: int, t: int) -> bool:
+    return t in PRESENT[i]
+
+
+class Script(ParallelEnv):
+    """Three agents on a fixed script (:data:`PRESENT`); observation ``[episode, t, agent]``
+    (episodes of env ``k`` count from ``10 * k``), reward :func:`reward`; everyone left
+    truncates after :data:`HORIZON` steps."""
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "script_v0", "render_modes": []}
+    render_mode = None
+
+    def __init__(self, k: int = 0, strict: bool = True) -> None:
+        self.possible_agents = list(AGENTS)
+        self.strict = strict  # check that each agent was sent the scripted action
+        self._space = gym.spaces.Box(-1e3, 1e3, (3,), np.float32)
+        self._act = gym.spaces.Discrete(10)
+        self.episode = 10 * k - 1
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return self._space
+
+    def action_space(self, agent: str) -> gym.Space:
+        return self._act
+
+    def _obs(self, a: str) -> np.ndarray:
+        return np.array([self.episode, self.t, AGENTS.index(a)], np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.episode += 1
+        self.t = 0
+        self.agents = [a for i, a in enumerate(AGENTS) if present(i, 0)]
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        assert set(actions) == set(self.agents), (actions, self.agents)
+        t0, self.t = self.t, self.t + 1
+        rew, term, trunc = {}, {}, {}
+        for a, act in actions.items():
+            i = AGENTS.index(a)
+            assert not self.strict or int(act) == action(i, t0), f"{a} at {t0} was sent {act}"
+            rew[a] = reward(i, t0)
+            term[a] = not present(i, self.t) and self.t < HORIZON
+            trunc[a] = self.t >= HORIZON
+        self.agents = [a for i, a in enumerate(AGENTS) if present(i, self.t)]
+        obs = {a: self._obs(a) for a in set(actions) | set(self.agents)}
+        return obs, rew, term, trunc, {a: {} for a in obs}
+
+
+OWN = {
+    "prev_act": ViewRequirement("act", shift=-1),
+    "prev_rew": ViewRequirement("rew", shift=-1),
+    "obs_hist": ViewRequirement("obs", shift="-2:0"),
+}
+OTHERS = {
+    "others_obs": ViewRequirement("obs", agents="others"),
+    "others_prev_act": ViewRequirement("act", shift=-1, agents="others"),
+    "all_obs_pair": ViewRequirement("obs", shift=[-1, 0], agents="all"),
+    "a1_prev_rew": ViewRequirement("rew", shift="-2:-1", agents=["a1"]),
+    # for training only: the others' actions at the same step, their next observations
+    "others_act": ViewRequirement("act", agents="others", used_for_acting=False),
+    "others_next_obs": ViewRequirement("obs", shift=1, agents="others", used_for_acting=False),
+}
+
+
+class Recorder(BasePolicy):
+    """Acts :func:`action` from its observation; records, by (episode, t, agent), the views it
+    acted on and those each learn batch gives it."""
+
+    def __init__(self, requirements: dict[str, ViewRequirement]) -> None:
+        env = Script()
+        super().__init__(env.observation_space("a0"), env.action_space("a0"))
+        self.view_requirements = dict(requirements)
+        self.acting: dict[tuple[int, int, int], dict[str, np.ndarray]] = {}
+        self.trained: dict[tuple[int, int, int], dict[str, np.ndarray]] = {}
+
+    def _names(self, acting: bool) -> list[str]:
+        out = []
+        for name, req in self.view_requirements.items():
+            if req.used_for_acting if acting else req.used_for_training:
+                out.append(name)
+                if req.agents is not None:
+                    out.append(presence_key(name))
+        return out
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        obs = np.asarray(batch.obs)
+        for row, (ep, t, i) in enumerate(obs.astype(int).tolist()):
+            key = (ep, t, i)
+            assert key not in self.acting, f"{key} acted twice"
+            self.acting[key] = {n: np.asarray(batch[n][row]).copy() for n in self._names(True)}
+        act = np.array([action(i, t) for _, t, i in obs.astype(int).tolist()], dtype=np.int64)
+        return Batch(act=act, state=state)
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        for row, (ep, t, i) in enumerate(np.asarray(batch.obs).astype(int).tolist()):
+            self.trained[(ep, t, i)] = {
+                n: np.asarray(batch[n][row]).copy() for n in self._names(False)
+            }
+        return {}
+
+
+def obs_of(ep: int, t: int, i: int) -> list[float]:
+    return [ep, t, i] if present(i, t) else [0, 0, 0]
+
+
+def expected(ep: int, t: int, i: int) -> dict[str, Any]:
+    """What agent ``i`` must see at env step ``t`` of episode ``ep``, from the script alone."""
+    others = [j for j in range(3) if j != i]
+    mine = lambda s: t + s >= PRESENT[i][0]  # noqa: E731 - inside the agent's own episode
+    return {
+        "prev_act": action(i, t - 1) if mine(-1) else 0,
+        "prev_rew": reward(i, t - 1) if mine(-1) else 0.0,
+        "obs_hist": [[ep, t + s, i] if mine(s) else [0, 0, 0] for s in (-2, -1, 0)],
+        "others_obs": [obs_of(ep, t, j) for j in others],
+        "others_obs_present": [present(j, t) for j in others],
+        "others_prev_act": [action(j, t - 1) if present(j, t - 1) else 0 for j in others],
+        "others_prev_act_present": [present(j, t - 1) for j in others],
+        "all_obs_pair": [[obs_of(ep, t + s, j) for s in (-1, 0)] for j in range(3)],
+        "all_obs_pair_present": [[present(j, t + s) for s in (-1, 0)] for j in range(3)],
+        "a1_prev_rew": [[reward(1, t + s) if present(1, t + s) else 0.0 for s in (-2, -1)]],
+        "a1_prev_rew_present": [[present(1, t + s) for s in (-2, -1)]],
+        "others_act": [action(j, t) if present(j, t) else 0 for j in others],
+        "others_act_present": [present(j, t) for j in others],
+        "others_next_obs": [obs_of(ep, t + 1, j) for j in others],
+        "others_next_obs_present": [present(j, t + 1) for j in others],
+    }
+
+
+def check(seen: dict[tuple[int, int, int], dict[str, np.ndarray]], names: list[str]) -> None:
+    assert seen
+    for (ep, t, i), views in seen.items():
+        want = expected(ep, t, i)
+        for name in names:
+            got = views[name]
+            assert np.array_equal(got, np.asarray(want[name])), (
+                f"{name} of a{i} at episode {ep} step {t}: got {got.tolist()}, want {want[name]}"
+            )
+
+
+def run(requirements: dict[str, ViewRequirement], num_envs: int, n_step: int) -> Recorder:
+    policy = Recorder(requirements)
+    envs = MultiAgentVectorEnv([lambda k=k: Script(k) for k in range(num_envs)])
+    buffer = make_buffer("replay", size=1000, num_envs=envs.num_slots)
+    collector = MultiAgentCollector(policy, envs, buffer, seed=0)
+    collector.collect(n_step=n_step)
+    collector.collect(n_step=n_step)  # episodes go on into the next collect
+    policy.update(0, buffer)
+    return policy
+
+
+def test_own_and_other_agents_views_while_acting_and_in_learn_batches() -> None:
+    policy = run({**OWN, **OTHERS}, num_envs=2, n_step=12)
+    # three episodes per env: starts (padding), a1 entering late, a2 leaving early, resets
+    assert {ep for ep, _, _ in policy.acting} == {0, 1, 2, 10, 11, 12}
+    assert (0, 0, 1) not in policy.acting and (0, 2, 2) not in policy.acting
+    check(policy.acting, policy._names(True))
+    check(policy.trained, policy._names(False))
+    # every transition stored was trained on, with what it acted on
+    assert set(policy.trained) == set(policy.acting)
+    for key, views in policy.trained.items():
+        for name, value in policy.acting[key].items():
+            assert views[name].dtype == value.dtype, name
+    views = policy.acting[(1, 3, 0)]
+    assert views["others_obs"].shape == (2, 3) and views["others_obs_present"].dtype == bool
+    assert views["all_obs_pair"].shape == (3, 2, 3)  # agents, then time
+
+
+def test_views_reach_an_on_policy_learn_batch_with_their_masks() -> None:
+    from rlblocks.algo import OnPolicyConfig, OnPolicyPolicy
+
+    class OnPolicyRecorder(OnPolicyPolicy):
+        def learn(self, batch: Any, **kwargs: Any) -> dict[str, float]:
+            self.got = {k: v.cpu().numpy() for k, v in batch.items() if "others" in k}
+            self.obs = batch["obs"].cpu().numpy()
+            return {}
+
+    env = Script()
+    policy = OnPolicyRecorder(
+        env.observation_space("a0"), env.action_space("a0"), OnPolicyConfig(), device="cpu"
+    )
+    policy.view_requirements = {"others_act": OTHERS["others_act"]}
+    envs = MultiAgentVectorEnv([lambda: Script(strict=False)])
+    buffer = make_buffer("replay", size=100, num_envs=envs.num_slots)
+    MultiAgentCollector(policy, envs, buffer, seed=0).collect(n_step=HORIZON)
+    policy.update(0, buffer)
+    assert set(policy.got) == {"others_act", "others_act_present"}
+    # the random policy's actions are unknown here; the presence mask follows the script
+    for row, (_, t, i) in enumerate(policy.obs.astype(int).tolist()):
+        others = [j for j in range(3) if j != i]
+        assert policy.got["others_act_present"][row].tolist() == [present(j, t) for j in others]
+        absent = ~policy.got["others_act_present"][row]
+        assert (policy.got["others_act"][row][absent] == 0).all()
+
+
+def test_bad_agent_views_are_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="use 'others', 'all'"):
+        ViewRequirement("obs", agents="other")
+    with pytest.raises(ConfigError, match="non-empty list"):
+        ViewRequirement("obs", agents=[])
+    with pytest.raises(ConfigError, match="drop pad"):
+        ViewRequirement("obs", shift=-1, agents="others", pad="edge")
+    envs = MultiAgentVectorEnv([Script])
+    cases = {
+        # the others choose their actions in the same forward pass
+        "same step": (ViewRequirement("act", agents="others"), "used_for_acting=False"),
+        "future obs": (ViewRequirement("obs", shift=1, agents="all"), "used_for_acting=False"),
+        "too far": (
+            ViewRequirement("act", shift=1, agents="others", used_for_acting=False),
+            "known up to shift 0",
+        ),
+        "column": (ViewRequirement("info.x", agents="others"), "read obs"),
+        "unknown agent": (ViewRequirement("obs", agents=["b*"]), "match no agent"),
+    }
+    for case, (req, words) in cases.items():
+        with pytest.raises(ConfigError, match=words) as err:
+            MultiAgentCollector(Recorder({"v": req}), envs)
+        assert "\n" not in str(err.value), case
+    with pytest.raises(ConfigError, match="presence mask"):
+        MultiAgentCollector(
+            Recorder({"v": OTHERS["others_obs"], "v_present": OWN["prev_act"]}), envs
+        )
+
+
+def test_other_agents_views_in_a_single_agent_run_are_refused_in_one_line() -> None:
+    class Probe(BasePolicy):
+        def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+            return Batch(act=np.zeros(len(batch.obs), dtype=np.int64))
+
+        def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+            return {}
+
+    probe = ProbeEnv(0)
+    policy = Probe(probe.observation_space, probe.action_space)
+    policy.view_requirements = {"x": ViewRequirement("obs", agents="others", used_for_acting=False)}
+    with pytest.raises(ConfigError, match="only a multi-agent") as err:
+        Collector(policy, DummyVectorEnv(probe_env_fns(1)))
+    assert "\n" not in str(err.value)
+
+
+def test_changed_acting_views_are_refused_at_the_next_collect() -> None:
+    policy = Recorder(OWN)
+    collector = MultiAgentCollector(policy, MultiAgentVectorEnv([Script]), seed=0)
+    collector.collect(n_step=2)
+    policy.view_requirements["more"] = ViewRequirement("obs", agents="others")
+    with pytest.raises(ConfigError, match="changed after the collector was built"):
+        collector.collect(n_step=2)
