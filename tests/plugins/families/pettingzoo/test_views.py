@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 pettingzoo = pytest.importorskip("pettingzoo")
-from pettingzoo import ParallelEnv  # noqa: E402
+from pettingzoo import AECEnv, ParallelEnv  # noqa: E402
+from pettingzoo.utils import AgentSelector  # noqa: E402
 
 from rlblocks.algo import BasePolicy  # noqa: E402
 from rlblocks.collect import Collector  # noqa: E402
@@ -282,3 +283,106 @@ def test_changed_acting_views_are_refused_at_the_next_collect() -> None:
     policy.view_requirements["more"] = ViewRequirement("obs", agents="others")
     with pytest.raises(ConfigError, match="changed after the collector was built"):
         collector.collect(n_step=2)
+
+
+class Alternate(AECEnv):
+    """Two agents taking turns for :data:`HORIZON` + 1 turns; observation ``[episode, turn,
+    agent]`` (episodes of env ``k`` count from ``10 * k``); the acting agent is paid its
+    action."""
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "alternate_v0", "render_modes": []}
+    render_mode = None
+
+    def __init__(self, k: int = 0) -> None:
+        super().__init__()
+        self.possible_agents = ["a0", "a1"]
+        self.episode = 10 * k - 1
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return gym.spaces.Box(-1e3, 1e3, (3,), np.float32)
+
+    def action_space(self, agent: str) -> gym.Space:
+        return gym.spaces.Discrete(10)
+
+    def observe(self, agent: str) -> np.ndarray:
+        return np.array([self.episode, self.turn, self.possible_agents.index(agent)], np.float32)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        self.episode += 1
+        self.turn = 0
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
+        self._selector = AgentSelector(self.agents)
+        self.agent_selection = self._selector.reset()
+
+    def step(self, action: Any) -> None:
+        a = self.agent_selection
+        if self.terminations[a] or self.truncations[a]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[a] = 0.0
+        for b in self.agents:
+            self.rewards[b] = float(action) if b == a else 0.0
+        self.turn += 1
+        if self.turn > HORIZON:
+            self.truncations = {b: True for b in self.agents}
+        self.agent_selection = self._selector.next()
+        self._accumulate_rewards()
+
+
+def test_own_views_follow_each_agents_turns_in_an_aec_env() -> None:
+    policy = Recorder({**OWN, "obs_pair": ViewRequirement("obs", shift=[-1, 0])})
+    envs = MultiAgentVectorEnv([lambda: Alternate(0), lambda: Alternate(1)])
+    buffer = make_buffer("replay", size=1000, num_envs=envs.num_slots)
+    collector = MultiAgentCollector(policy, envs, buffer, seed=0, count_steps_by="agent_steps")
+    collector.collect(n_step=17)
+    collector.collect(n_step=17)
+    policy.update(0, buffer)
+    assert {ep for ep, _, _ in policy.acting} == {0, 1, 2, 10, 11, 12}
+    for seen in (policy.acting, policy.trained):
+        assert seen
+        for (ep, t, i), views in seen.items():
+            before = t - 2  # the agent's previous turn, a lap of two turns ago
+            had = before >= 0
+            assert views["prev_act"] == (action(i, before) if had else 0), (ep, t, i)
+            assert views["prev_rew"] == (action(i, before) if had else 0), (ep, t, i)
+            assert views["obs_pair"].tolist() == [[ep, before, i] if had else [0, 0, 0], [ep, t, i]]
+            want = [[ep, t + s, i] if t + s >= 0 else [0, 0, 0] for s in (-4, -2, 0)]
+            assert views["obs_hist"].tolist() == want, (ep, t, i)
+    with pytest.raises(ConfigError, match="AEC env"):
+        MultiAgentCollector(Recorder({"o": OTHERS["others_obs"]}), envs)
+
+
+def test_view_histories_survive_a_checkpoint_of_snapshotted_envs() -> None:
+    """Resumed mid-episode in new worker processes, a collector hands the policy the views the
+    original would have: the histories are saved with the episodes in progress."""
+    import functools
+
+    from rlblocks.run._checkpoint import from_plain, to_plain
+    from rlblocks_family_pettingzoo.remote import make_remote_multiagent_env
+
+    make = functools.partial(Script, 0)
+    with (
+        make_remote_multiagent_env("subproc", make, 1) as first,
+        make_remote_multiagent_env("subproc", make, 1) as second,
+    ):
+        original = MultiAgentCollector(Recorder({**OWN, **OTHERS}), first, seed=0)
+        original.collect(n_step=7)  # into the second episode, step 2
+        state = from_plain(to_plain(original.state_dict()))
+        assert state["envs"] is not None, state["why"]
+        resumed = MultiAgentCollector(Recorder({**OWN, **OTHERS}), second, seed=1)
+        assert resumed.load_state_dict(state) == ""
+        original.collect(n_step=5)
+        resumed.collect(n_step=5)
+    after = resumed.policy.acting
+    # the episode in progress goes on (its step 2 onwards), then the next one starts
+    rest = {(1, t, i) for t in range(2, HORIZON) for i in range(3) if present(i, t)}
+    assert rest < set(after) and min(after)[0] == 1
+    check(after, resumed.policy._names(True))
+    for key, views in after.items():
+        for name, value in views.items():
+            assert np.array_equal(value, original.policy.acting[key][name]), (key, name)

@@ -739,10 +739,9 @@ class MultiAgentCollector:
                 act = inv(np.asarray(env_act)) if callable(inv) else np.asarray(env_act)
             else:
                 state = self._state.get(name)
-                result = policy(
-                    Batch(obs=o, agent=agent, **views),
-                    None if state is None else take_rows(state, slots),
-                )
+                batch = Batch(obs=o, agent=agent)
+                batch.update(views)  # a view named "obs" (a stack of them) replaces it
+                result = policy(batch, None if state is None else take_rows(state, slots))
                 act = to_numpy(result.act)
                 if self.exploration and policy.training:
                     act = policy.exploration_noise(act, result)
