@@ -386,3 +386,107 @@ def test_view_histories_survive_a_checkpoint_of_snapshotted_envs() -> None:
     for key, views in after.items():
         for name, value in views.items():
             assert np.array_equal(value, original.policy.acting[key][name]), (key, name)
+
+
+class Guess(ParallelEnv):
+    """Two agents each see a private coin; each is paid 1 for naming the other's coin. One
+    step per episode: only a view of the other's observation can do better than chance."""
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "guess_v0", "render_modes": []}
+    render_mode = None
+
+    def __init__(self) -> None:
+        self.possible_agents = ["a0", "a1"]
+        self.rng = np.random.default_rng(0)
+
+    def observation_space(self, agent: str) -> gym.Space:
+        return gym.spaces.Box(0, 1, (2,), np.float32)
+
+    def action_space(self, agent: str) -> gym.Space:
+        return gym.spaces.Discrete(2)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self.coins = self.rng.integers(2, size=2)
+        obs = {a: np.eye(2, dtype=np.float32)[c] for a, c in zip(self.agents, self.coins)}
+        return obs, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        other = {"a0": self.coins[1], "a1": self.coins[0]}
+        rew = {a: float(int(actions[a]) == other[a]) for a in self.agents}
+        obs = {a: np.zeros(2, np.float32) for a in self.agents}
+        done = {a: True for a in self.agents}
+        self.agents = []
+        return obs, rew, done, {a: False for a in obs}, {a: {} for a in obs}
+
+
+class Bandit(BasePolicy):
+    """A softmax policy on ``[own obs, the other's obs]`` learned by REINFORCE with a 0.5
+    baseline; ``blind`` zeroes the other's observation (the control)."""
+
+    def __init__(self, blind: bool) -> None:
+        import torch
+
+        env = Guess()
+        super().__init__(env.observation_space("a0"), env.action_space("a0"))
+        self.blind = blind
+        self.view_requirements = {"other": ViewRequirement("obs", agents="others")}
+        self.net = torch.nn.Linear(4, 2)
+        self.optim = torch.optim.Adam(self.net.parameters(), lr=0.05)
+
+    def _logits(self, obs: Any, other: Any) -> Any:
+        import torch
+
+        other = torch.as_tensor(np.asarray(other), dtype=torch.float32).reshape(len(obs), -1)
+        if self.blind:
+            other = torch.zeros_like(other)
+        x = torch.cat([torch.as_tensor(np.asarray(obs), dtype=torch.float32), other], 1)
+        return self.net(x)
+
+    def forward(self, batch: Batch, state: Any = None, **kwargs: Any) -> Batch:
+        import torch
+
+        logits = self._logits(batch.obs, batch.other)
+        if self.training:
+            act = torch.distributions.Categorical(logits=logits).sample()
+        else:
+            act = logits.argmax(1)
+        return Batch(act=act.numpy(), state=state)
+
+    def learn(self, batch: Batch, **kwargs: Any) -> dict[str, float]:
+        import torch
+
+        assert np.asarray(batch.other_present).all()  # both agents act at every step
+        logp = torch.log_softmax(self._logits(batch.obs, batch.other), 1)
+        taken = logp.gather(1, torch.as_tensor(np.asarray(batch.act))[:, None])[:, 0]
+        adv = torch.as_tensor(np.asarray(batch.rew), dtype=torch.float32) - 0.5
+        loss = -(taken * adv).mean()
+        self.optim.zero_grad()
+        loss.backward()
+        self.optim.step()
+        return {"loss": float(loss.detach())}
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_a_policy_learns_from_the_other_agents_observation(blind: bool) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    policy = Bandit(blind)
+    envs = MultiAgentVectorEnv([Guess] * 8)
+    buffer = make_buffer("replay", size=200, num_envs=envs.num_slots)
+    collector = MultiAgentCollector(policy, envs, buffer, seed=0)
+    for _ in range(60):
+        collector.collect(n_step=8)
+        policy.update(0, buffer)
+        buffer.reset()
+    policy.eval()
+    tester = MultiAgentCollector(policy, MultiAgentVectorEnv([Guess] * 8), seed=1)
+    stats = tester.collect(n_episode=200)
+    rate = float(stats.returns.mean())  # each agent's return is 1 when it named the coin
+    if blind:
+        assert rate < 0.7, rate  # chance: the own coin says nothing of the other's
+    else:
+        assert rate >= 0.95, rate
