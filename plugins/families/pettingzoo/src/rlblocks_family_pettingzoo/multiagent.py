@@ -17,7 +17,9 @@ The :class:`MultiAgentCollector` maps each agent to a policy by name (one shared
 parameter sharing of IPPO/MAPPO - or one per agent or group), batches the ready slots of each
 policy into one forward pass, and writes each policy's transitions into that policy's buffer.
 It counts ``env_steps`` (one per env ``step`` call, any number of agents) or ``agent_steps``
-(one per agent transition), RLlib's ``count_steps_by``.
+(one per agent transition), RLlib's ``count_steps_by``. A policy's trajectory views are built
+per slot (the agent's own history) and, with ``ViewRequirement.agents``, over the other agents
+of the same env episode (:mod:`rlblocks_family_pettingzoo.views`).
 """
 
 from __future__ import annotations
