@@ -204,6 +204,21 @@ def test_own_and_other_agents_views_while_acting_and_in_learn_batches() -> None:
     assert views["all_obs_pair"].shape == (3, 2, 3)  # agents, then time
 
 
+def test_each_policy_of_a_mapping_gets_its_own_views() -> None:
+    """a0 has its own policy, a1 and a2 share one: each builds and stores its own views."""
+    policies = {"lead": Recorder({**OWN, **OTHERS}), "rest": Recorder({**OTHERS, **OWN})}
+    envs = MultiAgentVectorEnv([lambda k=k: Script(k) for k in range(2)])
+    buffers = {n: make_buffer("replay", size=1000, num_envs=envs.num_slots) for n in policies}
+    mapping = {"a0": "lead", "a1": "rest", "a2": "rest"}
+    collector = MultiAgentCollector(policies, envs, buffers, mapping=mapping, seed=0)
+    collector.collect(n_step=16)
+    for name, policy in policies.items():
+        policy.update(0, buffers[name])
+        assert {i for _, _, i in policy.acting} == ({0} if name == "lead" else {1, 2})
+        check(policy.acting, policy._names(True))
+        check(policy.trained, policy._names(False))
+
+
 def test_views_reach_an_on_policy_learn_batch_with_their_masks() -> None:
     from rlblocks.algo import OnPolicyConfig, OnPolicyPolicy
 
