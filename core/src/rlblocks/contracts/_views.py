@@ -64,8 +64,6 @@ STORED_PREFIX = "view_"
 #: :attr:`ViewRequirement.agents` values that name no agent: every agent but the viewing one,
 #: and every agent (the viewing one included).
 AGENTS_OTHERS, AGENTS_ALL = "others", "all"
-#: Columns a view of other agents reads, and the newest shift each has while acting.
-_AGENT_COLUMNS = {"obs": 0, "act": -1, "rew": -1}
 
 
 def _agents_value(value: Any) -> str | tuple[str, ...] | None:
@@ -266,12 +264,12 @@ class ViewRequirement:
             return ""
         column = self.column(name)
         top = column.partition(".")[0]
-        if top not in _AGENT_COLUMNS or (top != "obs" and "." in column):
+        if top not in _ACTING_COLUMNS or (top != "obs" and "." in column):
             return (
                 f"view {name!r} of agents {self.agents!r} reads {column!r}; other agents' views "
                 "read obs (or obs.KEY), act or rew"
             )
-        newest = _AGENT_COLUMNS[top] + (0 if self.used_for_acting else 1)
+        newest = _ACTING_COLUMNS[top] + (0 if self.used_for_acting else 1)
         if max(self.offsets) > newest:
             when = (
                 "while acting (the others choose their actions in the same step)"
@@ -375,7 +373,9 @@ def training_views(
     (``view_<name>``); any other is built from the episode links, zero where an offset leaves
     the episode, in the dtype of its space (see :meth:`ViewRequirement.column_space`). ``batch``:
     the rows already read at ``indices`` (``buffer.sample``'s); stored views are taken from it
-    rather than read again, and removed from it (they come back under their own names)."""
+    rather than read again, and removed from it (they come back under their own names). Views
+    of other agents (:attr:`ViewRequirement.agents`) are always the stored ones, each with its
+    presence mask under :func:`presence_key`."""
     out: dict[str, Any] = {}
     for name, req in requirements.items():
         if not req.used_for_training or req.plain(name):
