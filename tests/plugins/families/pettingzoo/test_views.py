@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pettingzoo = pytest.importorskip("pettingzoo")
 from pettingzoo import AECEnv, ParallelEnv  # noqa: E402
@@ -202,6 +204,107 @@ def test_own_and_other_agents_views_while_acting_and_in_learn_batches() -> None:
     views = policy.acting[(1, 3, 0)]
     assert views["others_obs"].shape == (2, 3) and views["others_obs_present"].dtype == bool
     assert views["all_obs_pair"].shape == (3, 2, 3)  # agents, then time
+
+
+class Crowd(Script):
+    """Up to three agents, each in the episode for one random stretch of env steps (so agents
+    enter late, leave early, and an episode ends when nobody is left); observations and
+    rewards as :class:`Script`'s, episodes of env ``k`` counted from ``100 * k``."""
+
+    def __init__(self, k: int, agents: int, horizon: int) -> None:
+        super().__init__(strict=False)
+        self.possible_agents = list(AGENTS[:agents])
+        self.episode = 100 * k - 1
+        self.horizon = horizon
+        self.rng = np.random.default_rng(k)
+
+    def _obs(self, a: str) -> np.ndarray:
+        return np.array([self.episode, self.t, AGENTS.index(a)], np.float32)
+
+    def _present(self, i: int, t: int) -> bool:
+        return bool(self.enter[i] <= t < min(self.leave[i], self.horizon))
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        k = len(self.possible_agents)
+        self.episode += 1
+        self.t = 0
+        self.enter = self.rng.integers(0, self.horizon, size=k)
+        self.enter[self.rng.integers(k)] = 0
+        self.leave = self.enter + self.rng.integers(1, self.horizon + 1, size=k)
+        self.agents = [a for i, a in enumerate(self.possible_agents) if self._present(i, 0)]
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+        t0, self.t = self.t, self.t + 1
+        rew, term, trunc = {}, {}, {}
+        for a in actions:
+            i = AGENTS.index(a)
+            rew[a] = reward(i, t0)
+            trunc[a] = self.t >= self.horizon
+            term[a] = not trunc[a] and not self._present(i, self.t)
+        self.agents = [a for i, a in enumerate(self.possible_agents) if self._present(i, self.t)]
+        obs = {a: self._obs(a) for a in set(actions) | set(self.agents)}
+        return obs, rew, term, trunc, {a: {} for a in obs}
+
+
+def reference(acted: set[tuple[int, int, int]], key: tuple[int, int, int], k: int) -> dict:
+    """What the views of ``key`` = (episode, t, agent) must be, given every (episode, t, agent)
+    that acted: an agent is present at a step when it acted then."""
+    ep, t, i = key
+    here = lambda j, u: (ep, u, j) in acted  # noqa: E731
+    obs = lambda j, u: [ep, u, j] if here(j, u) else [0, 0, 0]  # noqa: E731
+    others = [j for j in range(k) if j != i]
+    out = {
+        "prev_act": action(i, t - 1) if here(i, t - 1) else 0,
+        "prev_rew": reward(i, t - 1) if here(i, t - 1) else 0.0,
+        "obs_hist": [obs(i, t + s) for s in (-2, -1, 0)],
+        "all_obs_pair": [[obs(j, t + s) for s in (-1, 0)] for j in range(k)],
+        "all_obs_pair_present": [[here(j, t + s) for s in (-1, 0)] for j in range(k)],
+        "all_prev_act": [action(j, t - 1) if here(j, t - 1) else 0 for j in range(k)],
+        "all_prev_act_present": [here(j, t - 1) for j in range(k)],
+        "all_act": [action(j, t) if here(j, t) else 0 for j in range(k)],
+        "all_act_present": [here(j, t) for j in range(k)],
+        "others_next_obs": [obs(j, t + 1) for j in others],
+        "others_next_obs_present": [here(j, t + 1) for j in others],
+    }
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    num_envs=st.integers(1, 3),
+    k=st.integers(2, 3),
+    horizon=st.integers(1, 6),
+    n_step=st.integers(1, 20),
+)
+def test_views_match_who_acted_when_agents_come_and_go(
+    num_envs: int, k: int, horizon: int, n_step: int
+) -> None:
+    views = {
+        **OWN,
+        "all_obs_pair": OTHERS["all_obs_pair"],
+        "all_prev_act": ViewRequirement("act", shift=-1, agents="all"),
+        "all_act": ViewRequirement("act", agents="all", used_for_acting=False),
+        "others_next_obs": OTHERS["others_next_obs"],
+    }
+    policy = Recorder(views)
+    envs = MultiAgentVectorEnv([lambda e=e: Crowd(e, k, horizon) for e in range(num_envs)])
+    buffer = make_buffer("replay", size=2000, num_envs=envs.num_slots)
+    collector = MultiAgentCollector(policy, envs, buffer, seed=0)
+    collector.collect(n_step=n_step)
+    collector.collect(n_step=n_step)
+    policy.update(0, buffer)
+    collector.collect(n_step=1)  # who acts next: the trained steps' next observations
+    acted = set(policy.acting)
+    for seen, names in (
+        (policy.acting, policy._names(True)),
+        (policy.trained, policy._names(False)),
+    ):
+        assert seen
+        for key, got in seen.items():
+            want = reference(acted, key, k)
+            for name in names:
+                assert np.array_equal(got[name], np.asarray(want[name])), (key, name, got[name])
 
 
 def test_each_policy_of_a_mapping_gets_its_own_views() -> None:
