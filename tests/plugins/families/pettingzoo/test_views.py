@@ -307,6 +307,21 @@ def test_views_match_who_acted_when_agents_come_and_go(
                 assert np.array_equal(got[name], np.asarray(want[name])), (key, name, got[name])
 
 
+def test_random_warm_up_steps_store_views_too() -> None:
+    policy = Recorder({**OWN, **OTHERS})
+    envs = MultiAgentVectorEnv([lambda: Script(0, strict=False)])
+    buffer = make_buffer("replay", size=1000, num_envs=envs.num_slots)
+    collector = MultiAgentCollector(policy, envs, buffer, seed=0)
+    collector.collect(n_step=7, random=True)
+    assert not policy.acting
+    collector.collect(n_step=3)
+    policy.update(0, buffer)
+    assert len(policy.trained) == len(buffer)
+    # the random actions are unknown here: the views of observations and every presence mask
+    names = [n for n in policy._names(False) if "obs" in n or n.endswith("_present")]
+    check(policy.trained, names)
+
+
 def test_each_policy_of_a_mapping_gets_its_own_views() -> None:
     """a0 has its own policy, a1 and a2 share one: each builds and stores its own views."""
     policies = {"lead": Recorder({**OWN, **OTHERS}), "rest": Recorder({**OTHERS, **OWN})}
