@@ -490,19 +490,25 @@ def test_own_views_follow_each_agents_turns_in_an_aec_env() -> None:
         MultiAgentCollector(Recorder({"o": OTHERS["others_obs"]}), envs)
 
 
-def test_view_histories_survive_a_checkpoint_of_snapshotted_envs() -> None:
-    """Resumed mid-episode in new worker processes, a collector hands the policy the views the
-    original would have: the histories are saved with the episodes in progress."""
+@pytest.mark.parametrize("backend", ["dummy", "subproc", "shmem"])
+def test_view_histories_survive_a_checkpoint_of_snapshotted_envs(backend: str) -> None:
+    """Resumed mid-episode in new envs (in process or in new worker processes), a collector
+    hands the policy the views the original would have: the histories are saved with the
+    episodes in progress."""
     import functools
 
     from rlblocks.run._checkpoint import from_plain, to_plain
     from rlblocks_family_pettingzoo.remote import make_remote_multiagent_env
 
     make = functools.partial(Script, 0)
-    with (
-        make_remote_multiagent_env("subproc", make, 1) as first,
-        make_remote_multiagent_env("subproc", make, 1) as second,
-    ):
+    if backend == "dummy":  # envs stepped in this process
+        pair = (MultiAgentVectorEnv([make]), MultiAgentVectorEnv([make]))
+    else:
+        pair = (
+            make_remote_multiagent_env(backend, make, 1),
+            make_remote_multiagent_env(backend, make, 1),
+        )
+    with pair[0] as first, pair[1] as second:
         original = MultiAgentCollector(Recorder({**OWN, **OTHERS}), first, seed=0)
         original.collect(n_step=7)  # into the second episode, step 2
         state = from_plain(to_plain(original.state_dict()))
