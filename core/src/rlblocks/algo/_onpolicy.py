@@ -44,7 +44,7 @@ from rlblocks.algo.nets import (
     obs_to_tensor,
     part_device,
 )
-from rlblocks.contracts import Batch, Buffer, ConfigError, has_action_mask
+from rlblocks.contracts import Batch, Buffer, ConfigError, has_action_mask, presence_key
 
 __all__ = ["OnPolicyPolicy", "Rollout", "value_loss"]
 
@@ -317,6 +317,8 @@ class OnPolicyPolicy(BasePolicy):
                     f"({', '.join(_ROLLOUT_FIELDS)}); rename the view"
                 )
             out[name] = _tensor_tree(batch[name], self.device)
+            if req.agents is not None:  # other agents' views come with their presence mask
+                out[presence_key(name)] = _tensor_tree(batch[presence_key(name)], self.device)
         return out
 
     def compute_advantages(self, data: Rollout, update_stats: bool = False) -> None:

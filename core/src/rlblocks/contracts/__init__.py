@@ -13,6 +13,8 @@ from rlblocks._lazy import attach
 
 __all__ = [
     "ACTION_MASK_KEY",
+    "AGENTS_ALL",
+    "AGENTS_OTHERS",
     "STORED_PREFIX",
     "ActingViews",
     "ActionMaskFromInfo",
@@ -68,6 +70,7 @@ __all__ = [
     "has_action_mask",
     "mask_size",
     "parse_shift",
+    "presence_key",
     "put_rows",
     "random_legal_actions",
     "shifted_index",
@@ -141,6 +144,8 @@ if TYPE_CHECKING:
     )
     from rlblocks.contracts._validators import writable_dir_problem, writable_file_problem
     from rlblocks.contracts._views import (
+        AGENTS_ALL,
+        AGENTS_OTHERS,
         STORED_PREFIX,
         ActingViews,
         ViewRequirement,
@@ -149,6 +154,7 @@ if TYPE_CHECKING:
         describe_change,
         frame_stack_views,
         parse_shift,
+        presence_key,
         shifted_index,
         stored_key,
         training_views,

@@ -33,6 +33,12 @@ columns) follow the links.
 
 A view's values have the dtype (and per-step shape) of its :attr:`ViewRequirement.space`, acting
 and training alike.
+
+In multi-agent runs a view is, by default, the viewing agent's own history (its slot's chain of
+steps). :attr:`ViewRequirement.agents` asks for other agents' data in the same env episode
+instead (``"others"``, ``"all"`` or agent names): the multi-agent collector builds such a view
+``[B, n_agents, ...]`` with a presence mask under :func:`presence_key` and stores both with the
+step, for acting and training alike.
 """
 
 from __future__ import annotations
@@ -55,6 +61,33 @@ _REWARD_SPACE = gym.spaces.Box(-np.inf, np.inf, (), np.float32)
 _EDGE = "@edge"
 #: Prefix of the buffer keys that hold acting views stored with their step.
 STORED_PREFIX = "view_"
+#: :attr:`ViewRequirement.agents` values that name no agent: every agent but the viewing one,
+#: and every agent (the viewing one included).
+AGENTS_OTHERS, AGENTS_ALL = "others", "all"
+
+
+def _agents_value(value: Any) -> str | tuple[str, ...] | None:
+    """``ViewRequirement.agents`` as stored: None, ``"others"``, ``"all"`` or a tuple of agent
+    names (or fnmatch patterns); anything else is a one-line ConfigError."""
+    if value is None or value in (AGENTS_OTHERS, AGENTS_ALL):
+        return value
+    if isinstance(value, str):
+        raise ConfigError(
+            f"ViewRequirement.agents={value!r}: use 'others', 'all' or a list of agent names "
+            f"(or patterns such as 'adversary_*'), e.g. agents=[{value!r}] for one agent"
+        )
+    if isinstance(value, Sequence) and value and all(isinstance(a, str) and a for a in value):
+        return tuple(value)
+    raise ConfigError(
+        f"ViewRequirement.agents={value!r}: use 'others', 'all' or a non-empty list of agent "
+        "names (or patterns such as 'adversary_*')"
+    )
+
+
+def presence_key(name: str) -> str:
+    """The batch key of the presence mask that comes with the view ``name`` of other agents:
+    True where that agent acted at that step (its entries are zeros where False)."""
+    return name + "_present"
 
 
 def _default_space(
@@ -177,11 +210,29 @@ class ViewRequirement:
     """What offsets outside the episode read: ``"zeros"``, or ``"edge"`` — the episode's first
     observation repeated before its start (and its last stored step after its end), as the
     buffer's ``stack_num`` and gymnasium's frame stacking do. ``"edge"`` is for ``obs`` views."""
+    agents: str | tuple[str, ...] | None = field(default=None, converter=_agents_value)
+    """Whose data the view reads (multi-agent runs only). None: the viewing agent's own history.
+    ``"others"``: every other agent of the env's ``possible_agents``; ``"all"``: every agent,
+    the viewing one included; a list of agent names or fnmatch patterns (``["adversary_*"]``
+    for a group): those agents. The agents come in ``possible_agents`` order on a new axis 1
+    (``[B, n_agents, ...]``, then the time axis of a list or range of shifts), with a bool mask
+    ``[B, n_agents]`` (``[B, n_agents, T]``) under :func:`presence_key`: an agent is present at
+    an env step when it acts then, and reads zeros where it is not (before it enters, after it
+    leaves, outside the episode). Time is the env step, so ``shift=-1`` is the previous env
+    step. Acting: ``obs`` at shifts <= 0, ``act`` and ``rew`` at shifts <= -1 (the others choose
+    their actions in the same step); for training only (``used_for_acting=False``) one step
+    more: ``obs`` at <= 1 (their next observations), ``act`` and ``rew`` at <= 0 (a centralised
+    critic's joint action). Only parallel envs (agents acting together) have these views."""
 
     def __attrs_post_init__(self) -> None:
         parse_shift(self.shift)  # fail at construction, not in the loop
         if self.pad not in ("zeros", "edge"):
             raise ConfigError(f"ViewRequirement.pad={self.pad!r}: use 'zeros' or 'edge'")
+        if self.agents is not None and self.pad != "zeros":
+            raise ConfigError(
+                f"ViewRequirement(agents={self.agents!r}, pad={self.pad!r}): other agents' "
+                "views pad with zeros and a presence mask; drop pad"
+            )
 
     def column(self, name: str) -> str:
         return self.data_col or name
@@ -198,7 +249,44 @@ class ViewRequirement:
 
     def plain(self, name: str) -> bool:
         """True when the view ``name`` is just the stored column of that name (nothing to build)."""
-        return self.column(name) == name and self.offsets == (0,) and not self.ranged
+        return (
+            self.column(name) == name
+            and self.offsets == (0,)
+            and not self.ranged
+            and self.agents is None
+        )
+
+    def agent_view_problem(self, name: str) -> str:
+        """Why the view ``name`` of other agents cannot be built ("" when it can, or when it
+        reads the viewing agent's own history): a column other than ``obs``/``act``/``rew``,
+        or a shift that reaches past what is known when it is built."""
+        if self.agents is None:
+            return ""
+        column = self.column(name)
+        top = column.partition(".")[0]
+        if top not in _ACTING_COLUMNS or (top != "obs" and "." in column):
+            return (
+                f"view {name!r} of agents {self.agents!r} reads {column!r}; other agents' views "
+                "read obs (or obs.KEY), act or rew"
+            )
+        newest = _ACTING_COLUMNS[top] + (0 if self.used_for_acting else 1)
+        if max(self.offsets) > newest:
+            when = (
+                "while acting (the others choose their actions in the same step)"
+                if self.used_for_acting
+                else "for training"
+            )
+            fix = (
+                "; set used_for_acting=False to use it for training only"
+                if self.used_for_acting and max(self.offsets) <= newest + 1
+                else ""
+            )
+            return (
+                f"view {name!r} ({column} of agents {self.agents!r} at shift {self.shift}) "
+                f"cannot be built {when}: other agents' {top} is known up to shift {newest}"
+                f"{fix}"
+            )
+        return ""
 
     @property
     def offsets(self) -> tuple[int, ...]:
@@ -285,10 +373,25 @@ def training_views(
     (``view_<name>``); any other is built from the episode links, zero where an offset leaves
     the episode, in the dtype of its space (see :meth:`ViewRequirement.column_space`). ``batch``:
     the rows already read at ``indices`` (``buffer.sample``'s); stored views are taken from it
-    rather than read again, and removed from it (they come back under their own names)."""
+    rather than read again, and removed from it (they come back under their own names). Views
+    of other agents (:attr:`ViewRequirement.agents`) are always the stored ones, each with its
+    presence mask under :func:`presence_key`."""
     out: dict[str, Any] = {}
     for name, req in requirements.items():
         if not req.used_for_training or req.plain(name):
+            continue
+        if req.agents is not None:  # the multi-agent collector stored them with the step
+            for key in (name, presence_key(name)):
+                stored = batch.pop(stored_key(key), None) if batch is not None else None
+                if stored is None:
+                    stored = buffer.get(indices, stored_key(key))
+                if stored is None:
+                    raise ConfigError(
+                        f"view {name!r} reads other agents' data (agents={req.agents!r}), which "
+                        "the multi-agent collector stores with each step, and this buffer holds "
+                        "none; collect with that collector, or drop agents= in a single-agent run"
+                    )
+                out[key] = stored
             continue
         if req.used_for_acting:
             key = stored_key(name)
@@ -371,6 +474,11 @@ class ActingViews:
         # a requirement's own space wins over the env's: column -> (first view declaring, space)
         declared: dict[str, tuple[str, gym.Space]] = {}
         for name, req in requirements.items():
+            if req.agents is not None:
+                raise ConfigError(
+                    f"view {name!r} reads other agents' data (agents={req.agents!r}), which "
+                    "only a multi-agent (PettingZoo) run has; drop agents= for this env"
+                )
             column, offsets = req.column(name), req.offsets
             if not req.used_for_acting or (name == "obs" and req.plain(name)):
                 continue  # the current observation is in every batch already
@@ -444,11 +552,13 @@ class ActingViews:
                 rows[:, -1] = part
                 leaf[env_ids] = rows
 
-    def build(self, env_ids: np.ndarray) -> dict[str, Any]:
+    def build(self, env_ids: np.ndarray, names: Sequence[str] | None = None) -> dict[str, Any]:
         """The acting views of ``env_ids`` (fresh arrays, in the history's dtype; a dict of them
-        for a view of a Dict observation)."""
+        for a view of a Dict observation): all of them, or those ``names``."""
         out = {}
         for name, (key, offsets, ranged) in self.views.items():
+            if names is not None and name not in names:
+                continue
             hist = self.history[key]
             newest = _ACTING_COLUMNS[key.partition("@")[0].partition(".")[0]]
             last = _depth(hist) - 1

@@ -14,7 +14,7 @@ pytest.importorskip("rlblocks_algo_ippo")
 
 import rlblocks
 from rlblocks.cli import main as cli
-from rlblocks.contracts import ConfigError, NonFiniteError
+from rlblocks.contracts import ConfigError, NonFiniteError, ViewRequirement
 
 SIMPLE_SPREAD = "mpe2.simple_spread_v3:parallel_env"
 
@@ -125,6 +125,11 @@ def test_bad_input_is_named_in_one_line(run) -> None:
         agent.evaluate(episodes=1, render=True)
     with pytest.raises(ConfigError, match="needs a PettingZoo env id"):
         agent.record("x.gif", env=lambda: None)
+    # one observation per agent carries no history: a policy reading views is sent to evaluate
+    agent.policy_of("agent_0").view_requirements = {"prev": ViewRequirement("act", shift=-1)}
+    with pytest.raises(ConfigError, match=r"trajectory views .*agent.evaluate") as err:
+        agent.act({"agent_0": obs})
+    assert "\n" not in str(err.value)
 
 
 def test_record_writes_the_episode_evaluate_plays(run, tmp_path) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from rlblocks.collect import to_numpy
-from rlblocks.contracts import Batch, ConfigError, NonFiniteError
+from rlblocks.contracts import Batch, ConfigError, NonFiniteError, acting_requirements
 from rlblocks.run import Agent, EvalResult, make_vector_env
 
 #: the backends a multi-agent evaluation takes: its envs step in this process
@@ -94,8 +94,8 @@ class MultiAgentAgent(Agent):
         PettingZoo parallel env's ``reset`` and ``step`` give), as ``{agent_id: action}``.
 
         The agents of one policy go through it in one forward pass. ``deterministic`` acts as
-        the run's tests do; False samples as in training. Recurrent state is not carried here:
-        ``evaluate`` plays recurrent policies."""
+        the run's tests do; False samples as in training. Recurrent state and trajectory views
+        are not carried here: ``evaluate`` plays policies with either."""
         self._check_obs_dict(obs, state, return_state)
         groups: dict[int, list[str]] = {}
         for agent in obs:
@@ -103,6 +103,12 @@ class MultiAgentAgent(Agent):
         actions: dict[str, Any] = {}
         for agents in groups.values():
             policy = self.policy_of(agents[0])
+            if acting_requirements(getattr(policy, "view_requirements", None) or {}):
+                raise ConfigError(
+                    f"{self.algo}'s policy reads trajectory views (histories of past steps, "
+                    "other agents' data), which one observation per agent does not carry; play "
+                    "whole episodes with agent.evaluate(...)"
+                )
             batch = Batch(
                 obs=_stack([obs[a] for a in agents]),
                 agent=np.array([self.agents.index(a) for a in agents], dtype=np.int64),

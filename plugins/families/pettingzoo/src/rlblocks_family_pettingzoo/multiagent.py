@@ -17,7 +17,9 @@ The :class:`MultiAgentCollector` maps each agent to a policy by name (one shared
 parameter sharing of IPPO/MAPPO - or one per agent or group), batches the ready slots of each
 policy into one forward pass, and writes each policy's transitions into that policy's buffer.
 It counts ``env_steps`` (one per env ``step`` call, any number of agents) or ``agent_steps``
-(one per agent transition), RLlib's ``count_steps_by``.
+(one per agent transition), RLlib's ``count_steps_by``. A policy's trajectory views are built
+per slot (the agent's own history) and, with ``ViewRequirement.agents``, over the other agents
+of the same env episode (:mod:`rlblocks_family_pettingzoo.views`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from rlblocks.plugins import import_entry
 from rlblocks.run import option
 from rlblocks_family_pettingzoo.constructors import CONSTRUCTORS
 from rlblocks_family_pettingzoo.snapshot import NotSnapshottable, restore_object, snapshot_object
+from rlblocks_family_pettingzoo.views import MultiAgentViews
 
 COUNT_STEPS_BY = ("env_steps", "agent_steps")
 EPISODE_RETURNS = ("mean", "sum")
@@ -545,7 +548,7 @@ class MultiAgentCollector:
         self.slot_policy = np.array(
             [self._pidx[policy_of[envs.agents[a]]] for a in envs.slot_agent], dtype=np.int64
         )
-        for name, policy in self.policies.items():
+        for name in self.policies:
             agents = [a for a in envs.agents if policy_of[a] == name]
             spaces = {repr(envs.observation_space(a)) for a in agents}
             spaces_a = {repr(envs.action_space(a)) for a in agents}
@@ -553,11 +556,6 @@ class MultiAgentCollector:
                 raise ConfigError(
                     f"policy {name!r} acts for agents {agents} whose observation or action spaces "
                     "differ; give them separate policies in the mapping (or pad their spaces)"
-                )
-            if any(not r.plain(k) for k, r in getattr(policy, "view_requirements", {}).items()):
-                raise ConfigError(
-                    f"policy {name!r} declares trajectory views; the multi-agent collector does "
-                    "not build views yet"
                 )
         #: policies with a centralised critic get the env's global state stored with each step
         self._wants_state = {
@@ -571,6 +569,9 @@ class MultiAgentCollector:
                     "global state, or an algorithm without a centralised critic (ippo)"
                 )
             envs.track_state = True
+        #: the policies' trajectory views: own histories and other agents' data (views.py)
+        views = MultiAgentViews(envs, self.policies, policy_of)
+        self._views: MultiAgentViews | None = views if views else None
         self.policy = policies if single else None
         self.exploration = exploration
         self.count_steps_by = count_steps_by
@@ -615,6 +616,8 @@ class MultiAgentCollector:
         self._ready = np.asarray(first.ready, dtype=np.int64)
         self._ready_obs = first.ready_obs
         self._ready_state = first.ready_state
+        if self._views is not None:
+            self._views.reset(first.ready, first.ready_obs)
         self._state = {}
         self._agent_return[:] = 0
         self._env_return[:] = 0
@@ -655,6 +658,7 @@ class MultiAgentCollector:
             "env_return": self._env_return,
             "env_agents": self._env_agents,
             "env_len": self._env_len,
+            "views": None if self._views is None else self._views.state_dict(),
         }
         return out
 
@@ -685,6 +689,12 @@ class MultiAgentCollector:
             self._env_return = np.asarray(ep["env_return"], dtype=np.float64).copy()
             self._env_agents = np.asarray(ep["env_agents"], dtype=np.int64).copy()
             self._env_len = np.asarray(ep["env_len"], dtype=np.int64).copy()
+            if self._views is not None:
+                saved = ep.get("views")
+                if saved is None:  # saved without views: their histories restart now
+                    self._views.reset(self._ready, self._ready_obs)
+                else:
+                    self._views.load_state_dict(saved)
             self._seed = None
             return ""
         self.restart_episodes(int(self._rng.integers(2**31 - 1)))
@@ -723,6 +733,7 @@ class MultiAgentCollector:
             policy = self.policies[name]
             o = _stack([obs[r] for r in rows])
             agent = self.envs.slot_agent[slots]
+            views = self._views.build(name, slots, o) if self._views is not None else {}
             out_rows: Any = None
             if random:
                 env_act = [self._random_action(int(s), obs[r]) for r, s in zip(rows, slots)]
@@ -730,9 +741,9 @@ class MultiAgentCollector:
                 act = inv(np.asarray(env_act)) if callable(inv) else np.asarray(env_act)
             else:
                 state = self._state.get(name)
-                result = policy(
-                    Batch(obs=o, agent=agent), None if state is None else take_rows(state, slots)
-                )
+                batch = Batch(obs=o, agent=agent)
+                batch.update(views)  # a view named "obs" (a stack of them) replaces it
+                result = policy(batch, None if state is None else take_rows(state, slots))
                 act = to_numpy(result.act)
                 if self.exploration and policy.training:
                     act = policy.exploration_noise(act, result)
@@ -782,6 +793,10 @@ class MultiAgentCollector:
                 data["global_state_next"] = np.stack([res.state_next[r] for r in rows])
             if self._out[slots[0]] is not None:
                 data["policy"] = _stack([self._out[s] for s in slots])
+            if self._views is not None:  # training reads back what acting saw
+                data.update(
+                    {k: _stack(v) for k, v in self._views.stored_rows(slots.tolist()).items()}
+                )
             buffer.add(data, env_ids=slots)
 
     # -- the loop -----------------------------------------------------------------------------
@@ -808,6 +823,8 @@ class MultiAgentCollector:
             raise ValueError("pass exactly one of n_step or n_episode")
         if (n_step is not None and n_step <= 0) or (n_episode is not None and n_episode <= 0):
             raise ValueError(f"n_step / n_episode must be positive, got {n_step} / {n_episode}")
+        if self._views is not None:
+            self._views.check(self.policies)
         start = time.perf_counter()
         if n_episode is not None or self._ready is None:
             self.reset()
@@ -846,6 +863,8 @@ class MultiAgentCollector:
                         f"agent {envs.agents[envs.slot_agent[bad]]!r} of env "
                         f"{envs.slot_env[bad]} got a NaN or infinite reward; fix or wrap the env"
                     )
+                if self._views is not None:  # before _store: it stores views built here
+                    self._views.after_step(ready, self._act, res)
                 self._store(res)
                 ids = np.asarray(res.ids, dtype=np.int64)
                 n_trans = len(ids)
