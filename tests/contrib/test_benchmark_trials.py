@@ -220,20 +220,18 @@ def test_mujoco_sac_simba_row_trains_sac_with_the_simba_network(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The sac-simba row is rlblocks' SAC with ``algo.network=simba`` over its MuJoCo preset:
-    the run resolves the SimBa network, tests on the schedule and trains the budget."""
+    the run resolves the SimBa network, tests on the schedule and trains the budget (here with
+    a narrow SimBa: the row's own width of 512 costs about a CPU second per gradient step)."""
     pytest.importorskip("mujoco")
     bench = _load_mujoco_bench(monkeypatch)
-    out = bench.trial_rlblocks(
-        "sac-simba", "Hopper-v5", 0, 300, 150, extra=["trainer.warmup_steps=150"]
-    )
+    tiny = ["trainer.warmup_steps=150", "algo.network_width=32"]
+    out = bench.trial_rlblocks("sac-simba", "Hopper-v5", 0, 300, 150, extra=tiny)
     assert out["rlblocks_network"] == "simba"
     assert out["rlblocks_variant"] == ["sac", "algo.network=simba"]
     assert out["env_steps"] == 300
     assert [step for step, _ in out["curve"]] == [150, 300]
     assert all(math.isfinite(v) for _, v in out["curve"])
-    plain = bench.trial_rlblocks(
-        "sac", "Hopper-v5", 0, 150, 150, extra=["trainer.warmup_steps=150"]
-    )
+    plain = bench.trial_rlblocks("sac", "Hopper-v5", 0, 200, 200, extra=tiny[:1])
     assert plain["rlblocks_network"] == "mlp" and "rlblocks_variant" not in plain
 
 
