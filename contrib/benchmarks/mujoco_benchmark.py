@@ -723,7 +723,11 @@ def _tianshou_algorithm(
 #: RL Baselines3 Zoo's MuJoCo hyperparameters for sb3-contrib (DLR-RM/rl-baselines3-zoo,
 #: ``hyperparams/crossq.yml`` and ``hyperparams/tqc.yml``, their ``*-v4`` MuJoCo entries, zoo
 #: 2.x as of sb3-contrib 2.9; the zoo is not installed here, so they are written out by hand
-#: and applied to the v5 envs). Every key the zoo leaves out keeps sb3-contrib 2.9.2's default:
+#: and applied to the v5 envs). crossq.yml's were read from the zoo's repository (commit
+#: 208b6fd); tqc.yml's MuJoCo block (``learning_starts`` 10,000 on every task, Hopper dropping
+#: 5 atoms per critic) is written from the published file as remembered: the copies at hand
+#: predate that block, so check it against the zoo before a table rests on it. Every key the
+#: zoo leaves out keeps sb3-contrib 2.9.2's default:
 #: CrossQ batch 256, gamma 0.99, Adam betas (0.5, 0.999), Batch Renormalization with 100k
 #: warm-up steps, automatic entropy tuning; TQC lr 3e-4, batch 256, tau 0.005, gamma 0.99,
 #: 2 critics of 25 quantiles with 256-256 layers, automatic entropy tuning. ``n_timesteps``
@@ -1097,8 +1101,9 @@ def _new_rows_section(ok: list[dict[str, Any]], envs: list[str]) -> list[str]:
         "seeds, test schedule and one torch thread as the table above. Ratio = rlblocks / "
         "sb3-contrib (final return: above 1 is ahead; wall: below 1 is faster). The landed "
         f"cells have 5-10 seeds; a cell with fewer than {LANDED_SEEDS} is marked, and a "
-        "1-seed cell is one run, not a mean: read its numbers as a first look.",
-        "",
+        "1-seed cell is one run, not a mean: read its numbers as a first look. Run: "
+        "`python contrib/benchmarks/mujoco_benchmark.py --envs Hopper-v5,HalfCheetah-v5 "
+        "--algos crossq,tqc,sac-simba --steps 50000 --seeds 5 --out-dir docs/benchmarks/mujoco`.",
         *NEW_ROWS_COST,
     ]
     if not rows:
