@@ -18,7 +18,9 @@ envs with deterministic actions, as the other libraries test; its warm-up (``lea
 counts in the budget. The report sets these rows against their peers in a table of their own
 and computes the targets of this table's issue per env (CrossQ or SAC+SimBa at 1.5x the landed
 SAC row's final return; each new row at least its peer's final return with at most half its
-wall time).
+wall time). These networks are sized for a GPU: on one CPU thread a seed of the five new trials
+costs about 17 CPU-hours per env (``NEW_ROWS_COST``, measured 2026-12-07), so their cells fill
+a seed at a time across sessions, in the script's order.
 
 For each (env, algorithm, seed) both libraries train from scratch for the same number of env
 steps (random warm-up included) and test every ``--test-interval`` env steps on 10 episodes.
@@ -1070,8 +1072,27 @@ NEW_ROWS = ("crossq", "tqc", "sac-simba")
 TARGET_OVER_SAC = 1.5
 TARGET_OVER_SAC_ROWS = ("crossq", "sac-simba")
 TARGET_WALL_RATIO = 0.5
-#: What a seed of each new row costs (filled in from a measurement; see the report).
-NEW_ROWS_COST: list[str] = []
+#: What a seed of each new row costs, measured on 2026-12-07 (Hopper-v5, one torch thread, CPU
+#: seconds of the trial's process per gradient step over 20-400 steps after a short warm-up, on
+#: the shared 2-vCPU machine, where other work made a process's own CPU time read about 1.3x
+#: high: rlblocks' SAC measured 0.015 s against the 0.0116 s per step of the landed row's quiet
+#: 462 s). No 50k-step trial of these rows fitted in that session.
+NEW_ROWS_COST: list[str] = [
+    "",
+    "Cost of one seed (one env, 50,000 env steps, one torch thread), from CPU seconds per "
+    "gradient step measured on 2026-12-07 on Hopper-v5 (short runs on the shared machine, which "
+    "read about 1.3x high against the landed SAC row's quiet wall; 20 steps for the large "
+    "networks, so take them to 10-20%): rlblocks CrossQ 0.43 s x 45,000 steps, about 5.4 h; "
+    "sb3-contrib CrossQ 0.48 s, about 5.9 h (the same network sizes: 2048-2048 critics, 256-256 "
+    "actor); rlblocks TQC 0.135 s x 40,000, about 1.5 h (the paper's 5 critics of 512-512-512); "
+    "sb3-contrib TQC 0.027 s, about 18 min (the zoo's 2 critics of 256-256); rlblocks SAC with "
+    "SimBa 0.37 s x 40,000, about 4.1 h (critics of 2 blocks of 512 with 2048-wide "
+    "bottlenecks); for scale, rlblocks SAC 0.015 s. So a seed of the five trials costs about "
+    "17 CPU-hours per env (about 13 on a quiet core), 5 seeds on both envs about a week of one "
+    "core: these networks are sized for a GPU. With these presets TQC's wall target (at most "
+    "half of sb3-contrib's) cannot be met on a CPU, its networks being about five times the "
+    "zoo's; CrossQ's compares networks of the same size.",
+]
 #: Seeds per cell in the landed table (5-10): a new cell with fewer is marked in the report.
 LANDED_SEEDS = 5
 
@@ -1107,7 +1128,7 @@ def _new_rows_section(ok: list[dict[str, Any]], envs: list[str]) -> list[str]:
         *NEW_ROWS_COST,
     ]
     if not rows:
-        return [*lines, "", "No trials of these rows yet."]
+        return [*lines, "", "No trials of these rows yet (their cost per seed is above)."]
     lines += [
         "",
         "| env | algo | budget | seeds rlblocks / peer | rlblocks final | peer final | "
