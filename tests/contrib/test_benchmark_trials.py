@@ -196,17 +196,18 @@ def test_mujoco_sb3_trial_trains_and_tests_on_the_schedule(
     algo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """sb3-contrib's CrossQ and TQC trial on a tiny budget (a short warm-up and small networks
-    over the zoo's settings): it tests 10 deterministic episodes at every interval, stops at the
-    budget, times it, and records the zoo's settings for the env (Hopper drops 5 atoms in TQC)."""
+    over the zoo's settings): it tests 10 deterministic episodes at every interval from the end
+    of the warm-up on, stops at the budget, times it, and records the zoo's settings for the env
+    (Hopper drops 5 atoms in TQC)."""
     pytest.importorskip("sb3_contrib")
     pytest.importorskip("mujoco")
     bench = _load_mujoco_bench(monkeypatch)
-    small = {"learning_starts": 100, "policy_kwargs": {"net_arch": [32, 32]}}
-    out = bench.trial_sb3(algo, "Hopper-v5", 0, 300, 150, hp_overrides=small)
-    assert [step for step, _ in out["curve"]] == [150, 300]
+    small = {"learning_starts": 150, "policy_kwargs": {"net_arch": [32, 32]}}
+    out = bench.trial_sb3(algo, "Hopper-v5", 0, 300, 100, hp_overrides=small)
+    assert [step for step, _ in out["curve"]] == [200, 300]  # none at 100, inside the warm-up
     assert all(math.isfinite(v) and v > 0 for _, v in out["curve"]), out["curve"]
     assert out["env_steps"] == 300 and out["seconds"] > 0
-    assert out["sb3_hyperparams"]["learning_starts"] == 100
+    assert out["sb3_hyperparams"]["learning_starts"] == 150
     zoo = bench.sb3_hyperparams(algo, "Hopper-v5")
     if algo == "tqc":
         assert zoo["top_quantiles_to_drop_per_net"] == 5
@@ -272,3 +273,11 @@ def test_mujoco_report_sets_new_rows_against_peers_and_targets(
     assert crossq.count("**met**") == 2
     tqc = next(ln for ln in lines if ln.startswith("- Hopper-v5, tqc against"))
     assert tqc.count("**not met**") == 2
+
+    def over_sac(trials: list[dict]) -> str:
+        out = bench._new_rows_section(trials, ["Hopper-v5"])
+        return next(ln for ln in out if "at >= 1.5x" in ln)
+
+    below = [*ok[:2], trial("rlblocks", "crossq", 100, 1000.0, 300.0)]  # 1000 < 1050
+    assert over_sac(below).endswith("sac-simba not run: **not met**.")
+    assert over_sac([*ok[:2], *ok[4:6]]).endswith("**not run**.")  # tqc only
