@@ -1,8 +1,26 @@
 #!/usr/bin/env python
 """MuJoCo locomotion at an equal env-step budget: rlblocks and Tianshou, SAC, TD3, DDPG and PPO.
 
-``--algos crossq,tqc`` runs rlblocks' CrossQ and TQC with their MuJoCo presets (from their papers)
-on the same budget and seeds; Tianshou has neither, so those rows have rlblocks trials only.
+``--algos crossq,tqc,sac-simba`` adds the newer learners' rows, on the same budget, seeds, test
+schedule and one torch thread: rlblocks' CrossQ and TQC with their MuJoCo presets (from their
+papers) against sb3-contrib 2.9.2's CrossQ and TQC (framework ``sb3``) with RL Baselines3 Zoo's
+MuJoCo hyperparameters (``SB3_ZOO`` below: the zoo's ``hyperparams/crossq.yml`` and ``tqc.yml``,
+their ``*-v4`` entries applied to v5; the zoo is not installed in the benchmark environment, so
+they are written out by hand, with sb3-contrib's defaults for every key the zoo leaves out), and
+``sac-simba``: rlblocks' SAC with its MuJoCo preset and ``algo.network=simba`` (the SAC plugin
+has no SimBa preset, so only the network changes: running-statistics input normalisation and
+SimBa's sizes, an actor of 1 residual block of width 128 and critics of 2 blocks of 512, as in
+the SimBa paper's SAC; its learning rates, temperature and warm-up stay the SAC preset's). Each
+row runs rlblocks and its one peer (``PEER``): Tianshou has neither CrossQ nor TQC, and
+sac-simba has no peer: its target is the landed rlblocks SAC row. sb3-contrib is tested by a
+callback of ours (``trial_sb3``): 10 episodes every ``--test-interval`` env steps on 10 test
+envs with deterministic actions, as the other libraries test; its warm-up (``learning_starts``)
+counts in the budget. The report sets these rows against their peers in a table of their own
+and computes the targets of this table's issue per env (CrossQ or SAC+SimBa at 1.5x the landed
+SAC row's final return; each new row at least its peer's final return with at most half its
+wall time). These networks are sized for a GPU: on one CPU thread a seed of the five new trials
+costs about 17 CPU-hours per env (``NEW_ROWS_COST``, measured 2026-12-07), so their cells fill
+a seed at a time across sessions, in the script's order.
 
 For each (env, algorithm, seed) both libraries train from scratch for the same number of env
 steps (random warm-up included) and test every ``--test-interval`` env steps on 10 episodes.
@@ -232,6 +250,8 @@ action in both, both libraries' defaults; DDPG and TD3 act deterministically).
 from __future__ import annotations
 
 import argparse
+import copy
+import importlib.util
 import json
 import math
 import os
@@ -244,14 +264,28 @@ from typing import Any
 
 from _trials import run_json_trial
 
-ALGOS = ("sac", "td3", "ddpg", "ppo", "crossq", "tqc")
+ALGOS = ("sac", "td3", "ddpg", "ppo", "crossq", "tqc", "sac-simba")
 #: What a run without ``--algos`` trains (the landed table's rows).
 DEFAULT_ALGOS = ("sac", "td3", "ddpg", "ppo")
-FRAMEWORKS = ("rlblocks", "tianshou")
-#: Algorithms Tianshou 2.0.1 has no counterpart of: their rows get rlblocks trials only (with
-#: their MuJoCo presets, from their papers). Their peers would be sb3-contrib's CrossQ and TQC,
-#: which this script does not run yet.
-RLBLOCKS_ONLY = ("crossq", "tqc")
+FRAMEWORKS = ("rlblocks", "tianshou", "sb3")
+LABELS = {"rlblocks": "rlblocks", "tianshou": "Tianshou", "sb3": "sb3-contrib"}
+#: The framework each algorithm's rlblocks row is set against: Tianshou 2.0.1 for the landed
+#: rows, sb3-contrib for CrossQ and TQC (Tianshou has neither), none for SAC with the SimBa
+#: network (its target is the landed rlblocks SAC row, not a peer).
+PEER: dict[str, str | None] = {
+    "sac": "tianshou",
+    "td3": "tianshou",
+    "ddpg": "tianshou",
+    "ppo": "tianshou",
+    "crossq": "sb3",
+    "tqc": "sb3",
+    "sac-simba": None,
+}
+#: Rows that are an rlblocks algorithm with overrides on top of its MuJoCo preset: the plugin
+#: trained and the ``--set`` items added (before ``--rlblocks-set``, which wins).
+RLBLOCKS_VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "sac-simba": ("sac", ["algo.network=simba"]),
+}
 TEST_EPISODES = 10
 
 #: Tianshou's examples/mujoco defaults (mujoco_<algo>.py, ``main``'s keyword defaults).
@@ -416,8 +450,14 @@ def trial_rlblocks(
     from rlblocks.plugins import hookimpl
 
     curve: list[tuple[int, float]] = []
+    network: list[str] = []
 
     class Curve:
+        @hookimpl
+        def rlblocks_run_start(self, config: dict[str, Any]) -> None:
+            # the network the run resolved (sac-simba's row records "simba")
+            network.append(str(config.get("algo", {}).get("network", "mlp")))
+
         @hookimpl
         def rlblocks_test_end(self, stats: dict[str, Any], env_step: int) -> None:
             if not stats.get("screened"):  # full tests only (a screen plays a few episodes)
@@ -430,10 +470,12 @@ def trial_rlblocks(
     ]
     if algo == "ppo":
         overrides.append(f"algo.lr_decay_steps={steps}")
+    plugin, variant = RLBLOCKS_VARIANTS.get(algo, (algo, []))
+    overrides += variant  # a row's own settings (sac-simba: the SimBa network)
     overrides += extra or []  # --rlblocks-set, after the budget so that they win
     with tempfile.TemporaryDirectory(prefix="rlblocks-bench-") as tmp:
         result = rlblocks.train(
-            algo,
+            plugin,
             env=env,
             seed=seed,
             loggers=[],
@@ -445,6 +487,9 @@ def trial_rlblocks(
         )
     out = {"curve": curve, "seconds": float(result.wall_seconds), "env_steps": result.env_steps}
     out["rlblocks_code"] = code_version(rlblocks.__file__)
+    out["rlblocks_network"] = network[0] if network else "unknown"
+    if variant:
+        out["rlblocks_variant"] = [plugin, *variant]
     if extra:
         out["rlblocks_set"] = list(extra)
     return out
@@ -677,6 +722,114 @@ def _tianshou_algorithm(
     )
 
 
+#: RL Baselines3 Zoo's MuJoCo hyperparameters for sb3-contrib (DLR-RM/rl-baselines3-zoo,
+#: ``hyperparams/crossq.yml`` and ``hyperparams/tqc.yml``, their ``*-v4`` MuJoCo entries, zoo
+#: 2.x as of sb3-contrib 2.9; the zoo is not installed here, so they are written out by hand
+#: and applied to the v5 envs). crossq.yml's were read from the zoo's repository (commit
+#: 208b6fd); tqc.yml's MuJoCo block (``learning_starts`` 10,000 on every task, Hopper dropping
+#: 5 atoms per critic) is written from the published file as remembered: the copies at hand
+#: predate that block, so check it against the zoo before a table rests on it. Every key the
+#: zoo leaves out keeps sb3-contrib 2.9.2's default:
+#: CrossQ batch 256, gamma 0.99, Adam betas (0.5, 0.999), Batch Renormalization with 100k
+#: warm-up steps, automatic entropy tuning; TQC lr 3e-4, batch 256, tau 0.005, gamma 0.99,
+#: 2 critics of 25 quantiles with 256-256 layers, automatic entropy tuning. ``n_timesteps``
+#: (5M for CrossQ, 1M for TQC) gives way to the budget.
+SB3_ZOO: dict[str, dict[str, Any]] = {
+    "crossq": {
+        "buffer_size": 1_000_000,
+        "learning_rate": 1e-3,
+        "learning_starts": 5_000,
+        "policy_delay": 3,
+        "policy_kwargs": {"net_arch": {"pi": [256, 256], "qf": [2048, 2048]}},
+    },
+    "tqc": {"learning_starts": 10_000},
+}
+#: The zoo's per-env departures from the entries above (keyed by the env's name before "-v").
+SB3_ZOO_ENV: dict[str, dict[str, dict[str, Any]]] = {
+    "tqc": {"Hopper": {"top_quantiles_to_drop_per_net": 5}},
+}
+
+
+def sb3_hyperparams(algo: str, env_id: str) -> dict[str, Any]:
+    """The zoo's keyword arguments for ``algo`` on ``env_id`` (see :data:`SB3_ZOO`)."""
+    if algo not in SB3_ZOO:
+        raise ValueError(f"no sb3-contrib peer for {algo!r}; sb3 runs {', '.join(SB3_ZOO)}")
+    hp = copy.deepcopy(SB3_ZOO[algo])  # sb3 writes into policy_kwargs: keep the table clean
+    hp.update(copy.deepcopy(SB3_ZOO_ENV.get(algo, {}).get(env_id.split("-")[0], {})))
+    return hp
+
+
+def _sb3_test(model: Any, envs: list[Any], seed: int) -> float:
+    """The mean return of one episode on each of ``envs`` with deterministic actions (the mean
+    of the squashed Gaussian, as the other libraries test), the envs stepped side by side and a
+    finished one left alone; ``seed`` seeds this test's resets."""
+    import numpy as np
+
+    obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
+    returns = [0.0] * len(envs)
+    active = list(range(len(envs)))
+    while active:
+        actions, _ = model.predict(np.stack([obs[i] for i in active]), deterministic=True)
+        still = []
+        for i, action in zip(active, actions):
+            obs[i], reward, terminated, truncated, _ = envs[i].step(action)
+            returns[i] += float(reward)
+            if not (terminated or truncated):
+                still.append(i)
+        active = still
+    return float(np.mean(returns))
+
+
+def trial_sb3(
+    algo: str,
+    env_id: str,
+    seed: int,
+    steps: int,
+    interval: int,
+    hp_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """sb3-contrib's CrossQ or TQC with the zoo's MuJoCo hyperparameters, on the same budget
+    (its random warm-up, ``learning_starts``, counted in it) and test schedule as the other
+    libraries: :data:`TEST_EPISODES` episodes every ``interval`` env steps, deterministic
+    actions, from a callback of ours. Time: from building the envs to the end of ``learn``,
+    tests included, as Tianshou's trial is timed. ``hp_overrides`` (smoke tests only: a
+    shorter warm-up, smaller networks) go over the zoo's and are recorded with them."""
+    import gymnasium as gym
+    import sb3_contrib
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    classes = {"crossq": sb3_contrib.CrossQ, "tqc": sb3_contrib.TQC}
+    hp = {**sb3_hyperparams(algo, env_id), **(hp_overrides or {})}
+    curve: list[tuple[int, float]] = []
+    t0 = time.perf_counter()
+    test_envs = [gym.make(env_id) for _ in range(TEST_EPISODES)]
+
+    class Tests(BaseCallback):
+        """Tests every ``interval`` env steps (one training env: one call per env step) from the
+        end of the random warm-up on, where the other libraries' curves start too."""
+
+        def _on_step(self) -> bool:
+            step = self.num_timesteps
+            if step % interval == 0 and step >= hp.get("learning_starts", 0):
+                # each test's resets get their own seeds, away from the training env's
+                test_seed = seed * 1_000 + 10_000_000 + len(curve) * TEST_EPISODES
+                curve.append((self.num_timesteps, _sb3_test(self.model, test_envs, test_seed)))
+            return True
+
+    model = classes[algo]("MlpPolicy", gym.make(env_id), seed=seed, device="cpu", verbose=0, **hp)
+    model.learn(total_timesteps=steps, callback=Tests())
+    seconds = time.perf_counter() - t0
+    for env in test_envs:
+        env.close()
+    return {
+        "curve": curve,
+        "seconds": seconds,
+        "env_steps": int(model.num_timesteps),
+        "sb3_contrib": sb3_contrib.__version__,
+        "sb3_hyperparams": hp,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 # Parent: schedule, record, report
 # --------------------------------------------------------------------------------------------
@@ -756,8 +909,9 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
     ok = [r for r in results if "error" not in r and r.get("curve")]
     envs = sorted({r["env"] for r in ok}, key=lambda e: (e != "Hopper-v5", e))
     algos = [a for a in ALGOS if any(r["algo"] == a for r in ok)]
+    landed = [a for a in algos if PEER[a] == "tianshou"]
     lines = [
-        "# MuJoCo at an equal env-step budget: rlblocks vs Tianshou",
+        "# MuJoCo at an equal env-step budget: rlblocks vs Tianshou (and sb3-contrib)",
         "",
         f"Produced by `{command}` (script: `contrib/benchmarks/mujoco_benchmark.py`, whose "
         "docstring lists both libraries' settings). Final = the last test's mean return over "
@@ -798,12 +952,12 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for env in envs:
-        for algo in algos:
+        for algo in landed:
             cells: dict[str, list[dict[str, Any]]] = {
                 fw: [
                     r for r in ok if r["env"] == env and r["algo"] == algo and r["framework"] == fw
                 ]
-                for fw in FRAMEWORKS
+                for fw in ("rlblocks", "tianshou")
             }
             if not any(cells.values()):
                 continue
@@ -830,8 +984,9 @@ def build_report(results: list[dict[str, Any]], out_dir: str, command: str) -> s
                 f"{_secs(med['rlblocks'])} | {_secs(med['tianshou'])} | {ratio} | {pair} | "
                 f"{paper} |"
             )
-    lines += _paired_table(ok, envs, algos)
+    lines += _paired_table(ok, envs, landed)
     lines += _sampled_ppo_section(ok, out_dir)
+    lines += _new_rows_section(ok, envs)
     codes: dict[str, int] = {}
     for r in ok:
         if r["framework"] == "rlblocks":
@@ -899,7 +1054,7 @@ def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -
                 if r["env"] == env and r["algo"] == algo:
                     key = (int(r["seed"]), int(r["budget"]))
                     by_seed.setdefault(key, {})[r["framework"]] = r
-            pairs = [p for _, p in sorted(by_seed.items()) if len(p) == len(FRAMEWORKS)]
+            pairs = [p for _, p in sorted(by_seed.items()) if {"rlblocks", "tianshou"} <= set(p)]
             if not pairs:
                 continue
             ours = [_last_tests(p["rlblocks"]) for p in pairs]
@@ -910,6 +1065,182 @@ def _paired_table(ok: list[dict[str, Any]], envs: list[str], algos: list[str]) -
                 f"{_mean_std(theirs)} | {_paired([a - b for a, b in zip(ours, theirs)])} |"
             )
     return lines
+
+
+#: The rows the issue's targets are about, and what they aim at: CrossQ or SAC with the SimBa
+#: network at 1.5x the final return of the landed rlblocks SAC row on every env, and every new
+#: row at least its peer's final return with at most half its wall-clock.
+NEW_ROWS = ("crossq", "tqc", "sac-simba")
+TARGET_OVER_SAC = 1.5
+TARGET_OVER_SAC_ROWS = ("crossq", "sac-simba")
+TARGET_WALL_RATIO = 0.5
+#: What a seed of each new row costs, measured on 2026-12-07 (Hopper-v5, one torch thread, CPU
+#: seconds of the trial's process per gradient step over 20-400 steps after a short warm-up, on
+#: the shared 2-vCPU machine, where other work made a process's own CPU time read about 1.3x
+#: high: rlblocks' SAC measured 0.015 s against the 0.0116 s per step of the landed row's quiet
+#: 462 s). No 50k-step trial of these rows fitted in that session.
+NEW_ROWS_COST: list[str] = [
+    "",
+    "Cost of one seed (one env, 50,000 env steps, one torch thread), from CPU seconds per "
+    "gradient step measured on 2026-12-07 on Hopper-v5 (short runs on the shared machine, which "
+    "read about 1.3x high against the landed SAC row's quiet wall; 20 steps for the large "
+    "networks, so take them to 10-20%): rlblocks CrossQ 0.43 s x 45,000 steps, about 5.4 h; "
+    "sb3-contrib CrossQ 0.48 s, about 5.9 h (the same network sizes: 2048-2048 critics, 256-256 "
+    "actor); rlblocks TQC 0.135 s x 40,000, about 1.5 h (the paper's 5 critics of 512-512-512); "
+    "sb3-contrib TQC 0.027 s, about 18 min (the zoo's 2 critics of 256-256); rlblocks SAC with "
+    "SimBa 0.37 s x 40,000, about 4.1 h (critics of 2 blocks of 512 with 2048-wide "
+    "bottlenecks); for scale, rlblocks SAC 0.015 s. So a seed of the five trials costs about "
+    "17 CPU-hours per env (about 13 on a quiet core), 5 seeds on both envs about a week of one "
+    "core: these networks are sized for a GPU. With these presets TQC's wall target (at most "
+    "half of sb3-contrib's) cannot be met on a CPU, its networks being about five times the "
+    "zoo's; CrossQ's compares networks of the same size.",
+]
+#: Seeds per cell in the landed table (5-10): a new cell with fewer is marked in the report.
+LANDED_SEEDS = 5
+
+
+def _final(r: dict[str, Any]) -> float:
+    return float(r["curve"][-1][1])
+
+
+def _seeds_note(n: int) -> str:
+    """A cell's seed count, flagged when below the landed cells' (a 1-seed cell is one run)."""
+    return f"{n} (1 seed only)" if n == 1 else (f"{n} (few)" if n < LANDED_SEEDS else str(n))
+
+
+def _new_rows_section(ok: list[dict[str, Any]], envs: list[str]) -> list[str]:
+    """CrossQ, TQC and SAC with the SimBa network: a table of each row against its peer
+    (sb3-contrib with the zoo's settings, or none), then the targets, computed per env."""
+    rows = [a for a in NEW_ROWS if any(r["algo"] == a for r in ok)]
+    lines = [
+        "",
+        "## Newer learners: CrossQ, TQC and SAC with the SimBa network",
+        "",
+        "rlblocks' CrossQ and TQC with their MuJoCo presets (from their papers) against "
+        "sb3-contrib's with RL Baselines3 Zoo's MuJoCo hyperparameters (the script's "
+        "`SB3_ZOO`), and rlblocks' SAC with `algo.network=simba` (its MuJoCo preset otherwise; "
+        "SimBa's own sizes: an actor of 1 block of width 128, critics of 2 blocks of 512), "
+        "which has no peer: its target is the landed rlblocks SAC row above. Same budget, "
+        "seeds, test schedule and one torch thread as the table above. Ratio = rlblocks / "
+        "sb3-contrib (final return: above 1 is ahead; wall: below 1 is faster). The landed "
+        f"cells have 5-10 seeds; a cell with fewer than {LANDED_SEEDS} is marked, and a "
+        "1-seed cell is one run, not a mean: read its numbers as a first look. Run: "
+        "`python contrib/benchmarks/mujoco_benchmark.py --envs Hopper-v5,HalfCheetah-v5 "
+        "--algos crossq,tqc,sac-simba --steps 50000 --seeds 5 --out-dir docs/benchmarks/mujoco`.",
+        *NEW_ROWS_COST,
+    ]
+    if not rows:
+        return [*lines, "", "No trials of these rows yet (their cost per seed is above)."]
+    lines += [
+        "",
+        "| env | algo | budget | seeds rlblocks / peer | rlblocks final | peer final | "
+        "final ratio | rlblocks best | peer best | rlblocks wall s | peer wall s | wall ratio | "
+        "pair ratio (max) | final / landed SAC |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    targets: list[str] = []
+    for env in envs:
+        sac = [_final(r) for r in ok if _cell(r, env, "sac", "rlblocks")]
+        sac_mean = statistics.fmean(sac) if sac else None
+        for algo in rows:
+            peer = PEER[algo]
+            ours = [r for r in ok if _cell(r, env, algo, "rlblocks")]
+            theirs = [r for r in ok if peer and _cell(r, env, algo, peer)]
+            if not ours and not theirs:
+                continue
+            a, b = [_final(r) for r in ours], [_final(r) for r in theirs]
+            wa = statistics.median(r["seconds"] for r in ours) if ours else None
+            wb = statistics.median(r["seconds"] for r in theirs) if theirs else None
+            budgets = sorted({r["budget"] for r in ours + theirs})
+            peer_seeds = _seeds_note(len(theirs)) if peer else "no peer"
+            lines.append(
+                f"| {env} | {algo} | {','.join(map(str, budgets))} | "
+                f"{_seeds_note(len(ours))} / {peer_seeds} | {_mean_std(a)} | "
+                f"{_mean_std(b) if peer else '–'} | {_ratio(a, b)} | "
+                f"{_mean_std([max(v for _, v in r['curve']) for r in ours])} | "
+                f"{_mean_std([max(v for _, v in r['curve']) for r in theirs]) if peer else '–'} | "
+                f"{_secs(wa)} | {_secs(wb)} | "
+                f"{f'{wa / wb:.2f}' if wa and wb else '–'} | {_pair_ratio(ours, theirs)} | "
+                f"{_ratio(a, sac) if sac else '–'} |"
+            )
+        targets += _targets(ok, env, rows, sac_mean, len(sac))
+    return [*lines, "", "Targets, per env (from the trials above):", "", *targets]
+
+
+def _cell(r: dict[str, Any], env: str, algo: str, fw: str) -> bool:
+    return r["env"] == env and r["algo"] == algo and r["framework"] == fw
+
+
+def _ratio(a: list[float], b: list[float]) -> str:
+    """``mean(a) / mean(b)``, or "–" when a side is empty or ``b``'s mean is not positive."""
+    if not a or not b or statistics.fmean(b) <= 0:
+        return "–"
+    return f"{statistics.fmean(a) / statistics.fmean(b):.2f}"
+
+
+def _targets(
+    ok: list[dict[str, Any]], env: str, rows: list[str], sac_mean: float | None, sac_n: int
+) -> list[str]:
+    """One line per target for ``env``: met, not met, or not run yet, with the numbers."""
+
+    def mean_final(algo: str, fw: str) -> tuple[float | None, int]:
+        xs = [_final(r) for r in ok if _cell(r, env, algo, fw)]
+        return (statistics.fmean(xs) if xs else None, len(xs))
+
+    def seeds(n: int) -> str:
+        return f"{n} seed{'s' * (n != 1)}"
+
+    out = []
+    if sac_mean is None:
+        out.append(f"- {env}: no landed rlblocks SAC trials, so no 1.5x target.")
+    else:
+        goal = TARGET_OVER_SAC * sac_mean
+        parts, met, ran = [], False, False
+        for algo in TARGET_OVER_SAC_ROWS:
+            mean, n = mean_final(algo, "rlblocks")
+            if mean is None:
+                parts.append(f"{algo} not run")
+                continue
+            ran, met = True, met or mean >= goal
+            parts.append(f"{algo} {mean:.0f} ({mean / sac_mean:.2f}x, {seeds(n)})")
+        verdict = "met" if met else ("not met" if ran else "not run")
+        out.append(
+            f"- {env}, CrossQ or SAC+SimBa at >= {TARGET_OVER_SAC}x the landed SAC row's final "
+            f"return ({sac_mean:.0f} over {seeds(sac_n)}; goal {goal:.0f}): "
+            + "; ".join(parts)
+            + f": **{verdict}**."
+        )
+    for algo in rows:
+        peer = PEER[algo]
+        if peer is None:
+            continue
+        ours, n_ours = mean_final(algo, "rlblocks")
+        theirs, n_theirs = mean_final(algo, peer)
+        if ours is None or theirs is None:
+            out.append(f"- {env}, {algo} against {LABELS[peer]}: not run on both sides yet.")
+            continue
+        walls = [
+            (r, o)
+            for r in ok
+            if _cell(r, env, algo, "rlblocks")
+            for o in ok
+            if _cell(o, env, algo, peer) and o["seed"] == r["seed"]
+        ]
+        wall_ratio = (
+            statistics.median(r["seconds"] / o["seconds"] for r, o in walls) if walls else None
+        )
+        final_ok = "met" if ours >= theirs else "not met"
+        wall_ok = (
+            "–" if wall_ratio is None else ("met" if wall_ratio <= TARGET_WALL_RATIO else "not met")
+        )
+        out.append(
+            f"- {env}, {algo} against {LABELS[peer]} ({seeds(n_ours)} / {seeds(n_theirs)}): "
+            f"final {ours:.0f} against {theirs:.0f}, at least the peer's: **{final_ok}**; "
+            f"wall ratio (median of the seeds' own) "
+            f"{'–' if wall_ratio is None else f'{wall_ratio:.2f}'}, at most "
+            f"{TARGET_WALL_RATIO}: **{wall_ok}**."
+        )
+    return out
 
 
 SAMPLED_PPO_FILE = "ppo-sampled-test-actions.jsonl"
@@ -979,7 +1310,7 @@ def _plot(results: list[dict[str, Any]], env: str, algos: list[str], out_dir: st
         return None
     fig, axes = plt.subplots(1, len(algos), figsize=(4.2 * len(algos), 3.4), squeeze=False)
     for ax, algo in zip(axes[0], algos):
-        for fw, colour in zip(FRAMEWORKS, ("tab:blue", "tab:orange")):
+        for fw, colour in zip(FRAMEWORKS, ("tab:blue", "tab:orange", "tab:green")):
             runs = [
                 r["curve"]
                 for r in results
@@ -1010,7 +1341,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--algos", default=",".join(DEFAULT_ALGOS), help=f"a comma list of {', '.join(ALGOS)}"
     )
-    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument(
+        "--frameworks",
+        default=",".join(FRAMEWORKS),
+        help="a comma list of rlblocks, tianshou, sb3; each row runs rlblocks and its one peer "
+        "(Tianshou for sac/td3/ddpg/ppo, sb3-contrib for crossq/tqc, none for sac-simba)",
+    )
     parser.add_argument("--steps", type=int, default=100_000, help="env steps per run")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=100)
@@ -1038,6 +1374,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--_trial", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--_seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    for flag, given, known in (
+        ("--algos", args.algos, ALGOS),
+        ("--frameworks", args.frameworks, FRAMEWORKS),
+    ):
+        unknown = [x for x in given.split(",") if x not in known]
+        if unknown:
+            parser.error(f"{flag}: unknown {', '.join(unknown)}; choose from {','.join(known)}")
+    frameworks = args.frameworks.split(",")
+    if "sb3" in frameworks and importlib.util.find_spec("sb3_contrib") is None:
+        print("skipped sb3-contrib: it is not installed (pip install sb3-contrib)", file=sys.stderr)
+        frameworks.remove("sb3")
 
     if args._trial:  # child: one trial, one JSON line
         import torch
@@ -1046,6 +1393,8 @@ def main(argv: list[str] | None = None) -> int:
         trial = (args.algos, args.envs, args._seed, args.steps, args.test_interval)
         if args._trial == "rlblocks":
             out = trial_rlblocks(*trial, extra=args.rlblocks_set)
+        elif args._trial == "sb3":
+            out = trial_sb3(*trial)
         else:
             out = trial_tianshou(*trial, nan_check=args.tianshou_nan_check)
         print(json.dumps(out), flush=True)
@@ -1062,9 +1411,9 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for env in args.envs.split(","):
                 for algo in args.algos.split(","):
-                    for fw in args.frameworks.split(","):
-                        if fw == "tianshou" and algo in RLBLOCKS_ONLY:
-                            continue  # no Tianshou counterpart (see RLBLOCKS_ONLY)
+                    for fw in frameworks:
+                        if fw != "rlblocks" and fw != PEER[algo]:
+                            continue  # each row has rlblocks and its one peer (see PEER)
                         key = (fw, algo, env, seed, budget_for(algo, args.steps))
                         if key in done:
                             continue

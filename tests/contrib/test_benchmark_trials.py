@@ -180,3 +180,104 @@ def test_multiagent_rlblocks_trial_reports_a_per_agent_return(
     assert out["env_steps"] == 800
     assert out["seconds"] > 0
     assert math.isfinite(out["return"]) and out["return"] < 0.0, out
+
+
+def _load_mujoco_bench(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("_bench_mujoco", BENCH / "mujoco_benchmark.py")
+    bench = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(bench)
+    return bench
+
+
+@pytest.mark.parametrize("algo", ["crossq", "tqc"])
+def test_mujoco_sb3_trial_trains_and_tests_on_the_schedule(
+    algo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sb3-contrib's CrossQ and TQC trial on a tiny budget (a short warm-up and small networks
+    over the zoo's settings): it tests 10 deterministic episodes at every interval from the end
+    of the warm-up on, stops at the budget, times it, and records the zoo's settings for the env
+    (Hopper drops 5 atoms in TQC)."""
+    pytest.importorskip("sb3_contrib")
+    pytest.importorskip("mujoco")
+    bench = _load_mujoco_bench(monkeypatch)
+    small = {"learning_starts": 150, "policy_kwargs": {"net_arch": [32, 32]}}
+    out = bench.trial_sb3(algo, "Hopper-v5", 0, 300, 100, hp_overrides=small)
+    assert [step for step, _ in out["curve"]] == [200, 300]  # none at 100, inside the warm-up
+    assert all(math.isfinite(v) and v > 0 for _, v in out["curve"]), out["curve"]
+    assert out["env_steps"] == 300 and out["seconds"] > 0
+    assert out["sb3_hyperparams"]["learning_starts"] == 150
+    zoo = bench.sb3_hyperparams(algo, "Hopper-v5")
+    if algo == "tqc":
+        assert zoo["top_quantiles_to_drop_per_net"] == 5
+        assert "top_quantiles_to_drop_per_net" not in bench.sb3_hyperparams(algo, "HalfCheetah-v5")
+    else:
+        assert zoo["policy_kwargs"]["net_arch"]["qf"] == [2048, 2048]
+        assert "use_sde" not in zoo["policy_kwargs"]  # sb3 wrote into a copy, not the table
+
+
+def test_mujoco_sac_simba_row_trains_sac_with_the_simba_network(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sac-simba row is rlblocks' SAC with ``algo.network=simba`` over its MuJoCo preset:
+    the run resolves the SimBa network, tests on the schedule and trains the budget (here with
+    a narrow SimBa: the row's own width of 512 costs about a CPU second per gradient step)."""
+    pytest.importorskip("mujoco")
+    bench = _load_mujoco_bench(monkeypatch)
+    tiny = ["trainer.warmup_steps=150", "algo.network_width=32"]
+    out = bench.trial_rlblocks("sac-simba", "Hopper-v5", 0, 300, 150, extra=tiny)
+    assert out["rlblocks_network"] == "simba"
+    assert out["rlblocks_variant"] == ["sac", "algo.network=simba"]
+    assert out["env_steps"] == 300
+    assert [step for step, _ in out["curve"]] == [150, 300]
+    assert all(math.isfinite(v) for _, v in out["curve"])
+    plain = bench.trial_rlblocks("sac", "Hopper-v5", 0, 200, 200, extra=tiny[:1])
+    assert plain["rlblocks_network"] == "mlp" and "rlblocks_variant" not in plain
+
+
+def test_mujoco_report_sets_new_rows_against_peers_and_targets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The report's newer-learners table: a row with an sb3-contrib peer gets ratios, a
+    peerless row none, 1-seed cells are marked, and each env's targets are computed (1.5x the
+    landed SAC row; at least the peer's final return at most half its wall)."""
+    bench = _load_mujoco_bench(monkeypatch)
+
+    def trial(fw: str, algo: str, seed: int, final: float, seconds: float) -> dict:
+        return {"framework": fw, "algo": algo, "env": "Hopper-v5", "seed": seed,
+                "budget": 50_000, "curve": [[25_000, 10.0], [50_000, final]],
+                "seconds": seconds}  # fmt: skip
+
+    ok = [
+        trial("rlblocks", "sac", 100, 600.0, 400.0),
+        trial("rlblocks", "sac", 101, 800.0, 400.0),  # landed SAC: mean 700, goal 1050
+        trial("rlblocks", "crossq", 100, 1200.0, 300.0),
+        trial("sb3", "crossq", 100, 1000.0, 1000.0),  # ahead, wall 0.30
+        trial("rlblocks", "tqc", 100, 500.0, 600.0),
+        trial("sb3", "tqc", 100, 900.0, 1000.0),  # behind, wall 0.60
+        trial("rlblocks", "sac-simba", 100, 1000.0, 900.0),
+    ]
+    lines = bench._new_rows_section(ok, ["Hopper-v5"])
+    rows = {ln.split("|")[2].strip(): ln for ln in lines if ln.startswith("| Hopper-v5 |")}
+    cells = {k: [c.strip() for c in v.strip("|").split("|")] for k, v in rows.items()}
+    assert cells["crossq"][3] == "1 (1 seed only) / 1 (1 seed only)"
+    assert cells["crossq"][6] == "1.20" and cells["crossq"][11] == "0.30"
+    assert cells["crossq"][13] == "1.71"  # 1200 / 700
+    assert cells["tqc"][6] == "0.56" and cells["tqc"][11] == "0.60"  # 500 / 900, 600 / 1000
+    assert cells["sac-simba"][3].endswith("/ no peer") and cells["sac-simba"][5] == "–"
+    text = "\n".join(lines)
+    assert "goal 1050" in text and "crossq 1200 (1.71x, 1 seed)" in text
+    assert "sac-simba 1000 (1.43x, 1 seed): **met**" in text
+    crossq = next(ln for ln in lines if ln.startswith("- Hopper-v5, crossq against"))
+    assert crossq.count("**met**") == 2
+    tqc = next(ln for ln in lines if ln.startswith("- Hopper-v5, tqc against"))
+    assert tqc.count("**not met**") == 2
+
+    def over_sac(trials: list[dict]) -> str:
+        out = bench._new_rows_section(trials, ["Hopper-v5"])
+        return next(ln for ln in out if "at >= 1.5x" in ln)
+
+    below = [*ok[:2], trial("rlblocks", "crossq", 100, 1000.0, 300.0)]  # 1000 < 1050
+    assert over_sac(below).endswith("sac-simba not run: **not met**.")
+    assert over_sac([*ok[:2], *ok[4:6]]).endswith("**not run**.")  # tqc only
