@@ -925,10 +925,11 @@ class SelfPlay:
             "refreshes": self.refreshes,
         }
 
-    def rlblocks_checkpoint_load(self, checkpoint: Mapping[str, Any], trainer: Any = None) -> None:
+    def rlblocks_checkpoint_load(self, checkpoint: Mapping[str, Any], trainer: Any) -> None:
         """Take the pool back from the checkpoint and send it to the training envs at once,
         before the run restores their games (which may be played against one of its copies);
-        without a trainer, at the first collect's end."""
+        without a training collector (``trainer`` None), at the first collect's end. (No
+        default for ``trainer``: the hook manager passes only arguments without one.)"""
         saved = checkpoint.get("self_play")
         if not isinstance(saved, Mapping):
             return
