@@ -448,34 +448,32 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
         fallback = self.fallback.snapshot_state()
         if fallback is None:
             return None
-        try:
-            weights = None
-            if self._current is not None and self._current not in self.versions:
-                playing = self._playing
-                if playing is None or playing.version != self._current:
-                    return None
-                weights = _tensors_to_arrays(playing.state)
-        except TypeError:  # a dtype numpy has not (bfloat16)
-            return None
-        state: dict[str, Any] = {
-            "current": self._current,
-            "results": [[v, float(r[0]), float(r[1])] for v, r in self.results.items()],
-            "illegal_moves": self.illegal_moves,
-            "fallback": fallback,
-            "left_pool": None,
-        }
-        if weights is not None:
+        left_pool = None
+        if self._current is not None and self._current not in self.versions:
             playing = self._playing
-            assert playing is not None
-            state["left_pool"] = {
+            if playing is None or playing.version != self._current:
+                return None
+            try:
+                weights = _tensors_to_arrays(playing.state)
+            except TypeError:  # a dtype numpy has not (bfloat16)
+                return None
+            left_pool = {
                 "version": playing.version,
                 "algo": playing.algo,
                 "algo_config": copy.deepcopy(playing.algo_config),
                 "weights": weights,
             }
-        return state
+        return {
+            "current": self._current,
+            "results": [[v, float(r[0]), float(r[1])] for v, r in self.results.items()],
+            "illegal_moves": self.illegal_moves,
+            "fallback": fallback,
+            "left_pool": left_pool,
+        }
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot_state`; the pool (sent by :class:`SelfPlay`) may
+        arrive before or after, but before the next move."""
         current = state["current"]
         self._current = None if current is None else int(current)
         self.results = {int(v): [float(w), float(n)] for v, w, n in state["results"]}
@@ -484,17 +482,16 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
         self._agents = {}
         self._playing = next((s for s in self.pool if s.version == self._current), None)
         left = state.get("left_pool")
-        if left is not None:
-            like = self.pool[0] if self.pool else None
-            if like is None and self._spaces is None:
-                raise ValueError("a self-play snapshot with a copy outside the pool needs spaces")
-            obs_space, act_space = (
-                (like.observation_space, like.action_space) if like else self._spaces
-            )  # type: ignore[misc]
-            self._playing = PolicySnapshot(
-                int(left["version"]), str(left["algo"]), dict(left["algo_config"]),
-                obs_space, act_space, _arrays_to_tensors(left["weights"]),
-            )  # fmt: skip
+        if left is None:
+            return
+        like = self.pool[0] if self.pool else None
+        spaces = (like.observation_space, like.action_space) if like is not None else self._spaces
+        if spaces is None:
+            raise ValueError("a self-play snapshot with a copy outside the pool needs spaces")
+        self._playing = PolicySnapshot(
+            int(left["version"]), str(left["algo"]), dict(left["algo_config"]),
+            spaces[0], spaces[1], _arrays_to_tensors(left["weights"]),
+        )  # fmt: skip
 
     def __getstate__(self) -> dict[str, Any]:  # built agents stay where they were built
         return {**self.__dict__, "_agents": {}}
