@@ -46,6 +46,34 @@ def _latest(run: Path) -> dict[str, Any]:
     return load_checkpoint(sorted((run / "checkpoints").glob("gen-*"))[-1] / "latest.pt")
 
 
+#: a copy every 4 gradient steps, two kept, each game against either: copies leave the pool
+#: while games against them are under way
+_SELF_PLAY = 'env.make_kwargs.self_play={"every": 4, "pool_size": 2, "sample": "uniform"}'
+
+
+def _crash_and_resume(
+    tmp_path: Path, algo: str, backend: str, steps: int, crash: int, overrides: list[str],
+    capfd: pytest.CaptureFixture[str],
+) -> tuple[Any, Any, dict[str, Any]]:  # fmt: skip
+    """The run left alone, the run crashed after a checkpoint and resumed, and the collector
+    state that checkpoint kept."""
+    common = dict(env=TTT, seed=4, max_env_steps=steps, backend=backend, loggers=[],
+                  progress=False, quiet=True, overrides=overrides)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = rlblocks.train(algo, run_dir=tmp_path / "whole", **common)
+        with pytest.raises(_Crash):
+            rlblocks.train(algo, run_dir=tmp_path / "cut", hooks=[_CrashAt(crash)], **common)
+        saved = from_plain(_latest(tmp_path / "cut")["collectors"]["train"])
+        capfd.readouterr()
+        resumed = rlblocks.resume(tmp_path / "cut")
+    assert "restart" not in capfd.readouterr().err  # the games continued
+    assert (resumed.env_steps, resumed.gradient_steps) == (whole.env_steps, whole.gradient_steps)
+    a, b = whole.agent.policy.state_dict(), resumed.agent.policy.state_dict()
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
+    return whole, resumed, saved
+
+
 @pytest.mark.parametrize("opponent", ["random", "self"])
 @pytest.mark.parametrize("backend", ["dummy", "subproc"])
 def test_a_game_run_crashed_mid_game_resumes_bit_identical(
@@ -55,35 +83,32 @@ def test_a_game_run_crashed_mid_game_resumes_bit_identical(
         "env.num_envs=2", "env.num_test_envs=1", "trainer.test_episodes=2",
         "trainer.step_per_collect=10", "trainer.checkpoint_interval=50",
         "trainer.warmup_steps=40", "algo.hidden_sizes=[16]", "buffer.size=1000",
-        f"env.make_kwargs.opponent={opponent}",
-        # a copy every 4 gradient steps, two kept, each game against either: copies leave the
-        # pool while games against them are under way
-        'env.make_kwargs.self_play={"every": 4, "pool_size": 2, "sample": "uniform"}',
+        f"env.make_kwargs.opponent={opponent}", _SELF_PLAY,
     ]  # fmt: skip
-    common = dict(env=TTT, seed=4, max_env_steps=300, backend=backend, loggers=[],
-                  progress=False, quiet=True, overrides=overrides)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        whole = rlblocks.train("dqn", run_dir=tmp_path / "whole", **common)
-        with pytest.raises(_Crash):
-            rlblocks.train("dqn", run_dir=tmp_path / "cut", hooks=[_CrashAt(170)], **common)
-        # the checkpoint it resumes from has games under way (against a copy, in self-play)
-        saved = from_plain(_latest(tmp_path / "cut")["collectors"]["train"])
-        assert saved["why"] == "" and max(saved["episodes"]["ep_len"]) > 0
-        games = [e["env"]["layers"][-1]["state"] for e in saved["envs"]]
-        if opponent == "self":
-            assert any(g["opponent"]["current"] is not None for g in games)
-        capfd.readouterr()
-        resumed = rlblocks.resume(tmp_path / "cut")
-    assert "restart" not in capfd.readouterr().err  # the games continued
-    assert (resumed.env_steps, resumed.gradient_steps) == (whole.env_steps, whole.gradient_steps)
-    a, b = whole.agent.policy.state_dict(), resumed.agent.policy.state_dict()
-    assert [k for k in a if not torch.equal(a[k], b[k])] == []
-    if opponent == "self":  # the pool resumed too
+    _, _, saved = _crash_and_resume(tmp_path, "dqn", backend, 300, 170, overrides, capfd)
+    # the checkpoint it resumed from had games under way (against a copy, in self-play)
+    assert saved["why"] == "" and max(saved["episodes"]["ep_len"]) > 0
+    games = [e["env"]["layers"][-1]["state"] for e in saved["envs"]]
+    if opponent == "self":
+        assert any(g["opponent"]["current"] is not None for g in games)
         pools = [_latest(tmp_path / r)["plugins"]["self_play"] for r in ("whole", "cut")]
-        assert pools[0]["versions"] == pools[1]["versions"]
+        assert pools[0]["versions"] == pools[1]["versions"]  # the pool resumed too
         assert all(torch.equal(x[k], y[k]) for x, y in zip(*(p["states"] for p in pools))
                    for k in x)  # fmt: skip
+
+
+def test_a_self_play_run_drawing_from_torch_resumes_bit_identical_in_process(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """PPO samples its actions from torch's global generator, which on the dummy backend is
+    also where the opponents' copies are built: a resumed env builds its copy at another moment
+    than the run left alone did, so building one must not draw from that generator."""
+    overrides = [
+        "env.num_envs=2", "env.num_test_envs=1", "trainer.test_episodes=2",
+        "trainer.step_per_collect=64", "trainer.checkpoint_interval=100",
+        "algo.hidden_sizes=[16]", "env.make_kwargs.opponent=self", _SELF_PLAY,
+    ]  # fmt: skip
+    _crash_and_resume(tmp_path, "ppo", "dummy", 512, 300, overrides, capfd)
 
 
 def _play(env: gym.Env, moves: int, seed: int) -> list[Any]:
