@@ -107,6 +107,34 @@ def test_an_unknown_stateful_layer_is_named_and_the_protocol_makes_it_snapshotta
     assert np.array_equal(twin.unwrapped.state, env.unwrapped.state)
 
 
+class _Refusing(_Counting):
+    """Snapshottable until it holds something that is not plain values."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.handle: object = None
+
+    def snapshot_state(self) -> dict[str, Any]:
+        if self.handle is not None:
+            return {"why": "it holds an open handle"}
+        return {"count": self.count}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.count = int(state["count"])
+
+
+def test_a_protocol_layer_refuses_with_a_reason_that_names_it() -> None:
+    env = _Refusing(gym.make("CartPole-v1"))
+    env.reset(seed=0)
+    assert env_state.snapshot_or_reason(env)["why"] == ""
+    env.handle = object()
+    assert env_state.why_not(env) == ""  # the layer's kind is known: it refuses when asked
+    assert env_state.snapshot(env) is None
+    entry = env_state.snapshot_or_reason(env)
+    assert entry["env"] is None
+    assert "_Refusing" in entry["why"] and "it holds an open handle" in entry["why"]
+
+
 def test_a_snapshot_of_another_env_is_refused() -> None:
     snap = env_state.snapshot(gym.make("CartPole-v1"))
     with pytest.raises(ValueError, match="layers"):

@@ -9,7 +9,11 @@ code, and restoring calls nothing named by it.
 An env can be snapshotted when every layer is one of the known kinds:
 
 * any layer that implements the protocol ``snapshot_state() -> dict`` and
-  ``restore_state(state: dict) -> None`` (your own envs and wrappers: return plain values);
+  ``restore_state(state: dict) -> None`` (your own envs and wrappers: return plain values).
+  A layer that cannot be snapshotted right now (a part of it holds state that is not plain
+  values) returns the refusal ``{"why": reason}`` (that one key, a non-empty reason) instead:
+  :func:`snapshot` then returns None and :func:`snapshot_or_reason` names the layer and its
+  reason;
 * gymnasium's bookkeeping and stateless wrappers (TimeLimit, OrderEnforcing, PassiveEnvChecker,
   ClipAction, RescaleAction, FlattenObservation, ...) and the running statistics of
   NormalizeObservation / NormalizeReward;
@@ -19,7 +23,9 @@ An env can be snapshotted when every layer is one of the known kinds:
   ``AtariPreprocessing`` (its max-pool frames and life count).
 
 Any other layer (Box2D, an unknown wrapper) makes :func:`snapshot` return None and
-:func:`why_not` name the layer: a resumed run then restarts that env's episode instead.
+:func:`why_not` name the layer: a resumed run then restarts that env's episode instead (and
+warns with the reason). :func:`why_not` looks at the layers' kinds only; a protocol layer's
+refusal is known once :func:`snapshot_or_reason` asks it.
 """
 
 from __future__ import annotations
@@ -125,6 +131,13 @@ def why_not(env: gym.Env) -> str:
                 "cannot snapshot (give it snapshot_state() and restore_state(state) methods "
                 "that return and take plain values)"
             )
+    return ""
+
+
+def _refusal(layer: Any, state: Any) -> str:
+    """The reason of a protocol layer's refusal ``{"why": reason}``; "" for a snapshot."""
+    if isinstance(state, Mapping) and set(state) == {"why"} and state["why"]:
+        return f"{type(layer).__module__}.{type(layer).__qualname__}: {state['why']}"
     return ""
 
 
@@ -265,15 +278,24 @@ def _mujoco_set(layer: Any, saved: Mapping[str, Any]) -> None:
 # -- snapshot / restore ----------------------------------------------------------------------
 def snapshot(env: gym.Env) -> dict[str, Any] | None:
     """The state of every layer of ``env`` (outermost first) as plain values, or None when a
-    layer cannot be snapshotted (see :func:`why_not`)."""
+    layer cannot be snapshotted (see :func:`why_not` and :func:`snapshot_or_reason`)."""
+    return _snapshot(env)[0]
+
+
+def _snapshot(env: gym.Env) -> tuple[dict[str, Any] | None, str]:
+    """``(snapshot, "")``, or ``(None, why)`` naming the first layer that cannot be
+    snapshotted (its kind is unknown, or it refused)."""
     layers = []
     for layer in _layers(env):
         how = _how(layer)
         if not how:
-            return None
+            return None, why_not(env)
         entry: dict[str, Any] = {"class": ".".join(_key(layer)), "how": how}
         if how == "protocol":
             entry["state"] = layer.snapshot_state()
+            refused = _refusal(layer, entry["state"])
+            if refused:
+                return None, refused
         elif how == "attrs":
             entry["state"] = {a: _copy_value(getattr(layer, a, None)) for a in _ATTRS[_key(layer)]}
         elif how == "running":
@@ -283,7 +305,7 @@ def snapshot(env: gym.Env) -> dict[str, Any] | None:
         if not isinstance(layer, gym.Wrapper):
             entry["rng"] = _rng_state(layer)
         layers.append(entry)
-    return {"format": 1, "layers": layers}
+    return {"format": 1, "layers": layers}, ""
 
 
 def restore(env: gym.Env, state: Mapping[str, Any]) -> None:
@@ -330,7 +352,7 @@ def _continue_reuse_check(checker: Any) -> None:
 
 
 def snapshot_or_reason(env: gym.Env) -> dict[str, Any]:
-    """``{"env": snapshot or None, "why": why_not(env)}``: what a vector env's ``snapshot``
-    reports for one env."""
-    why = why_not(env)
-    return {"env": None if why else snapshot(env), "why": why}
+    """``{"env": snapshot or None, "why": why not}``: what a vector env's ``snapshot`` reports
+    for one env (``why`` names the layer that is unknown or refused, "" with a snapshot)."""
+    snap, why = _snapshot(env)
+    return {"env": snap, "why": why}

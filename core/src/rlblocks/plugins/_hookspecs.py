@@ -243,11 +243,15 @@ def rlblocks_checkpoint_save(checkpoint: dict, trainer: Any) -> None:
 
 
 @hookspec
-def rlblocks_checkpoint_load(checkpoint: Mapping[str, Any]) -> None:
+def rlblocks_checkpoint_load(checkpoint: Mapping[str, Any], trainer: Any) -> None:
     """Restore from a checkpoint when a run resumes, before :func:`rlblocks_run_start`.
 
     Read the key you wrote in :func:`rlblocks_checkpoint_save`; it may be missing if the
     checkpoint was written without your plugin.
 
     :param checkpoint: the loaded checkpoint; read-only.
+    :param trainer: the restored trainer (optional to accept), as in
+        :func:`rlblocks_checkpoint_save`: its policy, buffer and counters are back; the envs
+        (``trainer.train_collector.envs``) are built but their running episodes are restored
+        only after this hook, so state sent to them here is in place before those continue.
     """

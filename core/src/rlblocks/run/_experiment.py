@@ -821,7 +821,9 @@ class Experiment:
             random.setstate((state[0], tuple(state[1]), state[2]))
         if "numpy_rng" in payload:
             _set_numpy_rng_state(payload["numpy_rng"])
-        self.pm.hook.rlblocks_checkpoint_load(checkpoint=from_plain(payload.get("plugins", {})))
+        self.pm.hook.rlblocks_checkpoint_load(
+            checkpoint=from_plain(payload.get("plugins", {})), trainer=trainer
+        )
         collectors = payload.get("collectors")
         if self.train_collector is None:  # offline: only the test envs continue
             if isinstance(collectors, Mapping) and self._restore_collector(

@@ -28,13 +28,14 @@ Opponents act on CPU inside the env: in a worker process with subproc, shmem or 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -42,8 +43,9 @@ import gymnasium as gym
 import numpy as np
 from pettingzoo.utils.env_logger import EnvLogger
 
-from rlblocks.contracts import ConfigError
+from rlblocks.contracts import ConfigError, EnvWorkerError
 from rlblocks_family_pettingzoo.multiagent import KNOWN_PACKAGES
+from rlblocks_family_pettingzoo.snapshot import NotSnapshottable, restore_object, snapshot_object
 
 __all__ = [
     "GAMES",
@@ -113,9 +115,21 @@ class Opponent:
 
     ``act`` returns a legal action for one observation (a dict with ``"action_mask"``);
     ``start_game`` is called once per game before any move (and returns a label for
-    ``info["opponent"]``), ``end_game`` once with the learner's outcome."""
+    ``info["opponent"]``), ``end_game`` once with the learner's outcome.
+
+    ``snapshot_state`` / ``restore_state`` let a resumed run continue the game under way
+    exactly (see :meth:`GameEnv.snapshot_state`): the opponent's state as plain values, or None
+    when it cannot say (the default, for opponents of your own: a resumed run then restarts
+    the game). Draw randomness from the ``rng`` the env passes, which the env snapshots."""
 
     label = "opponent"
+
+    def snapshot_state(self) -> dict[str, Any] | None:
+        """What continuing the current game needs, as plain values; None: cannot be saved."""
+        return None
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot_state` of a twin made the same way."""
 
     def start_game(self, rng: np.random.Generator) -> str:
         return self.label
@@ -134,6 +148,12 @@ class RandomOpponent(Opponent):
 
     def act(self, observation: Mapping[str, Any], rng: np.random.Generator) -> int:
         return _random_legal(observation, rng)
+
+    def snapshot_state(self) -> dict[str, Any]:
+        return {}  # it draws from the env's generator, which the env snapshots
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore."""
 
 
 class _CallableOpponent(Opponent):
@@ -162,6 +182,17 @@ class _GreedyPlayer:
         return action
 
 
+@contextlib.contextmanager
+def _torch_rng_kept() -> Iterator[None]:
+    """Build an opponent's policy without drawing from torch's global generator: in the
+    trainer's process (the dummy backend) that stream is the run's, and an opponent built at
+    another moment (after a resume) must not shift it."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
 class SavedRunOpponent(Opponent, _GreedyPlayer):
     """A saved run's policy (``rlblocks.load(path)``, on CPU), acting greedily. Loaded on its
     first move, so making the env (also in a worker process) stays cheap."""
@@ -182,8 +213,16 @@ class SavedRunOpponent(Opponent, _GreedyPlayer):
         if self._agent is None:
             from rlblocks.run import load
 
-            self._agent = load(self.path, which=self.which, device="cpu")
+            with _torch_rng_kept():
+                self._agent = load(self.path, which=self.which, device="cpu")
         return self.greedy(self._agent, observation, rng)
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """Only its count of illegal moves: the saved policy is fixed and acts greedily."""
+        return {"illegal_moves": self.illegal_moves}
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        self.illegal_moves = int(state.get("illegal_moves", 0))
 
     def __getstate__(self) -> dict[str, Any]:  # a worker loads its own copy
         return {**self.__dict__, "_agent": None}
@@ -219,17 +258,44 @@ class PolicySnapshot:
         return cls(version, algo, algo_config, policy.observation_space, policy.action_space, state)
 
     def agent(self) -> Any:
-        """The snapshot as an :class:`rlblocks.run.Agent` on CPU."""
+        """The snapshot as an :class:`rlblocks.run.Agent` on CPU (built without drawing from
+        torch's global generator)."""
         from rlblocks.algo import optimizers_deferred
         from rlblocks.run import Agent, make_policy
 
-        with optimizers_deferred():
+        with optimizers_deferred(), _torch_rng_kept():
             policy = make_policy(
                 self.algo, self.observation_space, self.action_space, device="cpu",
                 config=self.algo_config,
             )  # fmt: skip
         policy.load_state_dict(self.state)
         return Agent(policy, None)
+
+
+def _tensors_to_arrays(tree: Any) -> Any:
+    """A state dict as plain values: its tensors as numpy arrays (an env snapshot's form)."""
+    import torch
+
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().cpu().numpy().copy()
+    if isinstance(tree, Mapping):
+        return {k: _tensors_to_arrays(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_tensors_to_arrays(v) for v in tree)
+    return copy.deepcopy(tree)
+
+
+def _arrays_to_tensors(tree: Any) -> Any:
+    """Undo :func:`_tensors_to_arrays`."""
+    import torch
+
+    if isinstance(tree, np.ndarray):
+        return torch.from_numpy(np.array(tree, copy=True))
+    if isinstance(tree, Mapping):
+        return {k: _arrays_to_tensors(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_arrays_to_tensors(v) for v in tree)
+    return tree
 
 
 def _to_cpu(tree: Any) -> Any:
@@ -284,11 +350,30 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
         self.results: dict[int, list[float]] = {}
         self._agents: dict[int, Any] = {}
         self._current: int | None = None
+        #: the pool entry of the game under way (kept when it leaves the pool mid-game)
+        self._playing: PolicySnapshot | None = None
+        #: the learner's (observation, action) spaces, set by the env that plays this opponent
+        self._spaces: tuple[gym.Space, gym.Space] | None = None
 
     def set_pool(self, pool: Sequence[PolicySnapshot]) -> None:
         """Replace the pool (its newest copy last); results of copies still in it are kept."""
         self.pool = list(pool)
-        versions = {s.version for s in self.pool}
+        self._forget_dropped()
+
+    def update_pool(self, add: Sequence[PolicySnapshot], drop: Sequence[int]) -> None:
+        """Drop the copies of versions ``drop`` and append ``add`` (newest last): the pool
+        :meth:`set_pool` would have been given, from only what changed."""
+        gone = {int(v) for v in drop}
+        self.pool = [s for s in self.pool if s.version not in gone] + list(add)
+        self._forget_dropped()
+
+    @property
+    def versions(self) -> list[int]:
+        """The versions of the pool's copies, oldest first."""
+        return [s.version for s in self.pool]
+
+    def _forget_dropped(self) -> None:
+        versions = set(self.versions)
         # the copy of a game under way plays it to the end, even when it left the pool
         self._agents = {
             v: a for v, a in self._agents.items() if v in versions or v == self._current
@@ -318,6 +403,7 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
             return self.fallback.start_game(rng)
         snapshot = self.pool[int(rng.choice(len(self.pool), p=self.weights()))]
         self._current = snapshot.version
+        self._playing = snapshot
         if snapshot.version not in self._agents:
             self._agents[snapshot.version] = snapshot.agent()
         return f"self:{snapshot.version}"
@@ -325,7 +411,25 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
     def act(self, observation: Mapping[str, Any], rng: np.random.Generator) -> int:
         if self._current is None:
             return self.fallback.act(observation, rng)
-        return self.greedy(self._agents[self._current], observation, rng)
+        return self.greedy(self._agent(self._current), observation, rng)
+
+    def _agent(self, version: int) -> Any:
+        """The built copy ``version``: built from the pool (or the copy a restored snapshot
+        carried) when a resumed env meets it for the first time."""
+        agent = self._agents.get(version)
+        if agent is not None:
+            return agent
+        snap = next((s for s in self.pool if s.version == version), None)
+        if snap is None and self._playing is not None and self._playing.version == version:
+            snap = self._playing
+        if snap is None:
+            raise RuntimeError(
+                f"the self-play copy {version} of the game under way is not in the pool "
+                f"{self.versions}: a restored self-play env needs its pool (SelfPlay sends it "
+                "when the run resumes) before it plays"
+            )
+        agent = self._agents[version] = snap.agent()
+        return agent
 
     def end_game(self, outcome: str) -> None:
         if self._current is None:
@@ -335,6 +439,59 @@ class SelfPlayOpponent(Opponent, _GreedyPlayer):
         tally = self.results.setdefault(self._current, [0.0, 0.0])
         tally[0] += score
         tally[1] += 1.0
+
+    def snapshot_state(self) -> dict[str, Any] | None:
+        """The copy of the game under way, the results per copy (prioritized sampling reads
+        them) and the fallback's state; the pool's weights are not in it (:class:`SelfPlay`
+        restores them from the run's checkpoint), except those of a copy that left the pool
+        while its game was still under way."""
+        fallback = self.fallback.snapshot_state()
+        if fallback is None:
+            return None
+        left_pool = None
+        if self._current is not None and self._current not in self.versions:
+            playing = self._playing
+            if playing is None or playing.version != self._current:
+                return None
+            try:
+                weights = _tensors_to_arrays(playing.state)
+            except TypeError:  # a dtype numpy has not (bfloat16)
+                return None
+            left_pool = {
+                "version": playing.version,
+                "algo": playing.algo,
+                "algo_config": copy.deepcopy(playing.algo_config),
+                "weights": weights,
+            }
+        return {
+            "current": self._current,
+            "results": [[v, float(r[0]), float(r[1])] for v, r in self.results.items()],
+            "illegal_moves": self.illegal_moves,
+            "fallback": fallback,
+            "left_pool": left_pool,
+        }
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot_state`; the pool (sent by :class:`SelfPlay`) may
+        arrive before or after, but before the next move."""
+        current = state["current"]
+        self._current = None if current is None else int(current)
+        self.results = {int(v): [float(w), float(n)] for v, w, n in state["results"]}
+        self.illegal_moves = int(state.get("illegal_moves", 0))
+        self.fallback.restore_state(state["fallback"])
+        self._agents = {}
+        self._playing = next((s for s in self.pool if s.version == self._current), None)
+        left = state.get("left_pool")
+        if left is None:
+            return
+        like = self.pool[0] if self.pool else None
+        spaces = (like.observation_space, like.action_space) if like is not None else self._spaces
+        if spaces is None:
+            raise ValueError("a self-play snapshot with a copy outside the pool needs spaces")
+        self._playing = PolicySnapshot(
+            int(left["version"]), str(left["algo"]), dict(left["algo_config"]),
+            spaces[0], spaces[1], _arrays_to_tensors(left["weights"]),
+        )  # fmt: skip
 
     def __getstate__(self) -> dict[str, Any]:  # built agents stay where they were built
         return {**self.__dict__, "_agents": {}}
@@ -458,10 +615,13 @@ class GameEnv(gym.Env):
         self.action_space = self.aec.action_space(first)
         self.self_play_options = _self_play_options(self_play)
         self.opponent = make_opponent(opponent, self.self_play_options, test_opponent)
+        if isinstance(self.opponent, SelfPlayOpponent) and self.opponent._spaces is None:
+            self.opponent._spaces = (self.observation_space, self.action_space)
         self._games = 0
         self.seat = first
         self._totals: dict[str, float] = {}
         self._label = ""
+        self._pending = 0.0
         #: the learner's illegal moves (each lost its game)
         self.illegal_moves = 0
 
@@ -475,6 +635,24 @@ class GameEnv(gym.Env):
     def self_play_pool(self, pool: Sequence[PolicySnapshot]) -> None:
         if isinstance(self.opponent, SelfPlayOpponent):
             self.opponent.set_pool(pool)
+
+    @property
+    def self_play_versions(self) -> list[int]:
+        """The versions of the copies in the self-play pool, oldest first (empty for other
+        opponents): what :class:`SelfPlay` checks before it sends only what changed."""
+        return list(getattr(self.opponent, "versions", []))
+
+    @property
+    def self_play_update(self) -> None:
+        """Write-only (reads None): ``{"add": [PolicySnapshot, ...], "drop": [version, ...]}``
+        changes the self-play pool by what a refresh changed (:meth:`SelfPlayOpponent.
+        update_pool`), so a refresh sends one copy instead of the whole pool."""
+        return None
+
+    @self_play_update.setter
+    def self_play_update(self, update: Mapping[str, Any]) -> None:
+        if isinstance(self.opponent, SelfPlayOpponent):
+            self.opponent.update_pool(update.get("add", ()), update.get("drop", ()))
 
     # -- gymnasium API ------------------------------------------------------------------------
     def reset(
@@ -533,6 +711,58 @@ class GameEnv(gym.Env):
 
     def close(self) -> None:
         self.aec.close()
+
+    # -- snapshots: the protocol of rlblocks.collect, so a resumed run continues its games ---
+    def snapshot_state(self) -> dict[str, Any]:
+        """The game under way as plain values: the PettingZoo game (its board and random
+        generator, :mod:`rlblocks_family_pettingzoo.snapshot`), the learner's seat, the
+        running totals and reward, the games played (the alternating seat follows them), the
+        env's random generator (seats, game seeds and the opponents' draws come from it) and
+        the opponent's state (:meth:`Opponent.snapshot_state`). The refusal ``{"why": ...}``
+        when the opponent or the game holds state that is not plain values: a resumed run
+        then warns and restarts this env's game."""
+        opponent = self.opponent.snapshot_state()
+        if opponent is None:
+            return {
+                "why": f"its opponent {type(self.opponent).__qualname__} ({self.opponent.label}) "
+                "cannot be snapshotted (give an Opponent snapshot_state() and "
+                "restore_state(state) methods that return and take plain values)"
+            }
+        try:
+            game = snapshot_object(self.aec)
+        except NotSnapshottable as exc:
+            return {"why": f"the game {self.game!r} cannot be snapshotted: {exc}"}
+        rng = self.np_random
+        return {
+            "game": game,
+            "seat": self.seat,
+            "games": self._games,
+            "totals": [[a, float(v)] for a, v in self._totals.items()],
+            "pending": float(self._pending),
+            "label": self._label,
+            "illegal_moves": self.illegal_moves,
+            "rng": rng.bit_generator.state,
+            "opponent": opponent,
+        }
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`snapshot_state` of a twin made the same way."""
+        restore_object(self.aec, state["game"])
+        self.seat = str(state["seat"])
+        self._games = int(state["games"])
+        self._totals = {str(a): float(v) for a, v in state["totals"]}
+        self._pending = float(state["pending"])
+        self._label = str(state["label"])
+        self.illegal_moves = int(state["illegal_moves"])
+        rng_state = dict(state["rng"])
+        bit = getattr(np.random, str(rng_state.get("bit_generator")), None)
+        if bit not in (np.random.PCG64, np.random.PCG64DXSM, np.random.MT19937,
+                       np.random.Philox, np.random.SFC64):  # fmt: skip
+            raise ValueError(f"unknown random generator {rng_state.get('bit_generator')!r}")
+        rng = np.random.Generator(bit())
+        rng.bit_generator.state = rng_state
+        self._np_random = rng
+        self.opponent.restore_state(state["opponent"])
 
     # -- the game loop ------------------------------------------------------------------------
     def _pick_seat(self) -> str:
@@ -598,7 +828,13 @@ class SelfPlay:
     after each collect), keeping the newest ``pool_size`` copies. A run on a ``games/`` id with
     ``opponent="self"`` gets one by itself (``env.make_kwargs.self_play.every``/``pool_size``);
     in Python pass ``hooks=[SelfPlay(...)]`` for envs of your own. The pool's versions and
-    weights go into checkpoints, so a resumed run plays against the same copies."""
+    weights go into checkpoints, so a resumed run plays against the same copies: they reach
+    the envs as the run resumes, before the envs' games continue.
+
+    The first push sends the whole pool; each refresh after it sends only the new copy and
+    the versions dropped (``set_attr("self_play_update", ...)``) to the envs whose pool is the
+    one sent last (``get_attr("self_play_versions")``), and the whole pool to any other (an env
+    whose worker was restarted). Envs without ``self_play_versions`` get the whole pool."""
 
     def __init__(self, every: int = 1000, pool_size: int = 10) -> None:
         for name, value in (("every", every), ("pool_size", pool_size)):
@@ -612,6 +848,10 @@ class SelfPlay:
         self._algo = ""
         self._algo_config: dict[str, Any] = {}
         self._restored: dict[str, Any] | None = None
+        #: the versions every env's pool holds since the last push (None: send the whole pool)
+        self._sent: list[int] | None = None
+        #: whether the envs report ``self_play_versions`` (False: always the whole pool)
+        self._deltas = True
 
     def rlblocks_configure(self, config: dict, run_dir: Any) -> None:
         self._algo = str(config["algo_name"])
@@ -636,14 +876,43 @@ class SelfPlay:
         self.refreshes += 1
 
     def push(self, envs: Any) -> None:
-        """Send the pool to every env of ``envs`` (a vector env with ``set_attr``)."""
+        """Bring every env of ``envs`` (a vector env with ``set_attr``) to the pool: what
+        changed since the last push where an env has the pool sent then, else the whole pool."""
         set_attr = getattr(envs, "set_attr", None)
         if set_attr is None:
             raise ConfigError(
                 f"self-play needs a vector env that can set env attributes (set_attr); "
                 f"{type(envs).__name__} cannot: use the dummy, subproc, shmem or ray backend"
             )
-        set_attr("self_play_pool", list(self.pool))
+        versions = [s.version for s in self.pool]
+        held = self._held(envs) if self._sent is not None else None
+        if held is None:
+            set_attr("self_play_pool", list(self.pool))
+        else:
+            sent = set(self._sent or ())
+            update = {
+                "add": [s for s in self.pool if s.version not in sent],
+                "drop": [v for v in sent if v not in set(versions)],
+            }
+            same = [i for i, h in enumerate(held) if h == self._sent]
+            behind = [i for i, h in enumerate(held) if h != self._sent]
+            if same and (update["add"] or update["drop"]):
+                set_attr("self_play_update", update, None if not behind else same)
+            if behind:
+                set_attr("self_play_pool", list(self.pool), None if not same else behind)
+        self._sent = versions
+
+    def _held(self, envs: Any) -> list[list[int]] | None:
+        """Each env's pool versions, or None when the envs cannot say (then the whole pool
+        goes to every env)."""
+        get_attr = getattr(envs, "get_attr", None)
+        if not self._deltas or get_attr is None:
+            return None
+        try:
+            return [[int(v) for v in h] for h in get_attr("self_play_versions")]
+        except (EnvWorkerError, AttributeError, TypeError):
+            self._deltas = False  # envs of one's own with a pool setter only
+            return None
 
     def rlblocks_checkpoint_save(self, checkpoint: dict) -> None:
         checkpoint["self_play"] = {
@@ -653,10 +922,19 @@ class SelfPlay:
             "refreshes": self.refreshes,
         }
 
-    def rlblocks_checkpoint_load(self, checkpoint: Mapping[str, Any]) -> None:
+    def rlblocks_checkpoint_load(self, checkpoint: Mapping[str, Any], trainer: Any) -> None:
+        """Take the pool back from the checkpoint and send it to the training envs at once,
+        before the run restores their games (which may be played against one of its copies);
+        without a training collector (``trainer`` None), at the first collect's end. (No
+        default for ``trainer``: the hook manager passes only arguments without one.)"""
         saved = checkpoint.get("self_play")
-        if isinstance(saved, Mapping):
-            self._restored = dict(saved)
+        if not isinstance(saved, Mapping):
+            return
+        self._restored = dict(saved)
+        collector = getattr(trainer, "train_collector", None)
+        if collector is not None:
+            self._restore(trainer)
+            self.push(collector.envs)
 
     def _restore(self, trainer: Any) -> None:
         saved, self._restored = self._restored, None
@@ -669,6 +947,7 @@ class SelfPlay:
         ]  # fmt: skip
         self.last_refresh = int(saved["last_refresh"])
         self.refreshes = int(saved["refreshes"])
+        self._sent = None  # the envs were made again: they get the whole pool
 
 
 # -- playing games outside training ------------------------------------------------------------
