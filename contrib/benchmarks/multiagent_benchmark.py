@@ -1,21 +1,24 @@
 #!/usr/bin/env python
 """Multi-agent learners on MPE cooperative navigation: rlblocks against BenchMARL, in one run.
 
-Each contender trains MAPPO (and QMIX) on the same task for the same number of env steps, then
-its final policy plays the same number of greedy test episodes. The table gives the final mean
+Each contender trains MAPPO (QMIX, and the continuous-action MADDPG and MASAC) on the same task
+for the same number of env steps, then its final policy plays the same number of greedy test
+episodes. The table gives the final mean
 per-agent return and the training wall seconds, medians over seeds, and rlblocks' ratios to
 BenchMARL's.
 
 The task, the same for both: ``mpe2.simple_spread_v3`` (cooperative navigation), N=3 agents,
-max_cycles=25, discrete actions, local_ratio=0.5 (the env's default, and BenchMARL's setting).
+max_cycles=25, local_ratio=0.5 (the env's default, and BenchMARL's setting); discrete actions
+for MAPPO and QMIX, continuous moves (``continuous_actions=True``) for MADDPG, MATD3 and MASAC.
 BenchMARL's own task config (``conf/task/pettingzoo/simple_spread.yaml``) has max_cycles=100 and
 prefers continuous actions; both are set here to rlblocks' MPE settings so that one episode is
 the same thing for both. PettingZoo 1.25+ moved MPE into the ``mpe2`` package and TorchRL's
 ``PettingZooEnv`` (which BenchMARL uses) still looks for ``pettingzoo.mpe``; this script points
 TorchRL's env table at ``mpe2.simple_spread_v3``, so both libraries step the same env code.
 
-Returns: rlblocks' IPPO/MAPPO report the mean per-agent return; its QMIX reports the team return
-(the sum of the agents' rewards), divided here by N. BenchMARL's rollouts hold every agent's
+Returns: rlblocks' IPPO/MAPPO report the mean per-agent return; its QMIX, MADDPG and MASAC
+(joint views of the team) report the team return (the sum of the agents' rewards), divided here
+by N. BenchMARL's rollouts hold every agent's
 reward: summed over the episode, averaged over agents. All rows are mean per-agent returns.
 
 Settings: each library with its own defaults for this algorithm, only the budget, the seed and
@@ -23,9 +26,12 @@ the task set here.
 
 * rlblocks: ``rlblocks.train(algo, ...)`` with the algorithm's defaults (the IPPO/MAPPO presets
   in ``plugins/algos/ippo/.../presets.py`` and ``mappo/_spec.py``; QMIX's in
-  ``plugins/algos/qmix/.../presets.py``, its N raised from 2 to 3), one test at the end.
+  ``plugins/algos/qmix/.../presets.py``; MADDPG's and MASAC's in
+  ``plugins/algos/maddpg/.../presets.py``; all three with N raised from 2 to 3), one test at the
+  end. ``matd3`` is MADDPG's preset with ``algo.td3=true``; BenchMARL 1.5.2 has no MATD3, so it
+  runs only with ``--frameworks rlblocks``.
 * BenchMARL 1.5.2 (TorchRL 0.11.1): its YAML defaults (``conf/experiment/base_experiment.yaml``,
-  ``conf/algorithm/mappo.yaml`` / ``qmix.yaml``, ``conf/model/layers/mlp.yaml``), with
+  ``conf/algorithm/{mappo,qmix,maddpg,masac}.yaml``, ``conf/model/layers/mlp.yaml``), with
   ``max_n_frames`` set to the budget, CPU devices, no loggers, no rendering and no evaluation
   during training; after training, ``evaluation_episodes`` greedy (deterministic) episodes.
 
@@ -49,7 +55,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _trials import finite, gist, run_json_trial
 
 FRAMEWORKS = ("rlblocks", "benchmarl")
-ALGOS = ("mappo", "qmix")
+ALGOS = ("mappo", "qmix", "maddpg", "masac", "matd3")
+#: the centralised-critic learners of continuous moves: MPE with ``continuous_actions=True``
+CONTINUOUS = ("maddpg", "masac", "matd3")
+#: the learners whose rlblocks result is the team return (a joint view): divided by N
+TEAM_RETURN = ("qmix", *CONTINUOUS)
 N_AGENTS = 3
 MAX_CYCLES = 25
 SPREAD = "mpe2.simple_spread_v3:parallel_env"
@@ -65,13 +75,19 @@ def trial_rlblocks(algo: str, seed: int, steps: int, episodes: int) -> dict[str,
         f"env.make_kwargs.N={N_AGENTS}",
         f"env.make_kwargs.max_cycles={MAX_CYCLES}",
     ]
+    name = algo
+    if algo in CONTINUOUS:
+        overrides.append("env.make_kwargs.continuous_actions=true")
+    if algo == "matd3":  # MADDPG's twin critics, target smoothing and delayed actors
+        name = "maddpg"
+        overrides.append("algo.td3=true")
     with tempfile.TemporaryDirectory() as tmp:
         result = rlblocks.train(
-            algo, env=SPREAD, seed=seed, max_env_steps=steps, loggers=[], progress=False,
+            name, env=SPREAD, seed=seed, max_env_steps=steps, loggers=[], progress=False,
             quiet=True, run_dir=Path(tmp) / "run", overrides=overrides,
         )  # fmt: skip
     ret = result.last_test_return
-    if algo == "qmix":  # the joint view reports the team's return: the sum over agents
+    if algo in TEAM_RETURN:  # the joint view reports the team's return: the sum over agents
         ret = ret / N_AGENTS
     return {
         "return": finite(ret),
@@ -91,7 +107,7 @@ def _torchrl_sees_mpe2() -> None:
 def trial_benchmarl(algo: str, seed: int, steps: int, episodes: int) -> dict[str, Any]:
     """Train BenchMARL's ``algo`` with its defaults for ``steps`` frames (env steps)."""
     _torchrl_sees_mpe2()
-    from benchmarl.algorithms import MappoConfig, QmixConfig
+    from benchmarl.algorithms import MaddpgConfig, MappoConfig, MasacConfig, QmixConfig
     from benchmarl.environments import PettingZooTask
     from benchmarl.experiment import Callback, Experiment, ExperimentConfig
     from benchmarl.models.mlp import MlpConfig
@@ -100,7 +116,7 @@ def trial_benchmarl(algo: str, seed: int, steps: int, episodes: int) -> dict[str
     task.config.update({"N": N_AGENTS, "max_cycles": MAX_CYCLES, "local_ratio": 0.5})
     config = ExperimentConfig.get_from_yaml()
     config.max_n_frames = steps
-    config.prefer_continuous_actions = False
+    config.prefer_continuous_actions = algo in CONTINUOUS
     config.loggers = []
     config.create_json = False
     config.render = False
@@ -108,7 +124,9 @@ def trial_benchmarl(algo: str, seed: int, steps: int, episodes: int) -> dict[str
     config.checkpoint_at_end = False
     config.evaluation_episodes = episodes
     config.sampling_device = config.train_device = config.buffer_device = "cpu"
-    algorithm = (MappoConfig if algo == "mappo" else QmixConfig).get_from_yaml()
+    configs = {"mappo": MappoConfig, "qmix": QmixConfig, "maddpg": MaddpgConfig,
+               "masac": MasacConfig}  # fmt: skip
+    algorithm = configs[algo].get_from_yaml()
 
     class Keep(Callback):
         """Keeps the rollouts of the last evaluation."""
@@ -162,7 +180,9 @@ def _cell(x: float | None, fmt: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--algos", default="mappo", help="comma-separated: mappo,qmix")
+    parser.add_argument(
+        "--algos", default="mappo", help=f"comma-separated, from {','.join(ALGOS)}"
+    )
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     parser.add_argument("--steps", type=int, default=18_000, help="env steps per trial")
     parser.add_argument("--seeds", type=int, default=3)
@@ -191,6 +211,11 @@ def main() -> None:
         bad = [x for x in (algos if name == "--algos" else frameworks) if x not in known]
         if bad:
             parser.error(f"{name}: unknown {bad}; choose from {','.join(known)}")
+    if "matd3" in algos and "benchmarl" in frameworks:
+        parser.error(
+            "--algos matd3: BenchMARL 1.5.2 has no MATD3; run it with --frameworks rlblocks "
+            "(and compare with --algos maddpg's BenchMARL row)"
+        )
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     results: list[dict[str, Any]] = []
     for algo in algos:
@@ -209,8 +234,9 @@ def main() -> None:
                 )  # fmt: skip
                 print(f"{algo} {fw} seed {seed}: {shown}", flush=True)
 
+    moves = "/".join(sorted({"continuous" if a in CONTINUOUS else "discrete" for a in algos}))
     print(
-        f"\nsimple_spread_v3 (N={N_AGENTS}, max_cycles={MAX_CYCLES}, discrete, local_ratio=0.5), "
+        f"\nsimple_spread_v3 (N={N_AGENTS}, max_cycles={MAX_CYCLES}, {moves}, local_ratio=0.5), "
         f"{args.steps} env steps per trial, {args.seeds} seeds, final return = mean per-agent "
         f"return over {args.episodes} greedy episodes; seconds = training only\n"
     )
