@@ -169,16 +169,28 @@ def _sac_stages(env_id: str, work: Path, args: argparse.Namespace) -> list[dict[
         snap = work / "sac" / f"snap-{target:07d}"
         if not (snap / "result.json").is_file():
             _log(f"{env_id}: SAC to {target} env steps")
-            if (run / "result.json").is_file():
-                rlblocks.resume(run, overrides=[f"trainer.max_env_steps={target}"])
+            if (run / "checkpoints").is_dir() and (run / "config.json").is_file():
+                result = rlblocks.resume(run, overrides=[f"trainer.max_env_steps={target}"])
             else:
                 if run.exists():
-                    shutil.rmtree(run)  # began, died before it saved a result
-                rlblocks.train(
-                    "sac", env=env_id, seed=args.sac_seed, run_dir=run, max_env_steps=target,
-                    loggers=[], progress=False, quiet=True, stop_reward=1e12,
+                    shutil.rmtree(run)  # began, died before its first checkpoint
+                result = rlblocks.train(
+                    "sac",
+                    env=env_id,
+                    seed=args.sac_seed,
+                    run_dir=run,
+                    max_env_steps=target,
+                    loggers=[],
+                    progress=False,
+                    quiet=True,
+                    stop_reward=1e12,
                     overrides=_sac_overrides(args),
-                )  # fmt: skip
+                )
+            if result.env_steps < target:  # interrupted: no copy of a stage cut short
+                raise SystemExit(
+                    f"{env_id}: the SAC run stopped at {result.env_steps} env steps of "
+                    f"{target} ({result.stop_reason}); run the script again to continue it"
+                )
             tmp = snap.with_name(snap.name + ".tmp")
             if tmp.exists():
                 shutil.rmtree(tmp)
@@ -554,22 +566,54 @@ def plots(
     return written
 
 
+def datasets_table(entries: dict[str, dict[str, Any]]) -> list[str]:
+    """What stage (a) made: per env, the SAC stages and each dataset's size and return."""
+    rows = ["| env | dataset | SAC env steps | episodes | transitions | mean return |",
+            "| --- | --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for env_id in _envs(entries):
+        e = entries[env_id]
+        at = {"expert": e["sac"]["env_steps"], "medium": e["sac"]["medium_env_steps"],
+              "medium-replay": f"0-{e['sac']['medium_env_steps']}"}  # fmt: skip
+        for name in DATASETS:
+            d = e["datasets"][name]
+            ret = "-" if d["return_mean"] is None else f"{d['return_mean']:.1f}"
+            rows.append(f"| {env_id} | {name} | {at[name]} | {d['episodes']} | {d['steps']} | "
+                        f"{ret} |")  # fmt: skip
+        stages = ", ".join(f"{s['env_steps']}: {s['test_return']:.0f}" for s in e["sac"]["stages"])
+        rows.append(f"| {env_id} | random actions | - | - | - | {e['random_return']:.1f} |")
+        rows.append("")
+        rows.append(f"{env_id} SAC test returns by env step: {stages}.")
+        rows.append("")
+    return rows
+
+
 def report(args: argparse.Namespace) -> None:
-    """Write README.md's table and the plots from results.jsonl and datasets.json."""
+    """Write README.md's tables (between its two ``<!-- table -->`` lines; the text around them
+    is kept) and the plots, from results.jsonl (trials of ``--gradient-steps``) and
+    datasets.json."""
     out = Path(args.out_dir)
     info_file = out / "datasets.json"
     entries = json.loads(info_file.read_text()) if info_file.is_file() else {}
-    results = load_results(out / "results.jsonl")
+    results = [
+        r for r in load_results(out / "results.jsonl")
+        if r.get("gradient_steps") == args.gradient_steps
+    ]  # fmt: skip
     rows = table(results, entries)
     figs = plots(results, entries, out / "plots")
     head = (out / "README.md").read_text() if (out / "README.md").is_file() else ""
     marker = "<!-- table -->"
-    pre = head.split(marker)[0] if marker in head else "# Offline benchmark (D4RL-style)\n\n"
-    post = head.split(marker)[2] if head.count(marker) >= 2 else "\n"
-    body = "\n".join(rows) + "\n"
+    parts = head.split(marker)
+    pre = parts[0] if len(parts) >= 3 else "# Offline benchmark (D4RL-style)\n\n"
+    post = parts[2] if len(parts) >= 3 else "\n"
+    errors = sum(1 for r in results if r.get("error"))
+    body = [f"Budget: {args.gradient_steps:,} gradient steps per trial; "
+            f"{len(results) - errors} trials ({errors} failed). Cells: normalised score mean "
+            "± std over seeds (trials); wall s: median training seconds.", "",
+            *rows, "", *datasets_table(entries)]  # fmt: skip
     if figs:
-        body += "\n" + "\n".join(f"![{f[:-4]}](plots/{f})" for f in figs) + "\n"
-    _write_atomic(out / "README.md", pre + marker + "\n" + body + marker + post)
+        body += [f"![{f[:-4]}](plots/{f})" for f in figs]
+    text = pre + marker + "\n" + "\n".join(body) + "\n" + marker + post
+    _write_atomic(out / "README.md", text)
     print("\n".join(rows))
 
 
