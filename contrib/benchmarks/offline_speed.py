@@ -242,6 +242,7 @@ def _tianshou(algo: str, equal: bool, data: dict[str, Any], batch: int) -> Any:
         with policy_within_training_step(algorithm.policy):
             algorithm.update(buf, batch)
 
+    step.learner = algorithm  # type: ignore[attr-defined]  # offline_d4rl.py acts with it
     return step, tianshou.__version__
 
 

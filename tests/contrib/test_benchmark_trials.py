@@ -80,6 +80,7 @@ def test_median_counts_an_unsolved_trial_slowest_and_all_errors_as_none() -> Non
         "end_to_end_fps.py",
         "mujoco_benchmark.py",
         "multiagent_benchmark.py",
+        "offline_d4rl.py",
         "offpolicy_time_to_solve.py",
         "onpolicy_time_to_solve.py",
         "pipeline_lockstep.py",
