@@ -201,6 +201,33 @@ def test_cli_eval_writes_json_and_a_video_whose_frames_read_back(solved_run, tmp
     assert 2 <= gframes.shape[0] <= 40 and gframes.std() > 5.0
 
 
+def test_a_recording_carries_a_recurrent_policys_memory(tmp_path: Path) -> None:
+    """record() plays as act() with the state fed back does: a recurrent policy that forgot
+    its memory at every step plays another episode (the control)."""
+    pytest.importorskip("imageio")
+    rlblocks.train("rppo", env="CartPole-v1", seed=0, progress=False, loggers=[], quiet=True,
+                   run_dir=tmp_path / "run",
+                   overrides=["trainer.max_env_steps=3000", "trainer.test_interval=3000",
+                              "trainer.test_episodes=2"])  # fmt: skip
+    agent = rlblocks.load(tmp_path / "run")
+
+    def play(carry: bool) -> float:
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=3)
+        state, total, done = None, 0.0, False
+        while not done:
+            act, new_state = agent.act(obs, state=state, return_state=True)
+            state = new_state if carry else None
+            obs, rew, terminated, truncated, _ = env.step(act)
+            total, done = total + float(rew), terminated or truncated
+        return total
+
+    remembering, forgetting = play(True), play(False)
+    assert remembering != forgetting  # the memory matters for this policy and seed
+    rec = agent.record(tmp_path / "v.gif", episodes=1, seed=3, max_frames=5)
+    assert list(rec.returns) == [remembering]
+
+
 def test_video_file_needs_a_known_suffix(tmp_path: Path) -> None:
     from rlblocks.run import Agent
 

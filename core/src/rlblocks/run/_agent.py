@@ -229,6 +229,11 @@ class Agent:
 
     __call__ = act
 
+    def _record_act(self, obs: Any, state: Any, deterministic: bool) -> tuple[Any, Any]:
+        """One step of :meth:`record`: the action, and the recurrent state to feed back with
+        the next observation (None at an episode's start)."""
+        return self.act(obs, state=state, deterministic=deterministic, return_state=True)
+
     # -- evaluating ---------------------------------------------------------------------------
     def evaluate(
         self,
@@ -359,6 +364,7 @@ class Agent:
                 obs, _ = single.reset(seed=None if seed is None else seed + k)
                 stack = _FrameStack(self.frame_stack, obs)
                 total, steps, done = 0.0, 0, False
+                state = None  # a recurrent policy's memory, carried through the episode
                 while not done:
                     frame = single.render()
                     if frame is None:
@@ -368,13 +374,14 @@ class Agent:
                         )
                     if len(frames) < max_frames:
                         frames.append(np.asarray(frame))
-                    action = self.act(
+                    action, state = self._record_act(
                         stack.obs
                         if stack
                         else tuples_as_dicts(obs)
                         if isinstance(obs, tuple)
                         else obs,
-                        deterministic=deterministic,
+                        state,
+                        deterministic,
                     )
                     obs, rew, terminated, truncated, _ = single.step(action)
                     stack.push(obs)

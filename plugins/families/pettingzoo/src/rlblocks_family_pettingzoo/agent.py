@@ -349,7 +349,6 @@ class MultiAgentAgent(Agent):
                 "recording of a multi-agent run does not; evaluate it (agent.evaluate)"
             )
         self._played: list[dict[str, float]] = []
-        self._record_state: Any = None
         try:
             result = super().record(
                 path, env=env, episodes=episodes, seed=seed, fps=fps, max_frames=max_frames,
@@ -357,7 +356,7 @@ class MultiAgentAgent(Agent):
             )  # fmt: skip
             played = self._played
         finally:
-            del self._played, self._record_state
+            del self._played
         return EvalResult(
             returns=np.array([self._episode_return(ep) for ep in played], dtype=np.float64),
             lengths=result.lengths,
@@ -393,14 +392,14 @@ class MultiAgentAgent(Agent):
             except BaseException:
                 out.close()
                 raise
-            return _PlayedEnv(out, self._played, on_reset=self._new_episode)
+            return _PlayedEnv(out, self._played)
 
         return factory
 
 
-    def _new_episode(self) -> None:
-        """A recording starts an episode: a recurrent policy starts from its zero state."""
-        self._record_state = None
+    def _record_act(self, obs: Any, state: Any, deterministic: bool) -> tuple[Any, Any]:
+        """One step of a recording: the agents' actions (their policies carry no state here)."""
+        return self.act(obs, deterministic=deterministic), None
 
 
 class JointAgent(MultiAgentAgent):
@@ -451,20 +450,19 @@ class JointAgent(MultiAgentAgent):
                 "observation per agent does not carry; play whole episodes with "
                 "agent.evaluate(...)"
             )
-        recording = getattr(self, "_played", None) is not None
-        if recording and state is None:  # a recording carries the state from step to step
-            state = self._record_state
         joint = self.layout.joint_observation(obs)
         batch = Batch(obs={k: v[None] for k, v in joint.items()})
         env_act, new_state = self._forward(
             self.policy, batch, deterministic, state=state, stateful=True
         )
-        if recording:
-            self._record_state = new_state
         actions = self.layout.agent_actions(env_act[0], list(obs))
         return (actions, new_state) if return_state else actions
 
     __call__ = act
+
+    def _record_act(self, obs: Any, state: Any, deterministic: bool) -> tuple[Any, Any]:
+        """One step of a recording, the recurrent state carried as single-agent agents do."""
+        return self.act(obs, state=state, deterministic=deterministic, return_state=True)
 
     def evaluate(
         self,
@@ -565,20 +563,17 @@ class _PlayedEnv:
     plays: ``reset`` and ``step`` give ``{agent_id: observation}`` of the agents that act next
     and ``step`` takes ``{agent_id: action}`` for them; the reward is the step's sum over the
     agents, and the episode ends when no agent is left. Each finished episode's return per
-    agent (of the agents that took part) goes to ``played``, and ``on_reset`` is called as an
-    episode starts. It never resets by itself, so the last frame shows how the episode
-    ended."""
+    agent (of the agents that took part) goes to ``played``. It never resets by itself, so the
+    last frame shows how the episode ended."""
 
     def __init__(
         self,
         env: Any,
         played: list[dict[str, float]],
-        on_reset: Callable[[], None] | None = None,
     ) -> None:
         from rlblocks_family_pettingzoo.multiagent import is_aec
 
         self.env = env
-        self.on_reset = on_reset
         self.aec = is_aec(env)
         self.played = played
         self.metadata = dict(getattr(env, "metadata", None) or {})
@@ -586,8 +581,6 @@ class _PlayedEnv:
 
     def reset(self, *, seed: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         self._returns = {}
-        if self.on_reset is not None:
-            self.on_reset()
         if self.aec:
             self.env.reset(seed=seed)
             obs, _ = self._next_turn()
