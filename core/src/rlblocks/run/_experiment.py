@@ -533,7 +533,7 @@ class Experiment:
         ``rlblocks.load`` returns it) around the very policies trained, else :class:`Agent`."""
         c = self.config
         built = getattr(self, "_family_policies", None)
-        if built is None:
+        if built is None or not built[0][0].loadable:  # the family has no agent of its own
             return Agent(self.policy, c, env_factory=self.env_factory)
         family, policies, seed, device = built
         trained = iter(policies)
