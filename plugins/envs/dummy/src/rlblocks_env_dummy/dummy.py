@@ -6,7 +6,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -276,9 +276,9 @@ class DummyVectorEnv(VectorEnvBase):
             terminated = np.array(term_list, dtype=bool)
             truncated = np.array(trunc_list, dtype=bool)
         except (TypeError, ValueError, OverflowError):
-            rew = terminated = truncated = None  # named below
-        if rew is None or rew.shape != (n,) or terminated.shape != (n,) or truncated.shape != (n,):
             # an env whose first steps were fine returned a value of the wrong type later
+            self._refuse_values(id_list, rew_list, term_list, trunc_list)
+        if rew.ndim + terminated.ndim + truncated.ndim != 3:  # e.g. one-element arrays
             self._refuse_values(id_list, rew_list, term_list, trunc_list)
         if any(term_list) or any(trunc_list):
             waiting.update(i for i, t, u in zip(id_list, term_list, trunc_list) if t or u)
@@ -304,7 +304,7 @@ class DummyVectorEnv(VectorEnvBase):
     def _refuse_values(
         self, id_list: Sequence[int], rews: Sequence[Any], terms: Sequence[Any],
         truncs: Sequence[Any],
-    ) -> None:
+    ) -> NoReturn:
         """The rewards or flags of this step do not stack into one number per env: raise an
         EnvWorkerError naming the env and the value (the envs of this step must be reset)."""
         self._waiting.update(id_list)
