@@ -460,9 +460,8 @@ class JointAgent(MultiAgentAgent):
 
     __call__ = act
 
-    def _record_act(self, obs: Any, state: Any, deterministic: bool) -> tuple[Any, Any]:
-        """One step of a recording, the recurrent state carried as single-agent agents do."""
-        return self.act(obs, state=state, deterministic=deterministic, return_state=True)
+    # a recording carries the recurrent state as single-agent agents do
+    _record_act = Agent._record_act
 
     def evaluate(
         self,
